@@ -1,0 +1,140 @@
+"""Atomic TensorFlow checkpoints that a restarted job resumes from, step count included.
+
+Layout of a checkpoint directory::
+
+    <directory>/step-00000120/ckpt.index, ckpt.data-00000-of-00001, step.json
+    <directory>/step-00000240/...
+
+Each ``step-N`` folder is written in full under a temporary name in the same directory and then renamed, so a
+folder with that name is always complete: a job killed mid-save leaves only a ``.tmp-*`` folder, which the next
+save removes. `restore_latest` reads the highest complete step. Only rank 0 / the chief may call `save_checkpoint`
+(the caller decides); every process may call `restore_latest`.
+
+Works with any ``tf.train.Checkpoint`` (Keras 3 and tf-keras models and optimizers, DTensor DVariables).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import tensorflow as tf
+
+from entry_points.errors import CheckpointError
+
+__all__ = ["save_checkpoint", "restore_latest", "latest_step", "list_steps", "CHECKPOINT_PREFIX"]
+
+CHECKPOINT_PREFIX = "ckpt"
+_STEP_DIR = re.compile(r"^step-(\d{8,})$")
+_TEMP_PREFIX = ".tmp-"
+
+
+def _step_dir(directory: Path, step: int) -> Path:
+    return directory / f"step-{step:08d}"
+
+
+def list_steps(directory: str | os.PathLike[str]) -> list[int]:
+    """Steps of the complete checkpoints in `directory`, ascending (empty if none or no directory)."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    steps = []
+    for entry in root.iterdir():
+        match = _STEP_DIR.match(entry.name)
+        if match and entry.is_dir() and (entry / f"{CHECKPOINT_PREFIX}.index").is_file():
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def latest_step(directory: str | os.PathLike[str]) -> int | None:
+    """The highest complete checkpoint step in `directory`, or ``None``."""
+    steps = list_steps(directory)
+    return steps[-1] if steps else None
+
+
+def save_checkpoint(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike[str], step: int,
+                    *, keep: int = 3) -> Path:
+    """Writes `checkpoint` as ``<directory>/step-<step>`` atomically and keeps the newest `keep` checkpoints.
+
+    Call on rank 0 / the chief only.
+
+    Args:
+        checkpoint: What to save (model, optimizer, any other trackables).
+        directory: The checkpoint directory (created if missing).
+        step: The global step the state corresponds to (number of optimizer steps taken).
+        keep: How many checkpoints to keep (>= 1); older ones are deleted after the new one is in place.
+
+    Returns:
+        The folder of the new checkpoint.
+
+    Raises:
+        CheckpointError: `step` or `keep` is invalid, or the directory is not writable.
+    """
+    if int(step) < 0:
+        raise CheckpointError(f"checkpoint step must be >= 0, got {step}.")
+    if keep < 1:
+        raise CheckpointError(f"keep must be >= 1, got {keep}.")
+    root = Path(directory)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot create the checkpoint directory {str(root)!r}: {exc.strerror}; pass --checkpoint-dir DIR.",
+            path=str(root),
+        ) from exc
+    for stale in root.glob(_TEMP_PREFIX + "*"):  # left by a save that was killed
+        shutil.rmtree(stale, ignore_errors=True)
+    temp = root / f"{_TEMP_PREFIX}{int(step):08d}-{uuid.uuid4().hex[:8]}"
+    final = _step_dir(root, int(step))
+    try:
+        temp.mkdir()
+        checkpoint.write(str(temp / CHECKPOINT_PREFIX))
+        (temp / "step.json").write_text(json.dumps({"step": int(step)}) + "\n", encoding="utf-8")
+        if final.exists():  # the same step saved again (e.g. on SIGTERM right after a periodic save)
+            shutil.rmtree(final)
+        os.replace(temp, final)
+    except OSError as exc:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise CheckpointError(f"cannot write a checkpoint to {str(root)!r}: {exc}.", path=str(root)) from exc
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    for old in list_steps(root)[:-keep]:
+        shutil.rmtree(_step_dir(root, old), ignore_errors=True)
+    return final
+
+
+def restore_latest(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike[str]) -> int | None:
+    """Restores the newest complete checkpoint of `directory` into `checkpoint`.
+
+    Build the model and the optimizer's variables first (e.g. ``optimizer.build(model.trainable_variables)``) so
+    that every value lands at once rather than on a deferred restore.
+
+    Args:
+        checkpoint: The objects to restore into (same structure as when saved).
+        directory: The checkpoint directory; a missing or empty one means "fresh start".
+
+    Returns:
+        The restored step, or ``None`` when there is nothing to restore.
+
+    Raises:
+        CheckpointError: The newest checkpoint cannot be read or does not match `checkpoint`'s structure.
+    """
+    step = latest_step(directory)
+    if step is None:
+        return None
+    prefix = _step_dir(Path(directory), step) / CHECKPOINT_PREFIX
+    try:
+        status = checkpoint.read(str(prefix))
+        status.assert_existing_objects_matched()
+    except (tf.errors.OpError, AssertionError, ValueError) as exc:
+        raise CheckpointError(
+            f"cannot restore {prefix}: {exc}. It was written by a different model; point --checkpoint-dir at an "
+            "empty directory to start fresh.",
+            path=str(prefix),
+        ) from exc
+    return step

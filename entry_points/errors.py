@@ -1,0 +1,52 @@
+"""Errors raised by the entry-point scripts and their shared modules.
+
+`EntryPointError` marks a mistake the user can fix (a bad hyperparameter, a malformed data channel, an unusable
+directory); `run_entry_point` writes its message to the SageMaker failure file. Anything else is a bug or an
+environment failure and is reported with its type name.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EntryPointError", "HyperparameterError", "DatasetError", "CheckpointError", "ClusterConfigError"]
+
+
+class EntryPointError(Exception):
+    """Base class: a user-fixable problem with how a training script was configured or fed."""
+
+
+class HyperparameterError(EntryPointError, ValueError):
+    """A hyperparameter is unknown, malformed or out of range.
+
+    Attributes:
+        name: The hyperparameter as the user spelled it (``--epochs``), or ``None`` when not attributable.
+        value: The received value (as text), or ``None``.
+    """
+
+    def __init__(self, message: str, *, name: str | None = None, value: object = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.value = value
+
+
+class DatasetError(EntryPointError):
+    """A data channel is missing files, or holds arrays of the wrong shape, type or labels.
+
+    Attributes:
+        path: The file or directory at fault.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CheckpointError(EntryPointError):
+    """A checkpoint directory cannot be used (not writable, or holds an unreadable checkpoint)."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ClusterConfigError(EntryPointError):
+    """The cluster description (SM_HOSTS, SM_CURRENT_HOST, TF_CONFIG, host addresses) is inconsistent."""
