@@ -1,0 +1,3 @@
+"""smdistributed.dataparallel alias provided by smddp-compat (backed by Horovod)."""
+
+__version__ = "smddp-compat"

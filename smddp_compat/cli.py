@@ -1,0 +1,59 @@
+"""The ``smddp`` command: one entry point for the kit's subcommands.
+
+    smddp local [ENTRY_POINT] ...     run a SageMaker job on this machine (local_mode)
+    smddp submit ENTRY_POINT ...      submit it to SageMaker (estimators); also status, logs, wait, fetch
+    smddp bench ...                   run the benchmarks (bench/)
+    smddp shim-path                   print the directory holding the smdistributed alias
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Callable, Sequence
+
+__all__ = ["main", "SUBCOMMANDS"]
+
+#: subcommand -> (module, function, whether the subcommand name is passed on, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
+    "local": ("local_mode.cli", "main", False, "run a SageMaker training job on this machine"),
+    "submit": ("estimators.cli", "main", True, "submit a training job to SageMaker"),
+    "status": ("estimators.cli", "main", True, "show a SageMaker training job's status"),
+    "logs": ("estimators.cli", "main", True, "print a SageMaker training job's logs"),
+    "wait": ("estimators.cli", "main", True, "wait for a SageMaker training job to end"),
+    "fetch": ("estimators.cli", "main", True, "download a training job's model artifact"),
+    "bench": ("bench.run", "main", False, "run the benchmarks and print the table of ratios"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: smddp <command> [args...]", "", "commands:"]
+    lines += [f"  {name:<10} {entry[3]}" for name, entry in SUBCOMMANDS.items()]
+    lines.append(f"  {'shim-path':<10} print the directory holding the smdistributed alias (for PYTHONPATH)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``smddp`` console script; returns the subcommand's exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "shim-path":
+        from smddp_compat.smdistributed_shim import path
+
+        print(path())
+        return 0
+    if command not in SUBCOMMANDS:
+        print(f"smddp: unknown command {command!r}.\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, function_name, keep_name, _ = SUBCOMMANDS[command]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        print(f"smddp: the {command!r} command is unavailable ({exc}); run `bash setup.sh` to install the kit.",
+              file=sys.stderr)
+        return 2
+    function: Callable[[list[str]], int] = getattr(module, function_name)
+    return int(function(args if keep_name else rest) or 0)

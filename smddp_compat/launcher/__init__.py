@@ -1,0 +1,25 @@
+"""Launching a job's processes: supervision, Horovod rendezvous, and the ``smddprun`` command.
+
+Importing this package does not import TensorFlow (Horovod's runner is imported only when a rendezvous starts).
+"""
+
+from smddp_compat.launcher._cli import main
+from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
+from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
+from smddp_compat.launcher._supervisor import GroupResult, ProcessResult, ProcessSpec, run_process_group
+from smddp_compat.smdistributed_shim import path as shim_path
+
+__all__ = [
+    "DEFAULT_GLOO_TIMEOUT_SECONDS",
+    "GroupResult",
+    "HorovodRendezvous",
+    "HostSlots",
+    "ProcessResult",
+    "ProcessSpec",
+    "assign_ranks",
+    "is_this_machine",
+    "main",
+    "parse_hosts",
+    "run_process_group",
+    "shim_path",
+]
