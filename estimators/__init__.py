@@ -1,0 +1,62 @@
+"""SageMaker estimators for smddp-compat: SMDDP on any TensorFlow, DTensor, and local runs.
+
+- :class:`TensorFlow` (SageMaker SDK v2): ``from estimators import TensorFlow`` in place of
+  ``from sagemaker.tensorflow import TensorFlow``.
+- :mod:`estimators.sdk3` (SageMaker SDK v3, extra ``smddp-compat[sdk3]``): ``SMDDPCompat`` and ``DTensor``
+  distributed configs for ``ModelTrainer``.
+- :mod:`estimators.cli`: ``smddp submit|status|logs|wait|fetch``.
+
+Importing this package imports neither TensorFlow nor the SageMaker SDK: :class:`TensorFlow` is loaded on first
+use, so the package also imports where only SDK v3 is installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from estimators._distribution import DTensorConfig, DistributionPlan, plan_distribution
+from estimators._instance_types import InstanceSpec, instance_spec, known_instance_types
+from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES
+from estimators.errors import (
+    ConfigurationError,
+    EstimatorError,
+    ImageNotFoundError,
+    JobError,
+    JobTimeoutError,
+    MissingDependencyError,
+    UnknownInstanceTypeError,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from estimators._tensorflow_estimator import TensorFlow
+
+__all__ = [
+    "TensorFlow",
+    "DEFAULT_SOURCE_EXCLUDES",
+    "DTensorConfig",
+    "DistributionPlan",
+    "InstanceSpec",
+    "plan_distribution",
+    "instance_spec",
+    "known_instance_types",
+    "ConfigurationError",
+    "EstimatorError",
+    "ImageNotFoundError",
+    "JobError",
+    "JobTimeoutError",
+    "MissingDependencyError",
+    "UnknownInstanceTypeError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TensorFlow":
+        try:
+            from estimators._tensorflow_estimator import TensorFlow
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"estimators.TensorFlow needs the SageMaker Python SDK v2 ({exc}): pip install 'sagemaker>=2.257,<3'. "
+                "With SDK v3 use estimators.sdk3 (SMDDPCompat, DTensor) instead."
+            ) from exc
+        return TensorFlow
+    raise AttributeError(f"module 'estimators' has no attribute {name!r}")

@@ -1,0 +1,127 @@
+"""``instance_type="local_process"``: an estimator's job run on this machine by local_mode (no Docker, no AWS).
+
+The estimator's fields map onto :class:`local_mode.JobSpec`: ``instance_count`` -> hosts algo-1..algo-H,
+the distribution plan's kind and processes per host, hyperparameters, ``fit(inputs)`` channels (local folders,
+``file://`` or ``s3://`` URIs), ``output_path`` (a folder, ``file://`` or ``s3://``), ``max_run``, ``environment``,
+``checkpoint_local_path``. A DTensor mesh and devices per client go to local_mode's own DTensor settings.
+``custom_mpi_options`` have no meaning there (ranks start over Gloo, not mpirun) and are ignored with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Mapping
+
+from estimators._distribution import DistributionPlan
+from estimators.errors import ConfigurationError, MissingDependencyError
+
+__all__ = ["local_channels", "build_job_spec", "run_job"]
+
+logger = logging.getLogger(__name__)
+
+#: Default output folder of local_process jobs when the estimator has no output_path.
+DEFAULT_LOCAL_OUTPUT = "smddp_local_output"
+
+
+def _local_mode() -> Any:
+    try:
+        import local_mode
+    except ImportError as exc:  # pragma: no cover - local_mode ships with smddp-compat
+        raise MissingDependencyError(
+            f"instance_type='local_process' needs the local_mode package ({exc}); install smddp-compat (bash setup.sh)"
+        ) from exc
+    return local_mode
+
+
+def local_channels(inputs: object) -> dict[str, str]:
+    """``fit(inputs)`` as local_mode channels.
+
+    Args:
+        inputs: None, a path / ``file://`` / ``s3://`` string (the ``training`` channel), a dict of channel name to
+            such strings, or SDK ``TrainingInput`` objects.
+
+    Returns:
+        Channel name -> local path or ``s3://`` URI.
+
+    Raises:
+        ConfigurationError: An input of another kind.
+    """
+    if inputs is None:
+        return {}
+    if not isinstance(inputs, Mapping):
+        inputs = {"training": inputs}
+    channels: dict[str, str] = {}
+    for name, source in inputs.items():
+        uri = source
+        config = getattr(source, "config", None)  # sagemaker.inputs.TrainingInput
+        if isinstance(config, Mapping):
+            uri = config.get("DataSource", {}).get("S3DataSource", {}).get("S3Uri")
+        if not isinstance(uri, (str, os.PathLike)):
+            raise ConfigurationError(
+                f"inputs[{name!r}]", source, "local_process jobs take local paths, file:// or s3:// URIs",
+                "pass e.g. {'train': './data/train'} or {'train': 's3://bucket/train'}",
+            )
+        uri = os.fspath(uri)
+        channels[name] = uri[len("file://"):] if uri.startswith("file://") else uri
+    return channels
+
+
+def build_job_spec(
+    *,
+    entry_point: str,
+    source_dir: str | None,
+    instance_count: int,
+    plan: DistributionPlan,
+    hyperparameters: Mapping[str, Any],
+    inputs: object,
+    output_path: str | None,
+    max_run: float | None,
+    job_name: str | None,
+    environment: Mapping[str, str] | None,
+    checkpoint_local_path: str | None,
+) -> Any:
+    """The local_mode JobSpec of an estimator's job (validated by local_mode on construction).
+
+    Returns:
+        A ``local_mode.JobSpec``.
+
+    Raises:
+        ConfigurationError: (local_mode's) for a value local_mode refuses.
+    """
+    local_mode = _local_mode()
+    if plan.custom_mpi_options:
+        logger.warning(
+            "custom_mpi_options %r are ignored by instance_type='local_process' (ranks start over Gloo, not mpirun)",
+            plan.custom_mpi_options,
+        )
+    output = output_path or DEFAULT_LOCAL_OUTPUT
+    if output.startswith("file://"):
+        output = output[len("file://"):]
+    extra: dict[str, Any] = {}
+    if plan.dtensor is not None:
+        if plan.dtensor.mesh:
+            extra["dtensor_mesh"] = dict(plan.dtensor.mesh)
+        extra["devices_per_process"] = plan.dtensor.devices_per_process
+    if max_run:
+        extra["max_run"] = max_run
+    if checkpoint_local_path:
+        extra["checkpoint_path"] = checkpoint_local_path
+    return local_mode.JobSpec(
+        entry_point=entry_point,
+        source_dir=source_dir,
+        instance_count=instance_count,
+        processes_per_host=plan.processes_per_host,
+        distribution=plan.kind,
+        hyperparameters=dict(hyperparameters),
+        channels=local_channels(inputs),
+        output_path=output,
+        job_name=job_name,
+        environment=dict(environment or {}),
+        **extra,
+    )
+
+
+def run_job(spec: Any) -> Any:
+    """Runs a local_mode job to its end and returns local_mode's result."""
+    return _local_mode().run(spec)

@@ -1,0 +1,202 @@
+"""The job's code as it is uploaded: the user's files without secrets, plus what the distribution needs.
+
+The estimator stages a directory, hands it to the SDK as ``source_dir`` (the SDK tars and uploads it as
+``sourcedir.tar.gz``), and deletes it after. The staged directory holds:
+
+- the user's ``source_dir`` (or only the entry point when there is none) and ``dependencies``, minus every path
+  matching :data:`DEFAULT_SOURCE_EXCLUDES` (version control, virtual environments, caches, keys and credential
+  files) and any symbolic link leading out of the directory;
+- for ``smdistributed``, ``mpi`` and ``dtensor``: ``smddp_compat/`` and the ``smdistributed/`` alias at the top, so
+  the unchanged script's ``import smdistributed.dataparallel.tensorflow`` resolves in the container (the code
+  directory is first on the script's ``sys.path``);
+- for ``dtensor``: ``smddp_compat_dtensor_launch.py`` (the new entry point) and ``smddp_compat_dtensor.json``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from estimators._distribution import DistributionPlan
+from estimators.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_SOURCE_EXCLUDES",
+    "DTENSOR_LAUNCHER",
+    "DTENSOR_CONFIG",
+    "StagedSource",
+    "stage_source",
+    "is_excluded",
+    "copy_filtered",
+    "compat_package_dir",
+    "shim_package_dir",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Name patterns (matched against every path component) never uploaded with a job's code.
+DEFAULT_SOURCE_EXCLUDES: tuple[str, ...] = (
+    ".git", ".hg", ".svn",
+    ".venv", ".venv-*", "venv", ".tox", ".mypy_cache", ".pytest_cache", "__pycache__", "*.pyc",
+    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*",
+    ".aws", ".ssh", ".netrc", ".pgpass", ".docker", "credentials", "credentials.*", ".git-credentials",
+)
+DTENSOR_LAUNCHER = "smddp_compat_dtensor_launch.py"
+DTENSOR_CONFIG = "smddp_compat_dtensor.json"
+_ADDED_NAMES = ("smddp_compat", "smdistributed", DTENSOR_LAUNCHER, DTENSOR_CONFIG)
+
+
+def is_excluded(name: str, patterns: Iterable[str]) -> bool:
+    """True when the file or directory name matches one of ``patterns`` (case-sensitive glob)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def _inside(path: str, root: str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base + os.sep)
+
+
+def copy_filtered(source: str, destination: str, patterns: Sequence[str], *, root: str | None = None) -> list[str]:
+    """Copies a file or a tree, leaving out excluded names and symlinks that lead outside ``root``.
+
+    Args:
+        source: A file or directory.
+        destination: Where the copy goes (created).
+        patterns: Exclusion patterns.
+        root: Symlinks must resolve inside this directory (default: ``source`` itself, or its directory).
+
+    Returns:
+        The source paths left out (for a log line).
+    """
+    root = root or (source if os.path.isdir(source) else os.path.dirname(os.path.abspath(source)))
+    skipped: list[str] = []
+    if os.path.isfile(source):
+        shutil.copy2(source, destination)
+        return skipped
+    os.makedirs(destination, exist_ok=True)
+    for entry in sorted(os.listdir(source)):
+        src = os.path.join(source, entry)
+        dst = os.path.join(destination, entry)
+        if is_excluded(entry, patterns) or (os.path.islink(src) and not _inside(src, root)):
+            skipped.append(src)
+            continue
+        if os.path.isdir(src):
+            skipped += copy_filtered(src, dst, patterns, root=root)
+        elif os.path.isfile(src):
+            shutil.copy2(src, dst)
+    return skipped
+
+
+def compat_package_dir() -> str:
+    """The directory of the installed ``smddp_compat`` package (found without importing TensorFlow)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("smddp_compat")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigurationError(
+            "distribution", "smddp_compat", "the smddp_compat package is not importable, so it cannot be shipped",
+            "install smddp-compat in this environment (bash setup.sh)",
+        )
+    return list(spec.submodule_search_locations)[0]
+
+
+def shim_package_dir() -> str:
+    """The ``smdistributed`` alias package directory provided by smddp_compat."""
+    from smddp_compat.launcher import shim_path
+
+    return os.path.join(shim_path(), "smdistributed")
+
+
+def container_script(name: str) -> str:
+    """Path of one of the in-container scripts (``estimators/container/<name>``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "container", name)
+
+
+@dataclass
+class StagedSource:
+    """A staged code directory.
+
+    Attributes:
+        directory: The staged directory (pass as ``source_dir``).
+        entry_point: The entry point relative to it.
+        user_entry_point: The user's script relative to it (differs for DTensor, where the launcher runs it).
+        skipped: Source paths left out by the exclusions.
+    """
+
+    directory: str
+    entry_point: str
+    user_entry_point: str
+    skipped: list[str]
+
+    def cleanup(self) -> None:
+        """Deletes the staged directory."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def stage_source(
+    entry_point: str,
+    source_dir: str | None,
+    dependencies: Sequence[str],
+    plan: DistributionPlan,
+    *,
+    excludes: Sequence[str] = DEFAULT_SOURCE_EXCLUDES,
+    parent: str | None = None,
+) -> StagedSource:
+    """Builds the job's code directory in a new temporary directory.
+
+    Args:
+        entry_point: The user's script (relative to ``source_dir`` when given).
+        source_dir: The user's local code directory, or None.
+        dependencies: Extra local directories or files, each shipped at the top under its own name.
+        plan: The checked distribution (decides what else is shipped).
+        excludes: Name patterns to leave out.
+        parent: Where to create the temporary directory (default: the system's).
+
+    Returns:
+        The staged directory and the entry point to run in it. The caller calls ``cleanup()``.
+
+    Raises:
+        ConfigurationError: The entry point itself is excluded, or smddp_compat cannot be found.
+    """
+    staging = tempfile.mkdtemp(prefix="smddp-source-", dir=parent)
+    try:
+        if source_dir:
+            user_entry = entry_point
+            skipped = copy_filtered(source_dir, staging, excludes)
+        else:
+            user_entry = os.path.basename(entry_point)
+            skipped = []
+            shutil.copy2(entry_point, os.path.join(staging, user_entry))
+        if any(is_excluded(part, excludes) for part in user_entry.split(os.sep)):
+            raise ConfigurationError(
+                "entry_point", entry_point, "its path matches the source exclusions, so it would not be uploaded",
+                "move the script out of excluded folders (see estimators.DEFAULT_SOURCE_EXCLUDES)",
+            )
+        for dependency in dependencies:
+            target = os.path.join(staging, os.path.basename(os.path.normpath(dependency)))
+            skipped += copy_filtered(dependency, target, excludes)
+        if plan.ships_compat:
+            for name in ("smddp_compat", "smdistributed"):
+                if os.path.exists(os.path.join(staging, name)):
+                    logger.warning("replacing %s/ of the source with the installed smddp-compat's", name)
+                    shutil.rmtree(os.path.join(staging, name))
+            copy_filtered(compat_package_dir(), os.path.join(staging, "smddp_compat"), excludes)
+            copy_filtered(shim_package_dir(), os.path.join(staging, "smdistributed"), excludes)
+        run = user_entry
+        if plan.kind == "dtensor" and plan.dtensor is not None:
+            shutil.copy2(container_script("dtensor_launch.py"), os.path.join(staging, DTENSOR_LAUNCHER))
+            with open(os.path.join(staging, DTENSOR_CONFIG), "w", encoding="utf-8") as handle:
+                json.dump({"entry_point": user_entry, "dtensor": plan.dtensor.to_json()}, handle, indent=1)
+            run = DTENSOR_LAUNCHER
+        if skipped:
+            logger.info("left out of the uploaded source: %s", ", ".join(skipped))
+        return StagedSource(staging, run, user_entry, skipped)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

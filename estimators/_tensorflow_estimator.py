@@ -1,0 +1,217 @@
+"""``estimators.TensorFlow``: the SageMaker SDK v2 TensorFlow estimator, with SMDDP on any TensorFlow and DTensor.
+
+A drop-in subclass of ``sagemaker.tensorflow.TensorFlow``: same constructor, ``fit``, ``attach``, ``logs``,
+``deploy``... What it adds:
+
+- ``distribution={"smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": ...}}}`` on every
+  TensorFlow version (the SDK refuses it after 2.11): the job becomes SageMaker's MPI launch (hyperparameters
+  ``sagemaker_mpi_enabled``, ``sagemaker_mpi_num_of_processes_per_host`` = GPUs of the instance type or its vCPUs,
+  ``sagemaker_mpi_custom_mpi_options``) and the uploaded code carries ``smddp_compat`` and the ``smdistributed``
+  alias, so the unchanged script imports them in the container;
+- ``distribution={"dtensor": {"enabled": True, ...}}``: a launcher becomes the entry point and sets DTENSOR_* on
+  every host before it starts the script;
+- ``instance_type="local_process"``: ``fit()`` runs the job on this machine through local_mode;
+- every field is checked at construction, before any upload or AWS call (see :mod:`estimators.errors`);
+- the uploaded ``sourcedir.tar.gz`` never holds version control, virtual environments, caches, keys or credential
+  files (:data:`estimators.DEFAULT_SOURCE_EXCLUDES`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+from sagemaker.tensorflow import TensorFlow as _SdkTensorFlow
+
+from estimators import _local_process
+from estimators._distribution import DistributionPlan, plan_distribution
+from estimators._images import resolve_training_image
+from estimators._instance_types import InstanceSpec, instance_spec, is_local
+from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
+from estimators._validation import check_entry_point, check_hyperparameters, check_instance_count, check_role
+from estimators.errors import ConfigurationError
+
+__all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE"]
+
+logger = logging.getLogger(__name__)
+
+#: Role given to the SDK for local jobs that name none (the SDK insists on one; nothing uses it locally).
+LOCAL_PLACEHOLDER_ROLE = "arn:aws:iam::000000000000:role/smddp-compat-local"
+#: Environment variable telling the job which smddp-compat distribution launched it.
+DISTRIBUTION_ENV = "SMDDP_COMPAT_DISTRIBUTION"
+_LOCAL_PROCESS_REGION = "us-east-1"
+
+
+def _spec_for(instance_type: str, instance_count: int) -> InstanceSpec:
+    spec = instance_spec(instance_type)
+    if instance_type == "local_process":
+        # All hosts share this machine: by default they split its CPUs instead of each taking all of them.
+        return InstanceSpec(spec.name, max(1, spec.vcpus // instance_count), 0)
+    return spec
+
+
+class TensorFlow(_SdkTensorFlow):
+    """SageMaker's TensorFlow estimator with SMDDP on any TensorFlow version, DTensor, and local processes.
+
+    Example:
+        >>> from estimators import TensorFlow  # the only line that changes  # doctest: +SKIP
+        >>> est = TensorFlow(entry_point="train.py", role=role, instance_type="ml.p4d.24xlarge",
+        ...                  instance_count=2, image_uri=image, framework_version="2.21",
+        ...                  distribution={"smdistributed": {"dataparallel": {"enabled": True}}})
+        >>> est.fit({"train": "s3://bucket/train"})  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        entry_point: str,
+        *,
+        distribution: Mapping[str, Any] | None = None,
+        source_excludes: Sequence[str] = DEFAULT_SOURCE_EXCLUDES,
+        **kwargs: Any,
+    ) -> None:
+        """Checks every field, then builds the SDK estimator.
+
+        Args:
+            entry_point: The training script (relative to ``source_dir`` when given), as in the SDK.
+            distribution: As in the SDK, plus ``smdistributed`` on any version and ``dtensor`` (see
+                :mod:`estimators._distribution` for every key).
+            source_excludes: Name patterns left out of the uploaded code (default: secrets, VCS, caches, venvs).
+            **kwargs: Every other argument of ``sagemaker.tensorflow.TensorFlow`` (``role``, ``instance_type``,
+                ``instance_count``, ``framework_version``, ``py_version``, ``image_uri``, ``source_dir``,
+                ``dependencies``, ``hyperparameters``, ``output_path``, ``max_run``, ``environment``, ...).
+
+        Raises:
+            ConfigurationError: An unknown instance type, a count < 1, a bad distribution, processes per host that
+                do not fit the instance, a DTensor mesh that does not fill the devices, a missing entry point or
+                source dir, hyperparameters that are not JSON-serialisable, a malformed role ARN, or no training
+                image for the framework version. Raised before any upload or AWS call.
+        """
+        if kwargs.get("instance_groups"):
+            raise ConfigurationError(
+                "instance_groups", kwargs["instance_groups"], "heterogeneous clusters are not supported",
+                "use instance_type and instance_count",
+            )
+        instance_type = kwargs.get("instance_type")
+        instance_count = check_instance_count(kwargs.get("instance_count", 1))
+        kwargs["instance_count"] = instance_count
+        spec = _spec_for(instance_type, instance_count)  # type: ignore[arg-type]
+        source_dir = kwargs.get("source_dir")
+        dependencies = list(kwargs.get("dependencies") or [])
+        if kwargs.get("git_config"):
+            raise ConfigurationError(
+                "git_config", kwargs["git_config"], "is not supported by smddp-compat's estimator",
+                "clone the repository yourself and pass source_dir",
+            )
+        check_entry_point(entry_point, source_dir, dependencies)
+        hyperparameters = check_hyperparameters(kwargs.get("hyperparameters"))
+        kwargs["hyperparameters"] = hyperparameters
+        plan = plan_distribution(distribution, spec=spec, instance_count=instance_count)
+        if plan.kind == "parameter_server" and instance_type == "local_process":
+            raise ConfigurationError(
+                "distribution", plan.original, "parameter_server is not run by instance_type='local_process'",
+                "use multi_worker_mirrored_strategy, mpi, smdistributed or dtensor locally",
+            )
+        if isinstance(source_dir, str) and source_dir.startswith("s3://") and plan.ships_compat:
+            raise ConfigurationError(
+                "source_dir", source_dir,
+                f"distribution {plan.kind!r} must add smddp-compat to the uploaded code, which an S3 source_dir "
+                "does not allow", "pass a local source_dir",
+            )
+        role = check_role(kwargs.get("role"), required=not is_local(instance_type))  # type: ignore[arg-type]
+        if role is None and is_local(instance_type):  # type: ignore[arg-type]
+            kwargs["role"] = LOCAL_PLACEHOLDER_ROLE
+        if instance_type == "local_process" and kwargs.get("sagemaker_session") is None:
+            kwargs["sagemaker_session"] = _offline_session()
+        environment = dict(kwargs.get("environment") or {})
+        if plan.kind != "none":
+            environment.setdefault(DISTRIBUTION_ENV, plan.kind)
+        kwargs["environment"] = environment or None
+
+        self.distribution_plan: DistributionPlan = plan
+        self.compat_distribution: dict[str, Any] = plan.original
+        self.source_excludes: tuple[str, ...] = tuple(source_excludes)
+        super().__init__(entry_point=entry_point, distribution=plan.sdk_distribution, **kwargs)
+
+        region = getattr(self.sagemaker_session, "boto_region_name", None)
+        image = resolve_training_image(
+            image_uri=kwargs.get("image_uri"),
+            framework_version=kwargs.get("framework_version"),
+            py_version=kwargs.get("py_version"),
+            instance_type=instance_type,  # type: ignore[arg-type]
+            region=region,
+        )
+        if image is not None:
+            self.image_uri = image
+
+    # -- training --------------------------------------------------------------------------------------------------
+
+    def fit(
+        self,
+        inputs: Any = None,
+        wait: bool = True,
+        logs: str = "All",
+        job_name: str | None = None,
+        experiment_config: dict[str, str] | None = None,
+    ) -> Any:
+        """Starts the training job, as the SDK does, with the staged code.
+
+        For ``instance_type="local_process"`` the job runs here through local_mode and its result (status,
+        artifacts, failure reason) is returned; ``wait`` and ``logs`` are ignored (the run streams its output).
+
+        Args:
+            inputs: Channels, as in the SDK (``s3://`` URIs, ``TrainingInput``, ``file://`` in local modes; plain
+                local paths with ``local_process``).
+            wait: Block until the job ends.
+            logs: Which logs to show while waiting.
+            job_name: The job's name (generated when None).
+            experiment_config: As in the SDK.
+
+        Returns:
+            What the SDK's ``fit`` returns, or local_mode's result for ``local_process``.
+
+        Raises:
+            JobError: A ``local_process`` job that failed (local_mode's error, which names the rank and reason).
+        """
+        if self.instance_type == "local_process":
+            return self._fit_local_process(inputs, job_name)
+        if isinstance(self.source_dir, str) and self.source_dir.startswith("s3://"):
+            return super().fit(inputs, wait, logs, job_name, experiment_config)
+        staged = stage_source(
+            self.entry_point, self.source_dir, self.dependencies, self.distribution_plan, excludes=self.source_excludes
+        )
+        saved = (self.entry_point, self.source_dir, self.dependencies)
+        self.entry_point, self.source_dir, self.dependencies = staged.entry_point, staged.directory, []
+        try:
+            return super().fit(inputs, wait, logs, job_name, experiment_config)
+        finally:
+            self.entry_point, self.source_dir, self.dependencies = saved
+            staged.cleanup()
+
+    def _fit_local_process(self, inputs: Any, job_name: str | None) -> Any:
+        spec = _local_process.build_job_spec(
+            entry_point=self.entry_point,
+            source_dir=self.source_dir,
+            instance_count=self.instance_count,
+            plan=self.distribution_plan,
+            hyperparameters=self._hyperparameters,
+            inputs=inputs,
+            output_path=self.output_path,
+            max_run=self.max_run,
+            job_name=job_name or self._get_or_create_name(None),
+            environment={k: v for k, v in (self.environment or {}).items() if k != DISTRIBUTION_ENV},
+            checkpoint_local_path=self.checkpoint_local_path,
+        )
+        self._current_job_name = spec.job_name
+        self.local_result = _local_process.run_job(spec)
+        return self.local_result
+
+
+def _offline_session() -> Any:
+    """A SageMaker session for local_process jobs: a regional boto3 session, no AWS call is ever made with it."""
+    import boto3
+    import sagemaker
+
+    boto_session = boto3.Session()
+    if boto_session.region_name is None:
+        boto_session = boto3.Session(region_name=_LOCAL_PROCESS_REGION)
+    return sagemaker.Session(boto_session=boto_session)

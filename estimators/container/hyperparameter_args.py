@@ -1,0 +1,37 @@
+"""Hyperparameters (SM_HPS) as the command-line arguments SageMaker passes to a training script.
+
+Standard library only; imported by the container drivers that sit beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+
+def to_cli_args(hyperparameters: Mapping[str, Any]) -> list[str]:
+    """``{"epochs": 3, "name": "x"}`` -> ``["--epochs", "3", "--name", "x"]`` (strings as is, others as JSON).
+
+    Args:
+        hyperparameters: Names and values, as SM_HPS holds them.
+
+    Returns:
+        The argument list, one ``--name value`` pair per hyperparameter, in order.
+    """
+    args: list[str] = []
+    for name, value in hyperparameters.items():
+        args += [f"--{name}", value if isinstance(value, str) else json.dumps(value)]
+    return args
+
+
+def from_environment(environ: Mapping[str, str]) -> list[str]:
+    """The arguments for the hyperparameters in ``environ["SM_HPS"]`` (none when unset).
+
+    Raises:
+        ValueError: SM_HPS is not a JSON object.
+    """
+    raw = environ.get("SM_HPS") or "{}"
+    hyperparameters = json.loads(raw)
+    if not isinstance(hyperparameters, dict):
+        raise ValueError(f"SM_HPS={raw!r} is not a JSON object")
+    return to_cli_args(hyperparameters)

@@ -1,0 +1,103 @@
+"""SageMaker SDK v3 driver of ``estimators.sdk3.SMDDPCompat``: runs an unchanged SMDDP script on smddp-compat.
+
+ModelTrainer copies the driver directory (this script, ``smddp_compat/`` and the ``smdistributed`` alias beside it)
+to ``/opt/ml/input/data/sm_drivers/distributed_drivers/`` and runs this script on every host from the code
+directory. SM_DISTRIBUTED_CONFIG holds ``processes_per_host`` (default: SM_NUM_GPUS, else SM_NUM_CPUS) and
+``custom_mpi_options``; SM_ENTRY_SCRIPT is the user's script, SM_HPS its hyperparameters.
+
+- One host: ``smddprun -np P python SCRIPT ARGS`` (Horovod over Gloo, the alias on PYTHONPATH).
+- Several hosts: mpirun over SSH from the first host, as SageMaker ran SMDDP, using the SDK's own SSH bootstrap
+  helpers shipped in the same directory; ``-np`` is hosts x P and ``custom_mpi_options`` are split into arguments
+  (never given to a shell). PYTHONPATH reaches every rank with ``-x``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import hyperparameter_args  # noqa: E402  (a sibling script, found through the line above)
+
+
+def _processes_per_host(config: dict, environ: dict) -> int:
+    configured = config.get("processes_per_host")
+    if configured:
+        return int(configured)
+    return int(environ.get("SM_NUM_GPUS") or 0) or int(environ.get("SM_NUM_CPUS") or 0) or 1
+
+
+def _python_path(environ: dict) -> str:
+    shim = os.path.join(HERE, "smddp_compat", "_shim_root")
+    existing = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([HERE, shim, *existing])
+
+
+def _single_host(pph: int, script: str, args: list[str]) -> int:
+    from smddp_compat.launcher import main as smddprun  # shipped beside this script
+
+    return smddprun(["-np", str(pph), sys.executable, script, *args])
+
+
+def _multi_host(hosts: list[str], current: str, pph: int, options: list[str], script: str, args: list[str]) -> int:
+    sys.path.insert(0, os.path.dirname(HERE))  # the SDK's drivers: distributed_drivers.*, common.*
+    from distributed_drivers.mpi_utils import (  # type: ignore[import-not-found]
+        bootstrap_master_node,
+        bootstrap_worker_node,
+        get_mpirun_command,
+        start_sshd_daemon,
+        write_env_vars_to_file,
+        write_status_file_to_workers,
+    )
+
+    master = hosts[0]
+    write_env_vars_to_file()
+    start_sshd_daemon()
+    if current != master:
+        bootstrap_worker_node(master)
+        return 0
+    workers = [h for h in hosts if h != master]
+    bootstrap_master_node(workers)
+    command = get_mpirun_command(
+        host_count=len(hosts),
+        host_list=[f"{h}:{pph}" for h in hosts],
+        num_processes=len(hosts) * pph,
+        additional_options=["-x", "PYTHONPATH", *options],
+        entry_script_path=script,
+    )
+    returncode = subprocess.run([*command, *args], check=False).returncode
+    write_status_file_to_workers(workers)
+    return returncode
+
+
+def main() -> int:
+    """Reads the v3 environment and launches the ranks."""
+    environ = dict(os.environ)
+    try:
+        config = json.loads(environ.get("SM_DISTRIBUTED_CONFIG") or "{}")
+        script = environ["SM_ENTRY_SCRIPT"]
+        hosts = sorted(json.loads(environ.get("SM_HOSTS") or "[]")) or [environ.get("SM_CURRENT_HOST", "algo-1")]
+        current = environ.get("SM_CURRENT_HOST", hosts[0])
+        args = hyperparameter_args.from_environment(environ)
+        pph = _processes_per_host(config, environ)
+        options = shlex.split(config.get("custom_mpi_options") or "")
+    except (KeyError, ValueError) as exc:
+        print(f"[smddp-compat smddp driver] error: bad container environment: {exc!r}", file=sys.stderr, flush=True)
+        return 2
+    os.environ["PYTHONPATH"] = _python_path(environ)
+    print(f"[smddp-compat smddp driver] {len(hosts)} host(s) x {pph} process(es): {script}", flush=True)
+    if len(hosts) == 1:
+        if options:
+            print(f"[smddp-compat smddp driver] custom_mpi_options {options} apply to mpirun (multi-host) only",
+                  flush=True)
+        return _single_host(pph, script, args)
+    return _multi_host(hosts, current, pph, options, script, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
