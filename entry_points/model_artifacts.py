@@ -1,0 +1,101 @@
+"""The trained model as a servable artifact, and a digest of its weights.
+
+Layout written under the model directory (``SM_MODEL_DIR``, uploaded as model.tar.gz):
+
+* ``<model_dir>/1/``: a TensorFlow SavedModel with a ``serving_default`` signature (the layout TensorFlow Serving
+  and SageMaker's TensorFlow serving containers expect: a numbered version folder). Keras 3 writes it with
+  ``model.export``, tf-keras with ``model.save(..., save_format="tf")``.
+* ``<model_dir>/model.keras`` (Keras 3 only): the native Keras archive, for ``keras.models.load_model``.
+
+Both are written under temporary names in the same directory and renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from entry_points.keras_flavor import is_keras3
+
+__all__ = ["SAVED_MODEL_VERSION", "save_servable_model", "load_serving_function", "weights_digest",
+           "write_weights_digest"]
+
+SAVED_MODEL_VERSION = "1"
+
+
+def _replace_dir(temp: Path, final: Path) -> None:
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(temp, final)
+
+
+def save_servable_model(model: tf.keras.Model, model_dir: str | os.PathLike[str]) -> Path:
+    """Saves `model` as ``<model_dir>/1`` (SavedModel) and, with Keras 3, ``<model_dir>/model.keras``.
+
+    Call on rank 0 / the chief only.
+
+    Args:
+        model: A built Keras model.
+        model_dir: The model directory (created if missing).
+
+    Returns:
+        The SavedModel folder.
+    """
+    root = Path(model_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    temp = root / f".tmp-savedmodel-{tag}"
+    final = root / SAVED_MODEL_VERSION
+    try:
+        if is_keras3():
+            model.export(str(temp), format="tf_saved_model", verbose=False)
+            temp_archive = root / f".tmp-{tag}.keras"
+            model.save(str(temp_archive))
+            os.replace(temp_archive, root / "model.keras")
+        else:
+            model.save(str(temp), save_format="tf", include_optimizer=False)
+        _replace_dir(temp, final)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+        for leftover in root.glob(f".tmp-{tag}*"):
+            leftover.unlink(missing_ok=True)
+    return final
+
+
+def load_serving_function(saved_model_dir: str | os.PathLike[str]):  # noqa: ANN201 - a ConcreteFunction
+    """Loads a SavedModel written by `save_servable_model` and returns its ``serving_default`` signature.
+
+    Call it with keyword tensors (the input's name) or inspect ``.structured_input_signature``.
+    """
+    loaded = tf.saved_model.load(str(saved_model_dir))
+    return loaded.signatures["serving_default"]
+
+
+def weights_digest(model: tf.keras.Model) -> str:
+    """SHA-256 over every weight of `model` (in ``model.weights`` order), to compare replicas across ranks."""
+    digest = hashlib.sha256()
+    for weight in model.weights:
+        value = np.ascontiguousarray(np.asarray(weight.numpy() if hasattr(weight, "numpy") else weight))
+        digest.update(str(value.shape).encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def write_weights_digest(model: tf.keras.Model, directory: str | os.PathLike[str], rank: int) -> Path:
+    """Writes `weights_digest` of `model` to ``<directory>/weights-rank<rank>.sha256`` (atomically).
+
+    Every rank may call it: the file name carries the rank.
+    """
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"weights-rank{rank}.sha256"
+    temp = root / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+    temp.write_text(weights_digest(model) + "\n", encoding="utf-8")
+    os.replace(temp, final)
+    return final
