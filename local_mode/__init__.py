@@ -1,0 +1,41 @@
+"""local_mode: run a SageMaker training job on this machine, several hosts and several processes each, no Docker.
+
+Hosts ``algo-1`` .. ``algo-H`` each get their own ``/opt/ml`` tree, the ``SM_*`` environment of the SageMaker
+training toolkit and their own loopback address (127.0.0.2, 127.0.0.3, ...); the distribution (``smddp``, ``mpi``,
+``mwms``, ``dtensor`` or ``none``) decides how the processes find each other.
+
+Example:
+    >>> from local_mode import JobSpec, run
+    >>> result = run(JobSpec("train.py", source_dir="src", instance_count=2, distribution="smddp"))  # doctest: +SKIP
+    >>> result.raise_for_status().artifacts.model  # doctest: +SKIP
+
+Importing this package does not import TensorFlow, Horovod or boto3.
+"""
+
+from local_mode.artifacts import ArtifactPaths
+from local_mode.errors import (
+    ArtifactError,
+    ChannelError,
+    ConfigurationError,
+    HyperparameterError,
+    JobFailedError,
+    LocalModeError,
+)
+from local_mode.result import JobResult, ProcessOutcome
+from local_mode.runner import run
+from local_mode.spec import Distribution, JobSpec
+
+__all__ = [
+    "JobSpec",
+    "Distribution",
+    "run",
+    "JobResult",
+    "ProcessOutcome",
+    "ArtifactPaths",
+    "LocalModeError",
+    "ConfigurationError",
+    "HyperparameterError",
+    "ChannelError",
+    "ArtifactError",
+    "JobFailedError",
+]

@@ -1,0 +1,190 @@
+"""``smddp local``: run a SageMaker training job on this machine.
+
+    smddp local [ENTRY_POINT] [--source-dir DIR] [--instance-count H] [--processes-per-host P]
+                [--distribution none|smddp|mpi|mwms|dtensor] [--hyperparameters NAME=VALUE ...]
+                [--channel NAME=PATH|s3://... ...] [--output DIR|s3://...] [--max-run SECONDS] [--job-name NAME]
+                [--env NAME=VALUE ...] [--checkpoint-dir DIR] [--mesh DIM=SIZE,...] [--devices-per-process N]
+                [--work-dir DIR]
+
+With no ENTRY_POINT it runs the bundled ``entry_points/smddp_mnist.py`` as 2 hosts x 1 process with distribution
+smddp (the README's first command). Hyperparameter values are read as JSON when they parse (``epochs=3`` is the
+number 3, ``flag=true`` a boolean) and as strings otherwise (``optimizer=adam``), like SageMaker's console does.
+
+Exit codes: 0 completed; the failed process's code when one failed; 124 when --max-run passed; 128+signal when
+interrupted; 2 for a usage or configuration error (nothing was started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from local_mode.errors import ConfigurationError, LocalModeError
+from local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
+
+__all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT"]
+
+DEMO_ENTRY_POINT = "smddp_mnist.py"
+_DEMO_HOSTS = 2
+_DEMO_DISTRIBUTION = Distribution.SMDDP
+
+_USAGE_ERROR = 2
+
+
+def bundled_entry_points_dir() -> Path:
+    """The folder of the bundled entry points (``entry_points/`` beside this package)."""
+    return Path(__file__).resolve().parent.parent / "entry_points"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``smddp local`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="smddp local",
+        description="Run a SageMaker training job on this machine: H hosts (algo-1.. on 127.0.0.2..) x P processes.",
+        epilog=f"Without ENTRY_POINT: the bundled {DEMO_ENTRY_POINT}, {_DEMO_HOSTS} hosts x 1 process, "
+        f"distribution {_DEMO_DISTRIBUTION.value}.",
+    )
+    parser.add_argument("entry_point", nargs="?", metavar="ENTRY_POINT", help="training script (.py or .sh)")
+    parser.add_argument("--source-dir", metavar="DIR", help="folder copied as the code directory (holds ENTRY_POINT)")
+    parser.add_argument("--instance-count", type=int, metavar="H", help="number of hosts (default 1)")
+    parser.add_argument("--processes-per-host", type=int, metavar="P", help="processes per host (default 1)")
+    parser.add_argument(
+        "--distribution", metavar="KIND", help="none, smddp, mpi, mwms or dtensor (default none)"
+    )
+    parser.add_argument(
+        "--hyperparameters", "--hp", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
+        help="hyperparameters passed to the script as --NAME VALUE",
+    )
+    parser.add_argument(
+        "--channel", nargs="+", action="extend", default=[], metavar="NAME=SOURCE",
+        help="input channel from a local folder/file or an s3:// prefix",
+    )
+    parser.add_argument(
+        "--output", default=DEFAULT_OUTPUT_PATH, metavar="DIR",
+        help=f"folder or s3://bucket/prefix for <job>/output/model.tar.gz, output.tar.gz, logs (default ./{DEFAULT_OUTPUT_PATH})",
+    )
+    parser.add_argument("--max-run", type=float, default=DEFAULT_MAX_RUN, metavar="SECONDS", help="time limit")
+    parser.add_argument("--job-name", metavar="NAME", help="job name (default: script name + timestamp)")
+    parser.add_argument(
+        "--env", nargs="+", action="extend", default=[], metavar="NAME=VALUE", help="extra environment variables"
+    )
+    parser.add_argument("--checkpoint-dir", metavar="DIR", help="folder shared as every host's checkpoints folder")
+    parser.add_argument("--mesh", metavar="DIM=SIZE,...", help="dtensor: the global mesh, e.g. batch=4,model=2")
+    parser.add_argument("--devices-per-process", type=int, metavar="N", help="dtensor: devices per client")
+    parser.add_argument("--work-dir", metavar="DIR", help="keep the hosts' /opt/ml trees here (default: temporary)")
+    return parser
+
+
+def _pairs(option: str, items: Sequence[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigurationError(
+                option,
+                item,
+                "is not NAME=VALUE",
+                f"write {option} NAME=VALUE (if {item!r} is the entry point, put it before the options)",
+            )
+        pairs.append((name, value))
+    return pairs
+
+
+def _hyperparameter_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _mesh(text: str | None) -> dict[str, int] | None:
+    if text is None:
+        return None
+    mesh: dict[str, int] = {}
+    for name, size in _pairs("--mesh", text.split(",")):
+        try:
+            mesh[name] = int(size)
+        except ValueError:
+            raise ConfigurationError("--mesh", text, f"size {size!r} of {name!r} is not an integer", "e.g. batch=4") from None
+    return mesh
+
+
+def spec_from_args(args: argparse.Namespace) -> JobSpec:
+    """Builds the validated job from parsed arguments (the demo job when no entry point is given).
+
+    Args:
+        args: From :func:`build_parser`.
+
+    Returns:
+        The job.
+
+    Raises:
+        ConfigurationError: A value is invalid.
+    """
+    entry_point, source_dir = args.entry_point, args.source_dir
+    hosts, distribution = args.instance_count, args.distribution
+    if entry_point is None:
+        if source_dir is not None:
+            raise ConfigurationError(
+                "--source-dir", source_dir, "was given without ENTRY_POINT", "name the script: smddp local SCRIPT --source-dir DIR"
+            )
+        entry_point, source_dir = DEMO_ENTRY_POINT, str(bundled_entry_points_dir())
+        hosts = _DEMO_HOSTS if hosts is None else hosts
+        distribution = _DEMO_DISTRIBUTION.value if distribution is None else distribution
+    hyperparameters = {name: _hyperparameter_value(value) for name, value in _pairs("--hyperparameters", args.hyperparameters)}
+    return JobSpec(
+        entry_point=entry_point,
+        source_dir=source_dir,
+        instance_count=1 if hosts is None else hosts,
+        processes_per_host=1 if args.processes_per_host is None else args.processes_per_host,
+        distribution=Distribution.NONE.value if distribution is None else distribution,
+        hyperparameters=hyperparameters,
+        channels=dict(_pairs("--channel", args.channel)),
+        output_path=args.output,
+        max_run=args.max_run,
+        job_name=args.job_name,
+        environment=dict(_pairs("--env", args.env)),
+        checkpoint_path=args.checkpoint_dir,
+        dtensor_mesh=_mesh(args.mesh),
+        devices_per_process=args.devices_per_process,
+        work_dir=args.work_dir,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs ``smddp local``.
+
+    Args:
+        argv: The arguments after ``local`` (``sys.argv[1:]`` when None).
+
+    Returns:
+        The exit code (see the module docstring).
+    """
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        spec = spec_from_args(args)
+    except ConfigurationError as exc:
+        print(f"smddp local: error: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
+    from smddp_compat.errors import SmddpError
+
+    from local_mode.runner import run
+
+    try:
+        result = run(spec)
+    except ConfigurationError as exc:
+        print(f"smddp local: error: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
+    except (LocalModeError, SmddpError) as exc:
+        print(f"smddp local: error: {exc}", file=sys.stderr)
+        return 1
+    return result.exit_code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""The environment and arguments the SageMaker training toolkit gives a training script, computed for one host.
+
+Names and value formats follow the toolkit (``sagemaker_training.environment.Environment.to_env_vars`` and
+``mapping``): every variable is ``SM_`` + the upper-cased key; a string value is passed as is, ``None`` as an empty
+string, anything else as compact JSON with sorted keys. Hyperparameters are stored JSON-encoded in
+``hyperparameters.json`` and reach the script as ``--name value`` arguments, sorted by name, where ``value`` is
+``str()`` of the decoded value (so strings are bare and ``True`` is ``True``) and a dict becomes ``k=v,k2=v2``.
+
+Everything here is a pure function of its arguments: the unit tests assert the exact variables built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from local_mode.layout import HostLayout
+
+__all__ = [
+    "TOOLKIT_PARAMETERS",
+    "DISTRIBUTION_FLAGS",
+    "env_value",
+    "encode_hyperparameters",
+    "cmd_args",
+    "training_environment",
+    "platform_environment",
+    "host_addresses_variable",
+    "inherited_environment",
+    "default_region",
+]
+
+TOOLKIT_PARAMETERS = frozenset(
+    {
+        "sagemaker_program",
+        "sagemaker_submit_directory",
+        "sagemaker_enable_cloudwatch_metrics",
+        "sagemaker_region",
+        "sagemaker_container_log_level",
+        "sagemaker_job_name",
+        "default_user_module_name",
+        "_tuning_objective_metric",
+        "sagemaker_s3_output",
+    }
+)
+"""Hyperparameters the toolkit consumes itself: in neither ``SM_HPS`` nor ``SM_FRAMEWORK_PARAMS``."""
+
+DISTRIBUTION_FLAGS = (
+    "sagemaker_mpi_enabled",
+    "sagemaker_parameter_server_enabled",
+    "sagemaker_distributed_dataparallel_enabled",
+    "sagemaker_pytorch_ddp_enabled",
+    "sagemaker_pytorch_xla_multi_worker_enabled",
+    "sagemaker_multi_worker_mirrored_strategy_enabled",
+)
+"""Framework parameters that put the instance group among the toolkit's distribution groups."""
+
+_DEFAULT_LOG_LEVEL = 20  # logging.INFO, without importing logging's level table for one number
+
+
+def env_value(value: Any) -> str:
+    """One value as the toolkit writes it into an ``SM_*`` variable.
+
+    Args:
+        value: Any JSON-serialisable value.
+
+    Returns:
+        The string unchanged, ``""`` for None, else compact JSON with sorted keys.
+    """
+    if isinstance(value, bytes):
+        return value.decode("latin1")
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def encode_hyperparameters(values: Mapping[str, Any]) -> dict[str, str]:
+    """``hyperparameters.json`` content: every value JSON-encoded, as the SageMaker SDK sends them.
+
+    Args:
+        values: Name -> decoded value.
+
+    Returns:
+        Name -> JSON text.
+    """
+    return {name: json.dumps(value) for name, value in values.items()}
+
+
+def _arg_text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ",".join(f"{key}={item}" for key, item in sorted(value.items()))
+    if value is None:
+        return ""
+    return str(value)
+
+
+def cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
+    """The script's arguments for its hyperparameters, in the toolkit's format.
+
+    Args:
+        hyperparameters: The user's hyperparameters (decoded values).
+
+    Returns:
+        ``["--name", "value", ...]`` sorted by name; a one-letter name becomes ``-n``.
+    """
+    args: list[str] = []
+    for name in sorted(hyperparameters):
+        args.append(f"--{name}" if len(name) > 1 else f"-{name}")
+        args.append(_arg_text(hyperparameters[name]))
+    return args
+
+
+def _module_name(entry_point: str) -> str:
+    return entry_point[:-3] if entry_point.endswith(".py") else entry_point
+
+
+def training_environment(
+    layout: HostLayout,
+    *,
+    resource: Mapping[str, Any],
+    data_config: Mapping[str, Any],
+    hyperparameters: Mapping[str, Any],
+    framework_parameters: Mapping[str, Any],
+    num_cpus: int,
+    num_gpus: int,
+    job_name: str,
+) -> dict[str, str]:
+    """The ``SM_*`` variables the toolkit sets for the script on one host.
+
+    Args:
+        layout: The host's ``/opt/ml`` tree.
+        resource: The host's ``resourceconfig.json`` content.
+        data_config: ``inputdataconfig.json`` content.
+        hyperparameters: The user's hyperparameters (decoded values, no ``sagemaker_*`` names).
+        framework_parameters: The ``sagemaker_*`` hyperparameters (decoded), including those in
+            :data:`TOOLKIT_PARAMETERS`.
+        num_cpus: CPUs the host reports.
+        num_gpus: GPUs the host reports.
+        job_name: The training job's name.
+
+    Returns:
+        Variable name -> value.
+    """
+    hosts = list(resource["hosts"])
+    current_host = resource["current_host"]
+    instance_type = resource.get("current_instance_type", "local")
+    group = resource.get("current_group_name", "homogeneousCluster")
+    groups_config = list(resource.get("instance_groups", []))
+    additional = {k: v for k, v in framework_parameters.items() if k not in TOOLKIT_PARAMETERS}
+    distributed = any(additional.get(flag) for flag in DISTRIBUTION_FLAGS)
+    distribution_groups = list(additional.get("sagemaker_distribution_instance_groups", [group] if distributed else []))
+    distribution_hosts = [h for g in groups_config if g["instance_group_name"] in distribution_groups for h in g["hosts"]]
+    group_hosts = next((list(g["hosts"]) for g in groups_config if g["instance_group_name"] == group), [])
+    master = distribution_hosts[0] if distribution_hosts else hosts[0]
+    channel_dirs = {name: str(layout.channel_dir(name)) for name in data_config}
+    entry_point = framework_parameters["sagemaker_program"]
+    log_level = framework_parameters.get("sagemaker_container_log_level", _DEFAULT_LOG_LEVEL)
+    module_dir = str(framework_parameters.get("sagemaker_submit_directory", layout.code_dir))
+    args = cmd_args(hyperparameters)
+
+    properties: dict[str, Any] = {
+        "additional_framework_parameters": additional,
+        "channel_input_dirs": channel_dirs,
+        "current_host": current_host,
+        "current_instance_group": group,
+        "current_instance_group_hosts": group_hosts,
+        "current_instance_type": instance_type,
+        "distribution_hosts": distribution_hosts,
+        "distribution_instance_groups": distribution_groups,
+        "framework_module": None,
+        "hosts": hosts,
+        "hyperparameters": dict(hyperparameters),
+        "input_config_dir": str(layout.input_config_dir),
+        "input_data_config": dict(data_config),
+        "input_dir": str(layout.input_dir),
+        "instance_groups": [g["instance_group_name"] for g in groups_config],
+        "instance_groups_dict": {g["instance_group_name"]: g for g in groups_config},
+        "is_hetero": len(groups_config) > 1,
+        "is_master": current_host == master,
+        "is_modelparallel_enabled": False,
+        "job_name": job_name,
+        "log_level": log_level,
+        "master_hostname": master,
+        "model_dir": str(layout.model_dir),
+        "module_dir": module_dir,
+        "module_name": _module_name(entry_point),
+        "network_interface_name": resource.get("network_interface_name", "eth0"),
+        "num_cpus": num_cpus,
+        "num_gpus": num_gpus,
+        "num_neurons": 0,
+        "output_data_dir": str(layout.output_data_dir),
+        "output_dir": str(layout.output_dir),
+        "output_intermediate_dir": str(layout.output_intermediate_dir),
+        "resource_config": dict(resource),
+        "user_entry_point": entry_point,
+    }
+    exported: dict[str, Any] = {
+        "hosts": hosts,
+        "network_interface_name": properties["network_interface_name"],
+        "hps": dict(hyperparameters),
+        "user_entry_point": entry_point,
+        "framework_params": additional,
+        "resource_config": dict(resource),
+        "input_data_config": dict(data_config),
+        "output_data_dir": properties["output_data_dir"],
+        "channels": sorted(channel_dirs),
+        "current_host": current_host,
+        "current_instance_type": instance_type,
+        "current_instance_group": group,
+        "current_instance_group_hosts": group_hosts,
+        "instance_groups": properties["instance_groups"],
+        "instance_groups_dict": properties["instance_groups_dict"],
+        "distribution_instance_groups": distribution_groups,
+        "is_hetero": properties["is_hetero"],
+        "module_name": properties["module_name"],
+        "log_level": log_level,
+        "framework_module": None,
+        "input_dir": properties["input_dir"],
+        "input_config_dir": properties["input_config_dir"],
+        "output_dir": properties["output_dir"],
+        "num_cpus": num_cpus,
+        "num_gpus": num_gpus,
+        "model_dir": properties["model_dir"],
+        "module_dir": module_dir,
+        "training_env": properties,
+        "user_args": args,
+        "output_intermediate_dir": properties["output_intermediate_dir"],
+    }
+    for name, path in channel_dirs.items():
+        exported[f"channel_{name}"] = path
+    for name, value in hyperparameters.items():
+        exported[f"hp_{name}"] = value
+    return {f"SM_{key.upper()}": env_value(value) for key, value in exported.items()}
+
+
+def platform_environment(layout: HostLayout, *, job_name: str, region: str) -> dict[str, str]:
+    """The non-``SM_`` variables a SageMaker training container has besides the toolkit's.
+
+    ``SAGEMAKER_BASE_DIR`` is the toolkit's own override of ``/opt/ml``: code that locates the tree through it (the
+    toolkit itself, or ``$SAGEMAKER_BASE_DIR/checkpoints`` for checkpoints) finds this host's tree.
+
+    Args:
+        layout: The host's tree.
+        job_name: The training job's name.
+        region: The AWS region to report.
+
+    Returns:
+        Variable name -> value.
+    """
+    return {
+        "TRAINING_JOB_NAME": job_name,
+        "SAGEMAKER_JOB_NAME": job_name,
+        "CURRENT_HOST": layout.host,
+        "SAGEMAKER_REGION": region,
+        "SAGEMAKER_BASE_DIR": str(layout.root),
+    }
+
+
+def host_addresses_variable(addresses: Mapping[str, str]) -> dict[str, str]:
+    """``SMDDP_HOST_ADDRESSES``: the JSON map from host name to loopback address that every process gets.
+
+    Args:
+        addresses: Host name -> address, in host order.
+
+    Returns:
+        ``{"SMDDP_HOST_ADDRESSES": json}``.
+    """
+    return {"SMDDP_HOST_ADDRESSES": json.dumps(dict(addresses), separators=(",", ":"))}
+
+
+def inherited_environment(parent: Mapping[str, str], prefixes: Sequence[str]) -> dict[str, str]:
+    """The parent's environment without variables that would describe some other job.
+
+    Args:
+        parent: Usually ``os.environ``.
+        prefixes: Name prefixes to drop (e.g. ``SM_``, ``HOROVOD_``).
+
+    Returns:
+        The filtered copy.
+    """
+    return {name: value for name, value in parent.items() if not name.startswith(tuple(prefixes))}
+
+
+def default_region(parent: Mapping[str, str] = os.environ) -> str:
+    """The AWS region from ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``us-east-1`` when neither is set."""
+    return parent.get("AWS_REGION") or parent.get("AWS_DEFAULT_REGION") or "us-east-1"

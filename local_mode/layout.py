@@ -1,0 +1,197 @@
+"""Each host's ``/opt/ml`` tree, built under the job's working folder.
+
+On SageMaker every container gets ``/opt/ml`` with the job's configuration files and empty output folders. Here
+host ``algo-N`` gets ``<job root>/algo-N/`` with the same layout::
+
+    input/config/hyperparameters.json   values JSON-encoded, as the SDK writes them
+    input/config/resourceconfig.json    current_host, hosts, instance group
+    input/config/inputdataconfig.json   one entry per channel
+    input/data/<channel>/               the channel's files
+    code/                               the source directory (the script's working directory)
+    model/  output/data/  output/intermediate/  output/failure (written by the script on error)  checkpoints/
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "INSTANCE_GROUP",
+    "HostLayout",
+    "resource_config",
+    "input_data_config",
+    "create_host_tree",
+]
+
+INSTANCE_GROUP = "homogeneousCluster"
+"""The instance group name SageMaker uses for a job that does not declare groups."""
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    """The paths of one host's ``/opt/ml`` tree rooted at ``root``."""
+
+    host: str
+    root: Path
+
+    @property
+    def input_dir(self) -> Path:
+        """``input/``."""
+        return self.root / "input"
+
+    @property
+    def input_config_dir(self) -> Path:
+        """``input/config/``."""
+        return self.input_dir / "config"
+
+    @property
+    def input_data_dir(self) -> Path:
+        """``input/data/``."""
+        return self.input_dir / "data"
+
+    def channel_dir(self, channel: str) -> Path:
+        """``input/data/<channel>``."""
+        return self.input_data_dir / channel
+
+    @property
+    def hyperparameters_file(self) -> Path:
+        """``input/config/hyperparameters.json``."""
+        return self.input_config_dir / "hyperparameters.json"
+
+    @property
+    def resource_config_file(self) -> Path:
+        """``input/config/resourceconfig.json``."""
+        return self.input_config_dir / "resourceconfig.json"
+
+    @property
+    def input_data_config_file(self) -> Path:
+        """``input/config/inputdataconfig.json``."""
+        return self.input_config_dir / "inputdataconfig.json"
+
+    @property
+    def code_dir(self) -> Path:
+        """``code/``."""
+        return self.root / "code"
+
+    @property
+    def model_dir(self) -> Path:
+        """``model/``."""
+        return self.root / "model"
+
+    @property
+    def output_dir(self) -> Path:
+        """``output/``."""
+        return self.root / "output"
+
+    @property
+    def output_data_dir(self) -> Path:
+        """``output/data/``."""
+        return self.output_dir / "data"
+
+    @property
+    def output_intermediate_dir(self) -> Path:
+        """``output/intermediate/``."""
+        return self.output_dir / "intermediate"
+
+    @property
+    def failure_file(self) -> Path:
+        """``output/failure``: the script writes its failure reason here."""
+        return self.output_dir / "failure"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        """``checkpoints/``."""
+        return self.root / "checkpoints"
+
+
+def resource_config(hosts: Sequence[str], current_host: str, instance_type: str, network_interface: str) -> dict[str, Any]:
+    """The content of ``resourceconfig.json`` for ``current_host``, with the keys SageMaker writes.
+
+    Args:
+        hosts: All host names, in order.
+        current_host: This host's name.
+        instance_type: The instance type to report (``local`` here).
+        network_interface: The interface the hosts talk over (``lo`` here).
+
+    Returns:
+        The JSON-ready dict.
+    """
+    return {
+        "current_host": current_host,
+        "current_instance_type": instance_type,
+        "current_group_name": INSTANCE_GROUP,
+        "hosts": list(hosts),
+        "instance_groups": [{"instance_group_name": INSTANCE_GROUP, "instance_type": instance_type, "hosts": list(hosts)}],
+        "network_interface_name": network_interface,
+    }
+
+
+def input_data_config(channels: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The content of ``inputdataconfig.json``: File mode, fully replicated, for each channel.
+
+    Args:
+        channels: The channel names.
+
+    Returns:
+        The JSON-ready dict.
+    """
+    return {
+        name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+        for name in channels
+    }
+
+
+def _write_json(path: Path, content: object) -> None:
+    path.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def create_host_tree(
+    root: Path,
+    host: str,
+    *,
+    encoded_hyperparameters: Mapping[str, str],
+    resource: Mapping[str, Any],
+    data_config: Mapping[str, Any],
+    checkpoint_path: str | None = None,
+) -> HostLayout:
+    """Creates ``root`` as one host's ``/opt/ml`` tree and writes its three configuration files.
+
+    Args:
+        root: The folder to create (must not exist yet).
+        host: The host's name.
+        encoded_hyperparameters: ``hyperparameters.json`` content: name -> JSON text of the value.
+        resource: ``resourceconfig.json`` content.
+        data_config: ``inputdataconfig.json`` content.
+        checkpoint_path: A shared folder to link as ``checkpoints`` (created if missing); None for an empty folder.
+
+    Returns:
+        The host's layout.
+
+    Raises:
+        FileExistsError: ``root`` already exists.
+    """
+    layout = HostLayout(host=host, root=Path(root))
+    layout.root.mkdir(parents=True, exist_ok=False)
+    for folder in (
+        layout.input_config_dir,
+        layout.input_data_dir,
+        layout.code_dir,
+        layout.model_dir,
+        layout.output_data_dir,
+        layout.output_intermediate_dir,
+    ):
+        folder.mkdir(parents=True, exist_ok=True)
+    if checkpoint_path is None:
+        layout.checkpoints_dir.mkdir()
+    else:
+        os.makedirs(checkpoint_path, exist_ok=True)
+        layout.checkpoints_dir.symlink_to(checkpoint_path, target_is_directory=True)
+    _write_json(layout.hyperparameters_file, dict(encoded_hyperparameters))
+    _write_json(layout.resource_config_file, dict(resource))
+    _write_json(layout.input_data_config_file, dict(data_config))
+    return layout

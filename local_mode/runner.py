@@ -1,0 +1,324 @@
+"""Running a :class:`~local_mode.spec.JobSpec` on this machine: :func:`run`.
+
+The steps, in order: check the destination is free; fetch the channels; build each host's ``/opt/ml`` tree and copy
+the code into it; plan the processes for the distribution (starting Horovod's rendezvous for smddp/mpi); run them
+as one supervised group (``smddp_compat.launcher.run_process_group``: live ``[algo-N,index]`` output, per-host log
+files, all stopped within seconds when one fails, ``max_run`` enforced, Ctrl-C stops everything); read the failed
+process's failure file; pack and store the artifacts; print a summary; remove the temporary trees.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from local_mode import distribution as plans
+from local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
+from local_mode.channels import link_channels, stage_channels
+from local_mode.environment import (
+    cmd_args,
+    default_region,
+    encode_hyperparameters,
+    host_addresses_variable,
+    inherited_environment,
+    platform_environment,
+    training_environment,
+)
+from local_mode.errors import ConfigurationError
+from local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
+from local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
+from local_mode.spec import Distribution, JobSpec
+
+__all__ = ["run", "INSTANCE_TYPE", "NETWORK_INTERFACE", "FAILURE_REASON_LIMIT"]
+
+INSTANCE_TYPE = "local"
+"""The instance type reported to the job (what the SageMaker SDK's local mode reports)."""
+
+NETWORK_INTERFACE = "lo"
+"""The interface the hosts talk over: each has its own loopback address."""
+
+FAILURE_REASON_LIMIT = 1024
+"""SageMaker's limit on a job's FailureReason (characters); longer failure files are cut."""
+
+LOG_LEVEL = 20
+
+# Variables that would describe another job if the caller itself runs inside one (e.g. on SageMaker or under
+# smddprun): never inherited by the processes.
+_NOT_INHERITED = ("SM_", "HOROVOD_", "DTENSOR_", "TF_CONFIG", "OMPI_", "PMI_", "SMDDP_HOST_ADDRESSES", "SAGEMAKER_")
+
+# Never copied into a host's code folder (as the SDK's source tarball leaves them out): version control,
+# virtual environments, caches and secrets.
+_CODE_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "venv", "__pycache__", "*.pyc", ".pytest_cache", ".env", "*.pem", ".aws", "credentials"
+)
+
+_GRACE_SECONDS = 5.0
+
+
+def _count_gpus() -> int:
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi is None:
+        return 0
+    try:
+        listing = subprocess.run(
+            [nvidia_smi, "--list-gpus"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+
+
+def _copy_code(spec: JobSpec, code_dir: Path) -> None:
+    if spec.source_dir is None:
+        shutil.copy2(spec.entry_point, code_dir / Path(spec.entry_point).name)
+    else:
+        shutil.copytree(spec.source_dir, code_dir, symlinks=True, ignore=_CODE_IGNORE, dirs_exist_ok=True)
+
+
+def _argv(spec: JobSpec, layout: HostLayout, args: list[str]) -> list[str]:
+    script = str(layout.code_dir / spec.entry_point_name)
+    if script.endswith(".sh"):
+        return ["/bin/sh", script, *args]
+    return [spec.python, script, *args]
+
+
+def _read_failure_file(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if len(text) > FAILURE_REASON_LIMIT:
+        text = text[: FAILURE_REASON_LIMIT - 3] + "..."
+    return text or None
+
+
+def _job_root(spec: JobSpec) -> tuple[Path, bool]:
+    """The folder for the hosts' trees, and whether it is temporary (removed at the end)."""
+    assert spec.job_name is not None
+    if spec.work_dir is None:
+        return Path(tempfile.mkdtemp(prefix=f"smddp-local-{spec.job_name}-")), True
+    root = Path(spec.work_dir) / spec.job_name
+    if root.exists():
+        raise ConfigurationError(
+            "job_name", spec.job_name, f"its work folder {root} already exists", "choose another job name"
+        )
+    root.mkdir(parents=True)
+    return root, False
+
+
+def run(spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS) -> JobResult:
+    """Runs a training job on this machine as SageMaker would run it on H hosts of P processes.
+
+    Args:
+        spec: The job (validated when it was built).
+        stream: Where the processes' prefixed output and the summary go (``sys.stdout`` by default).
+        grace: Seconds between SIGTERM and SIGKILL when the processes are stopped.
+
+    Returns:
+        The job's result; it does not raise when the job fails (see :meth:`JobResult.raise_for_status`).
+
+    Raises:
+        ConfigurationError: The job's name is already taken at the output path (nothing was started).
+        ChannelError: A channel could not be fetched (nothing was started).
+        ArtifactError: The artifacts could not be stored.
+        smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
+    """
+    from smddp_compat.launcher import run_process_group
+
+    out = stream if stream is not None else sys.stdout
+    assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
+    destination = job_destination(spec.output_path, spec.job_name)
+    if isinstance(destination, Path) and destination.exists():
+        raise ConfigurationError(
+            "job_name",
+            spec.job_name,
+            f"results of a job with this name already exist at {destination}",
+            "choose another job name (or leave it out to get a fresh one), or remove that folder",
+        )
+    root, temporary = _job_root(spec)
+    try:
+        log_dir = destination / "logs" if isinstance(destination, Path) else root / "logs"
+        layouts, host_envs = _prepare_hosts(spec, root)
+        log_files = {host: log_dir / f"{host}.log" for host in layouts}
+        out.write(
+            f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
+            f"process(es), distribution {spec.distribution.value}; logs in {log_dir}\n"
+        )
+        out.flush()
+        with _planned(spec) as process_plans:
+            specs = [
+                _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files) for plan in process_plans
+            ]
+            failure_files = {s.label: layouts[s.host].failure_file for s in specs}
+            group = run_process_group(
+                specs,
+                timeout=spec.max_run,
+                grace=grace,
+                stream=out,
+                failure_reason=lambda failed: _read_failure_file(failure_files[failed.label]),
+            )
+        reason = group.reason
+        if group.ok:
+            status = COMPLETED
+        elif group.timed_out:
+            status = STOPPED
+            reason = f"MaxRuntimeExceeded: {reason} (max_run={spec.max_run:g} s)"
+        elif group.interrupted is not None:
+            status = STOPPED
+        else:
+            status = FAILED
+        hosts = list(layouts)
+        artifacts: ArtifactPaths = store_artifacts(
+            destination,
+            model_dir=layouts[hosts[0]].model_dir if status != FAILED else None,
+            output_data_dirs={host: layouts[host].output_data_dir for host in hosts},
+            log_files=log_files,
+            scratch_dir=root,
+        )
+        result = JobResult(
+            job_name=spec.job_name,
+            status=status,
+            duration=group.duration,
+            exit_code=group.exit_code,
+            failure_reason=reason or None,
+            failed_label=group.failed.spec.label if group.failed is not None else None,
+            artifacts=artifacts,
+            processes=tuple(
+                ProcessOutcome(r.spec.label, r.spec.host, r.returncode, r.duration) for r in group.results
+            ),
+        )
+        out.write(result.summary() + "\n")
+        out.flush()
+        return result
+    finally:
+        if temporary:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], dict[str, dict[str, str]]]:
+    """Fetches the channels, builds every host's tree and its environment (without distribution variables)."""
+    assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
+    staged = stage_channels(spec.channels, root / "channels")
+    hosts = spec.hosts
+    addresses = plans.host_addresses(len(hosts))
+    data_config = input_data_config(list(spec.channels))
+    region = default_region()
+    num_cpus = os.cpu_count() or 1
+    num_gpus = _count_gpus()
+    base = inherited_environment(os.environ, _NOT_INHERITED)
+    layouts: dict[str, HostLayout] = {}
+    envs: dict[str, dict[str, str]] = {}
+    for host in hosts:
+        host_root = root / host
+        framework: dict[str, Any] = {
+            "sagemaker_program": spec.entry_point_name,
+            "sagemaker_submit_directory": str(host_root / "code"),
+            "sagemaker_container_log_level": LOG_LEVEL,
+            "sagemaker_job_name": spec.job_name,
+            "sagemaker_region": region,
+            **plans.framework_parameters(spec.distribution, spec.processes_per_host, INSTANCE_TYPE),
+        }
+        resource = resource_config(hosts, host, INSTANCE_TYPE, NETWORK_INTERFACE)
+        layout = create_host_tree(
+            host_root,
+            host,
+            encoded_hyperparameters=encode_hyperparameters({**spec.hyperparameters, **framework}),
+            resource=resource,
+            data_config=data_config,
+            checkpoint_path=spec.checkpoint_path,
+        )
+        _copy_code(spec, layout.code_dir)
+        link_channels(layout, staged)
+        env = dict(base)
+        env.update(spec.environment)
+        env.update(
+            training_environment(
+                layout,
+                resource=resource,
+                data_config=data_config,
+                hyperparameters=spec.hyperparameters,
+                framework_parameters=framework,
+                num_cpus=num_cpus,
+                num_gpus=num_gpus,
+                job_name=spec.job_name,
+            )
+        )
+        env.update(platform_environment(layout, job_name=spec.job_name, region=region))
+        env.update(host_addresses_variable(addresses))
+        env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed
+        layouts[host] = layout
+        envs[host] = env
+    return layouts, envs
+
+
+class _planned:
+    """Context manager yielding the job's process plans; holds Horovod's rendezvous server open for smddp/mpi."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self._spec = spec
+        self._rendezvous: Any = None
+
+    def __enter__(self) -> list[plans.ProcessPlan]:
+        spec = self._spec
+        hosts = spec.hosts
+        per_host = spec.processes_per_host
+        addresses = plans.host_addresses(len(hosts))
+        if spec.distribution in (Distribution.SMDDP, Distribution.MPI):
+            from smddp_compat.launcher import HorovodRendezvous, HostSlots
+
+            self._rendezvous = HorovodRendezvous(
+                [HostSlots(host, per_host, addresses[host]) for host in hosts], bind_address=addresses[hosts[0]]
+            )
+            rank_envs = self._rendezvous.__enter__().rank_envs()
+            shim = plans.smdistributed_shim_path() if spec.distribution is Distribution.SMDDP else None
+            return plans.plan_horovod(hosts, per_host, rank_envs, shim_path=shim)
+        if spec.distribution in (Distribution.MWMS, Distribution.DTENSOR):
+            from local_mode._ports import reserve_ports
+
+            ports = reserve_ports([addresses[host] for host in hosts for _ in range(per_host)])
+            if spec.distribution is Distribution.MWMS:
+                return plans.plan_mwms(hosts, per_host, addresses, ports)
+            return plans.plan_dtensor(
+                hosts,
+                per_host,
+                addresses,
+                ports,
+                mesh=spec.dtensor_mesh,
+                devices_per_client=spec.devices_per_client,
+            )
+        return plans.plan_single(hosts)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._rendezvous is not None:
+            self._rendezvous.__exit__(*exc_info)
+
+
+def _process_spec(
+    spec: JobSpec,
+    plan: plans.ProcessPlan,
+    layout: HostLayout,
+    host_env: Mapping[str, str],
+    log_files: Mapping[str, Path],
+) -> Any:
+    from smddp_compat.launcher import ProcessSpec
+
+    env = dict(host_env)
+    env.update(plan.env)
+    python_path = [*plan.python_path, str(layout.code_dir)]
+    if env.get("PYTHONPATH"):
+        python_path.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(python_path)
+    return ProcessSpec(
+        argv=_argv(spec, layout, cmd_args(spec.hyperparameters)),
+        env=env,
+        label=plan.label,
+        cwd=str(layout.code_dir),
+        log_path=str(log_files[plan.host]),
+        host=plan.host,
+    )

@@ -1,0 +1,488 @@
+"""The description of one local training job, validated when it is built.
+
+:class:`JobSpec` holds everything :func:`local_mode.run` needs. Building one checks every value (paths exist,
+counts are positive, hyperparameters are JSON-serialisable, the DTensor mesh fits the clients...) and raises a
+:class:`~local_mode.errors.ConfigurationError` naming the field, the value and the fix, so nothing starts with a bad
+configuration.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from local_mode._s3 import is_s3_uri, parse_s3_uri
+from local_mode.errors import ConfigurationError, HyperparameterError
+
+__all__ = ["Distribution", "JobSpec", "DEFAULT_MAX_RUN", "DEFAULT_OUTPUT_PATH"]
+
+DEFAULT_MAX_RUN = 24 * 60 * 60
+"""SageMaker's default ``max_run`` (seconds)."""
+
+DEFAULT_OUTPUT_PATH = "smddp_local_output"
+"""Where artifacts go when no output path is given (relative to the working directory)."""
+
+# SageMaker's limits (CreateTrainingJob): job names, channel names, hyperparameter values.
+_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_HP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$")
+_HP_VALUE_MAX = 2500
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MESH_DIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Variables local_mode itself sets in every process: a user value would silently lose, so it is refused.
+_RESERVED_ENV_PREFIXES = ("SM_", "DTENSOR_", "HOROVOD_GLOO_RENDEZVOUS_")
+_RESERVED_ENV_NAMES = frozenset(
+    {
+        "TF_CONFIG",
+        "SMDDP_HOST_ADDRESSES",
+        "SAGEMAKER_BASE_DIR",
+        "TRAINING_JOB_NAME",
+        "CURRENT_HOST",
+        "HOROVOD_RANK",
+        "HOROVOD_SIZE",
+        "HOROVOD_LOCAL_RANK",
+        "HOROVOD_LOCAL_SIZE",
+        "HOROVOD_CROSS_RANK",
+        "HOROVOD_CROSS_SIZE",
+        "HOROVOD_HOSTNAME",
+        "HOROVOD_CONTROLLER",
+    }
+)
+
+_ENTRY_POINT_SUFFIXES = (".py", ".sh")
+
+
+class Distribution(str, enum.Enum):
+    """How the processes of a job find each other.
+
+    * ``NONE``: one process per host, no launcher (SageMaker's default).
+    * ``SMDDP``: SageMaker distributed data parallel: H x P ranks over Horovod, ``smdistributed.dataparallel`` importable.
+    * ``MPI``: Horovod: H x P ranks, as SageMaker's ``mpi`` distribution runs them.
+    * ``MWMS``: ``MultiWorkerMirroredStrategy``: ``TF_CONFIG`` for each worker process.
+    * ``DTENSOR``: multi-client DTensor: ``DTENSOR_JOBS``, ``DTENSOR_CLIENT_ID``, ``DTENSOR_JOB_NAME`` per client.
+    """
+
+    NONE = "none"
+    SMDDP = "smddp"
+    MPI = "mpi"
+    MWMS = "mwms"
+    DTENSOR = "dtensor"
+
+    @classmethod
+    def parse(cls, value: "Distribution | str", field_name: str = "distribution") -> "Distribution":
+        """The member named by ``value`` (case-insensitive).
+
+        Args:
+            value: A member or its name.
+            field_name: The field named in the error.
+
+        Returns:
+            The member.
+
+        Raises:
+            ConfigurationError: ``value`` names no distribution.
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.strip().lower())
+            except ValueError:
+                pass
+        choices = ", ".join(member.value for member in cls)
+        raise ConfigurationError(field_name, value, "unknown distribution", f"use one of: {choices}")
+
+
+def _require_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(name, value, "must be a whole number", f"give {name} as an integer >= 1")
+    if value < 1:
+        raise ConfigurationError(name, value, "must be at least 1", f"give {name} >= 1")
+    return value
+
+
+def _writable_destination(name: str, path: Path) -> None:
+    """Checks that ``path`` is (or can be created as) a writable directory, without creating it."""
+    if path.exists() and not path.is_dir():
+        raise ConfigurationError(name, str(path), "exists and is not a directory", "give a directory path")
+    ancestor = path
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigurationError(
+            name, str(path), f"cannot be written ({ancestor} is not a writable directory)", "choose a writable directory"
+        )
+
+
+def encode_hyperparameter(name: str, value: Any) -> str:
+    """The JSON text SageMaker stores for one hyperparameter in ``hyperparameters.json``.
+
+    Args:
+        name: The hyperparameter's name (named in the error).
+        value: Its value.
+
+    Returns:
+        ``json.dumps(value)``.
+
+    Raises:
+        HyperparameterError: ``value`` is not JSON-serialisable (NaN and infinity included) or too long.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise HyperparameterError(
+            f"hyperparameters[{name!r}]",
+            value,
+            f"is not JSON-serialisable ({exc})",
+            "pass a string, number, boolean, None, or a list/dict of those",
+        ) from None
+    if len(text) > _HP_VALUE_MAX:
+        raise HyperparameterError(
+            f"hyperparameters[{name!r}]",
+            f"{text[:40]}... ({len(text)} characters)",
+            f"is longer than SageMaker's limit of {_HP_VALUE_MAX} characters",
+            "pass large inputs through a channel instead of a hyperparameter",
+        )
+    return text
+
+
+def _validate_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(values, Mapping):
+        raise HyperparameterError("hyperparameters", values, "must be a mapping", "pass a dict of name -> value")
+    checked: dict[str, Any] = {}
+    for name, value in values.items():
+        if not isinstance(name, str) or not _HP_NAME.match(name):
+            raise HyperparameterError(
+                "hyperparameters",
+                name,
+                "is not a usable hyperparameter name (it becomes the --NAME argument and SM_HP_NAME)",
+                "use letters, digits, '_', '-', '.' (no spaces or '='), e.g. learning_rate",
+            )
+        if name.lower().startswith("sagemaker_"):
+            raise HyperparameterError(
+                "hyperparameters",
+                name,
+                "names starting with 'sagemaker_' are reserved for the framework (local_mode sets them)",
+                "rename the hyperparameter",
+            )
+        encode_hyperparameter(name, value)
+        checked[name] = value
+    return checked
+
+
+def _validate_environment(values: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(values, Mapping):
+        raise ConfigurationError("environment", values, "must be a mapping", "pass a dict of NAME -> value strings")
+    checked: dict[str, str] = {}
+    for name, value in values.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise ConfigurationError(
+                "environment", name, "is not a valid environment variable name", "use letters, digits and '_'"
+            )
+        if name in _RESERVED_ENV_NAMES or name.startswith(_RESERVED_ENV_PREFIXES):
+            raise ConfigurationError(
+                f"environment[{name!r}]",
+                value,
+                "is set by local_mode itself for every process",
+                "leave it out (use hyperparameters, channels or the distribution settings instead)",
+            )
+        if not isinstance(value, str) or "\0" in value:
+            raise ConfigurationError(f"environment[{name!r}]", value, "must be a string", f"pass str({value!r})")
+        checked[name] = value
+    return checked
+
+
+def _validate_channels(values: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(values, Mapping):
+        raise ConfigurationError("channels", values, "must be a mapping", "pass a dict of NAME -> PATH or s3:// URI")
+    checked: dict[str, str] = {}
+    for name, source in values.items():
+        if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
+            raise ConfigurationError(
+                "channels",
+                name,
+                "is not a valid channel name",
+                "use 1-64 letters, digits, '.', '-', '_' (e.g. train, test)",
+            )
+        if not isinstance(source, (str, os.PathLike)) or not str(source):
+            raise ConfigurationError(
+                f"channels[{name!r}]", source, "must be a local path or an s3:// URI", "e.g. ./data/train or s3://b/p"
+            )
+        source = os.fspath(source)
+        if is_s3_uri(source):
+            parse_s3_uri(source, f"channels[{name!r}]")
+            checked[name] = source
+            continue
+        path = Path(source).expanduser().resolve()
+        if not path.exists():
+            raise ConfigurationError(
+                f"channels[{name!r}]", source, "does not exist", "give an existing folder (or file), or an s3:// URI"
+            )
+        checked[name] = str(path)
+    return checked
+
+
+def _validate_mesh(mesh: Mapping[str, int] | None) -> dict[str, int] | None:
+    if mesh is None:
+        return None
+    if not isinstance(mesh, Mapping) or not mesh:
+        raise ConfigurationError(
+            "dtensor_mesh", mesh, "must be a non-empty mapping of dimension -> size", "e.g. {'batch': 4}"
+        )
+    checked: dict[str, int] = {}
+    for dim, size in mesh.items():
+        if not isinstance(dim, str) or not _MESH_DIM.match(dim):
+            raise ConfigurationError("dtensor_mesh", dim, "is not a valid mesh dimension name", "e.g. batch, model")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigurationError(f"dtensor_mesh[{dim!r}]", size, "must be an integer >= 1", "e.g. batch=4")
+        checked[dim] = size
+    return checked
+
+
+def format_mesh(mesh: Mapping[str, int]) -> str:
+    """``{'batch': 4, 'model': 2}`` as ``batch=4,model=2``."""
+    return ",".join(f"{dim}={size}" for dim, size in mesh.items())
+
+
+def default_job_name(entry_point: str, now: float | None = None) -> str:
+    """A SageMaker-style unique job name: the entry point's stem and a millisecond timestamp.
+
+    Args:
+        entry_point: The entry point's file name.
+        now: The time to stamp (``time.time()`` when None).
+
+    Returns:
+        e.g. ``train-2026-11-21-22-40-01-123``.
+    """
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y-%m-%d-%H-%M-%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+    base = re.sub(r"[^a-zA-Z0-9]+", "-", Path(entry_point).stem).strip("-") or "job"
+    return f"{base[: 62 - len(stamp)]}-{stamp}"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One local training job: what to run, on how many hosts and processes, with what input and output.
+
+    Every field is checked when the spec is built; paths are made absolute. A spec is immutable.
+
+    Attributes:
+        entry_point: The training script (``.py`` or ``.sh``). Relative to ``source_dir`` when that is given
+            (as the SageMaker SDK treats it), else to the working directory.
+        source_dir: Folder copied into each host's code directory (the script's working directory and first import
+            path). When None, only the entry point file is copied, as the SDK does.
+        instance_count: H, the number of hosts (algo-1..algo-H on 127.0.0.2, 127.0.0.3, ...).
+        processes_per_host: P, processes on each host (must be 1 for distribution ``none``).
+        distribution: ``none``, ``smddp``, ``mpi``, ``mwms`` or ``dtensor``.
+        hyperparameters: Passed to the script as ``--name value`` arguments and ``SM_HP_*`` variables; values must be
+            JSON-serialisable.
+        channels: Channel name -> local folder/file or ``s3://bucket/prefix``; each appears in every host's
+            ``input/data/<name>`` and as ``SM_CHANNEL_<NAME>``.
+        output_path: Local folder or ``s3://bucket/prefix``; artifacts go to ``<output_path>/<job_name>/output/``
+            (``model.tar.gz``, ``output.tar.gz``) and logs to ``<output_path>/<job_name>/logs/``.
+        max_run: Seconds the processes may run before the job is stopped (SageMaker's ``max_run``).
+        job_name: Unique job name; generated from the entry point and the time when None.
+        environment: Extra environment variables for every process.
+        checkpoint_path: Local folder shared as every host's ``checkpoints`` directory (kept between runs, so a rerun
+            resumes); a fresh empty folder per host when None.
+        dtensor_mesh: For ``dtensor``: the global mesh, e.g. ``{"batch": 4}``; its size must split evenly over the
+            H x P clients. Exported as ``SMDDP_DTENSOR_MESH``.
+        devices_per_process: For ``dtensor``: devices (virtual CPUs or GPUs) each client should use; exported as
+            ``SMDDP_DTENSOR_DEVICES_PER_CLIENT``. Derived from the mesh when None.
+        work_dir: Folder for the per-host ``/opt/ml`` trees, kept after the job; a temporary folder that is removed
+            at the end when None.
+        python: Interpreter for ``.py`` entry points (the current one by default).
+    """
+
+    entry_point: str
+    source_dir: str | None = None
+    instance_count: int = 1
+    processes_per_host: int = 1
+    distribution: Distribution | str = Distribution.NONE
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    channels: Mapping[str, str] = field(default_factory=dict)
+    output_path: str = DEFAULT_OUTPUT_PATH
+    max_run: float = DEFAULT_MAX_RUN
+    job_name: str | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+    checkpoint_path: str | None = None
+    dtensor_mesh: Mapping[str, int] | None = None
+    devices_per_process: int | None = None
+    work_dir: str | None = None
+    python: str = sys.executable
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # the dataclass is frozen: normalised values are stored once, here
+        distribution = Distribution.parse(self.distribution)
+        set_(self, "distribution", distribution)
+        hosts = _require_count("instance_count", self.instance_count)
+        per_host = _require_count("processes_per_host", self.processes_per_host)
+        if distribution is Distribution.NONE and per_host > 1:
+            raise ConfigurationError(
+                "processes_per_host",
+                per_host,
+                "distribution 'none' runs exactly one process per host",
+                "use processes_per_host=1, or a distribution (smddp, mpi, mwms, dtensor) to run several",
+            )
+
+        source_dir, entry_point = self._resolve_code()
+        set_(self, "source_dir", source_dir)
+        set_(self, "entry_point", entry_point)
+
+        set_(self, "hyperparameters", MappingProxyType(_validate_hyperparameters(self.hyperparameters)))
+        set_(self, "channels", MappingProxyType(_validate_channels(self.channels)))
+        set_(self, "environment", MappingProxyType(_validate_environment(self.environment)))
+
+        if not isinstance(self.output_path, (str, os.PathLike)) or not os.fspath(self.output_path):
+            raise ConfigurationError("output_path", self.output_path, "must be a folder or an s3:// URI", "e.g. ./out")
+        output_path = os.fspath(self.output_path)
+        if is_s3_uri(output_path):
+            parse_s3_uri(output_path, "output_path")
+        else:
+            resolved = Path(output_path).expanduser().resolve()
+            _writable_destination("output_path", resolved)
+            output_path = str(resolved)
+        set_(self, "output_path", output_path)
+
+        if isinstance(self.max_run, bool) or not isinstance(self.max_run, (int, float)) or not self.max_run > 0:
+            raise ConfigurationError("max_run", self.max_run, "must be a number of seconds > 0", "e.g. max_run=3600")
+        if math.isinf(self.max_run) or math.isnan(self.max_run):
+            raise ConfigurationError("max_run", self.max_run, "must be finite", "e.g. max_run=86400 (one day)")
+
+        job_name = self.job_name if self.job_name is not None else default_job_name(entry_point)
+        if not isinstance(job_name, str) or not _JOB_NAME.match(job_name):
+            raise ConfigurationError(
+                "job_name",
+                job_name,
+                "is not a valid SageMaker job name",
+                "use 1-63 letters, digits and '-' (not first or last), e.g. mnist-run-1",
+            )
+        set_(self, "job_name", job_name)
+
+        for name in ("checkpoint_path", "work_dir"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, (str, os.PathLike)) or is_s3_uri(os.fspath(value)):
+                raise ConfigurationError(name, value, "must be a local folder", "give a local directory path")
+            resolved = Path(value).expanduser().resolve()
+            _writable_destination(name, resolved)
+            set_(self, name, str(resolved))
+
+        self._validate_dtensor(distribution, hosts * per_host)
+
+        if not isinstance(self.python, str) or not os.access(self.python, os.X_OK):
+            raise ConfigurationError("python", self.python, "is not an executable interpreter", "give sys.executable")
+
+    def _resolve_code(self) -> tuple[str | None, str]:
+        """Returns (absolute source_dir or None, entry point: relative to source_dir, or absolute)."""
+        entry = self.entry_point
+        if not isinstance(entry, (str, os.PathLike)) or not os.fspath(entry):
+            raise ConfigurationError("entry_point", entry, "must be a path to a script", "e.g. train.py")
+        entry = os.fspath(entry)
+        if not entry.endswith(_ENTRY_POINT_SUFFIXES):
+            raise ConfigurationError(
+                "entry_point", entry, "must be a Python (.py) or shell (.sh) script", "give the training script's path"
+            )
+        if self.source_dir is None:
+            path = Path(entry).expanduser().resolve()
+            if not path.is_file():
+                raise ConfigurationError("entry_point", entry, "does not exist", "check the path to the training script")
+            return None, str(path)
+        if not isinstance(self.source_dir, (str, os.PathLike)):
+            raise ConfigurationError("source_dir", self.source_dir, "must be a folder path", "e.g. ./src")
+        source = Path(self.source_dir).expanduser().resolve()
+        if not source.is_dir():
+            raise ConfigurationError(
+                "source_dir", os.fspath(self.source_dir), "is not an existing folder", "give the folder holding the script"
+            )
+        candidate = Path(entry).expanduser()
+        path = (candidate if candidate.is_absolute() else source / candidate).resolve()
+        if not path.is_file():
+            raise ConfigurationError(
+                "entry_point", entry, f"does not exist in source_dir {source}", "give the script's path inside source_dir"
+            )
+        try:
+            relative = path.relative_to(source)
+        except ValueError:
+            raise ConfigurationError(
+                "entry_point", entry, f"is outside source_dir {source}", "move the script into source_dir"
+            ) from None
+        return str(source), relative.as_posix()
+
+    def _validate_dtensor(self, distribution: Distribution, clients: int) -> None:
+        mesh = _validate_mesh(self.dtensor_mesh)
+        if self.devices_per_process is not None:
+            _require_count("devices_per_process", self.devices_per_process)
+        if distribution is not Distribution.DTENSOR:
+            for name in ("dtensor_mesh", "devices_per_process"):
+                if getattr(self, name) is not None:
+                    raise ConfigurationError(
+                        name, getattr(self, name), f"is only used with distribution 'dtensor', not {distribution.value!r}",
+                        "leave it out, or use distribution='dtensor'",
+                    )
+            return
+        object.__setattr__(self, "dtensor_mesh", None if mesh is None else MappingProxyType(mesh))
+        if mesh is None:
+            return
+        size = math.prod(mesh.values())
+        if size % clients:
+            raise ConfigurationError(
+                "dtensor_mesh",
+                format_mesh(mesh),
+                f"its {size} devices cannot be split evenly over {clients} clients "
+                f"({self.instance_count} hosts x {self.processes_per_host} processes)",
+                f"use a mesh whose size is a multiple of {clients}, or change instance_count/processes_per_host",
+            )
+        if self.devices_per_process is not None and size != clients * self.devices_per_process:
+            raise ConfigurationError(
+                "dtensor_mesh",
+                format_mesh(mesh),
+                f"needs {size} devices but the job has {clients} clients x {self.devices_per_process} devices "
+                f"= {clients * self.devices_per_process}",
+                f"make the mesh size {clients * self.devices_per_process}, or set devices_per_process={size // clients}",
+            )
+
+    # Derived values -------------------------------------------------------------------------------------------
+
+    @property
+    def entry_point_path(self) -> str:
+        """Absolute path of the entry point as given (before it is copied into the hosts' code directories)."""
+        if self.source_dir is None:
+            return self.entry_point
+        return str(Path(self.source_dir) / self.entry_point)
+
+    @property
+    def entry_point_name(self) -> str:
+        """The entry point as SageMaker names it (``sagemaker_program``): relative to the code directory."""
+        return self.entry_point if self.source_dir is not None else Path(self.entry_point).name
+
+    @property
+    def hosts(self) -> list[str]:
+        """The host names, ``algo-1`` .. ``algo-H``."""
+        return [f"algo-{index}" for index in range(1, self.instance_count + 1)]
+
+    @property
+    def world_size(self) -> int:
+        """H x P: the number of processes the job starts."""
+        return self.instance_count * self.processes_per_host
+
+    @property
+    def devices_per_client(self) -> int | None:
+        """Devices each DTensor client should use (given, or mesh size / clients), None when unknown."""
+        if self.devices_per_process is not None:
+            return self.devices_per_process
+        if self.dtensor_mesh is not None:
+            return math.prod(self.dtensor_mesh.values()) // self.world_size
+        return None
