@@ -1,0 +1,273 @@
+"""A SageMaker training job's life after submission: status, logs, waiting, and its model artifact (boto3 only)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, TextIO
+
+from estimators.errors import ConfigurationError, JobError, JobTimeoutError
+
+__all__ = [
+    "LOG_GROUP",
+    "TERMINAL_STATUSES",
+    "LogEvent",
+    "describe_job",
+    "format_status",
+    "iter_log_events",
+    "wait_for_job",
+    "fetch_model",
+    "split_s3_uri",
+]
+
+#: CloudWatch Logs group SageMaker writes training jobs' output to (one stream per host: ``<job>/algo-N-<time>``).
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+TERMINAL_STATUSES = ("Completed", "Failed", "Stopped")
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One log line of a job.
+
+    Attributes:
+        stream: The log stream (host) it came from.
+        timestamp: Milliseconds since the epoch.
+        message: The line.
+    """
+
+    stream: str
+    timestamp: int
+    message: str
+
+
+def _client_error(job_name: str, exc: Exception, doing: str) -> JobError:
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+    message = getattr(exc, "response", {}).get("Error", {}).get("Message", str(exc))
+    return JobError(job_name, f"{doing} training job {job_name!r} failed: {code}: {message}")
+
+
+def describe_job(sagemaker_client: Any, job_name: str) -> dict[str, Any]:
+    """DescribeTrainingJob.
+
+    Raises:
+        JobError: The job does not exist or the call failed (the message names the job and the AWS error).
+    """
+    try:
+        return sagemaker_client.describe_training_job(TrainingJobName=job_name)
+    except Exception as exc:  # botocore's ClientError and connection errors alike
+        raise _client_error(job_name, exc, "describing") from exc
+
+
+def format_status(description: dict[str, Any]) -> str:
+    """A few lines a person reads: status, secondary status, instances, times, artifacts, failure reason."""
+    resources = description.get("ResourceConfig", {})
+    lines = [
+        f"job:       {description.get('TrainingJobName')}",
+        f"status:    {description.get('TrainingJobStatus')}"
+        + (f" ({description['SecondaryStatus']})" if description.get("SecondaryStatus") else ""),
+        f"instances: {resources.get('InstanceCount')} x {resources.get('InstanceType')}",
+        f"image:     {description.get('AlgorithmSpecification', {}).get('TrainingImage')}",
+    ]
+    for key, label in (("TrainingStartTime", "started"), ("TrainingEndTime", "ended")):
+        if description.get(key):
+            lines.append(f"{label + ':':<10} {description[key]}")
+    artifacts = description.get("ModelArtifacts", {}).get("S3ModelArtifacts")
+    if artifacts:
+        lines.append(f"model:     {artifacts}")
+    if description.get("FailureReason"):
+        lines.append(f"failure:   {description['FailureReason']}")
+    return "\n".join(lines)
+
+
+def iter_log_events(logs_client: Any, job_name: str, *, max_events: int | None = None) -> Iterator[LogEvent]:
+    """Every log line of a job, stream by stream (hosts in name order), oldest first.
+
+    Args:
+        logs_client: A boto3 ``logs`` client.
+        job_name: The training job.
+        max_events: Stop after this many lines (None: all).
+
+    Yields:
+        The lines.
+
+    Raises:
+        JobError: The log group cannot be read.
+    """
+    try:
+        streams: list[str] = []
+        paginator = logs_client.get_paginator("describe_log_streams")
+        for page in paginator.paginate(logGroupName=LOG_GROUP, logStreamNamePrefix=f"{job_name}/"):
+            streams += [s["logStreamName"] for s in page.get("logStreams", [])]
+    except Exception as exc:
+        if "ResourceNotFoundException" in str(type(exc).__name__) + str(getattr(exc, "response", "")):
+            return
+        raise _client_error(job_name, exc, "reading the logs of") from exc
+    count = 0
+    for stream in sorted(streams):
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True}
+            if token:
+                kwargs["nextToken"] = token
+            try:
+                page = logs_client.get_log_events(**kwargs)
+            except Exception as exc:
+                raise _client_error(job_name, exc, "reading the logs of") from exc
+            for event in page.get("events", []):
+                yield LogEvent(stream, int(event.get("timestamp", 0)), str(event.get("message", "")))
+                count += 1
+                if max_events is not None and count >= max_events:
+                    return
+            next_token = page.get("nextForwardToken")
+            if not page.get("events") or not next_token or next_token == token:
+                break
+            token = next_token
+
+
+def wait_for_job(
+    sagemaker_client: Any,
+    job_name: str,
+    *,
+    timeout: float,
+    poll: float = 30.0,
+    stream: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Polls a job until it completes, fails or is stopped, printing each change of status.
+
+    Args:
+        sagemaker_client: A boto3 ``sagemaker`` client.
+        job_name: The training job.
+        timeout: Seconds to wait at most.
+        poll: Seconds between two DescribeTrainingJob calls.
+        stream: Where progress lines go (default: stderr).
+        clock: Monotonic clock (tests pass their own).
+        sleep: Sleep function (tests pass their own).
+
+    Returns:
+        The last description (status ``Completed``).
+
+    Raises:
+        ConfigurationError: timeout or poll not positive.
+        JobError: The job ended ``Failed`` or ``Stopped`` (with its failure reason).
+        JobTimeoutError: Still running after ``timeout`` seconds (the job itself goes on).
+    """
+    if not timeout > 0:
+        raise ConfigurationError("timeout", timeout, "must be a positive number of seconds", "e.g. --timeout 3600")
+    if not poll > 0:
+        raise ConfigurationError("poll", poll, "must be a positive number of seconds", "e.g. --poll 30")
+    out = stream or sys.stderr
+    start = clock()
+    last = None
+    while True:
+        description = describe_job(sagemaker_client, job_name)
+        status = description.get("TrainingJobStatus")
+        secondary = description.get("SecondaryStatus")
+        elapsed = clock() - start
+        if (status, secondary) != last:
+            print(f"[{elapsed:7.0f} s] {job_name}: {status}" + (f" / {secondary}" if secondary else ""), file=out,
+                  flush=True)
+            last = (status, secondary)
+        if status == "Completed":
+            return description
+        if status in ("Failed", "Stopped"):
+            reason = description.get("FailureReason")
+            raise JobError(
+                job_name, f"training job {job_name!r} ended {status}" + (f": {reason}" if reason else ""),
+                status=status, reason=reason,
+            )
+        if elapsed >= timeout:
+            raise JobTimeoutError(
+                job_name, f"training job {job_name!r} is still {status} after {timeout:.0f} s "
+                f"(it goes on; wait again or check `smddp status {job_name}`)", status=status,
+            )
+        sleep(min(poll, max(0.0, timeout - elapsed)))
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key`` -> ``(bucket, key)``.
+
+    Raises:
+        ConfigurationError: Not an ``s3://bucket/key`` URI.
+    """
+    if not uri.startswith("s3://") or "/" not in uri[5:] or not uri[5:].split("/", 1)[0]:
+        raise ConfigurationError("S3 URI", uri, "is not of the form s3://bucket/key", "pass an s3://bucket/key URI")
+    bucket, key = uri[5:].split("/", 1)
+    return bucket, key
+
+
+def _safe_extract(archive: str, destination: str) -> list[str]:
+    names: list[str] = []
+    with tarfile.open(archive, "r:*") as tar:
+        members = tar.getmembers()
+        for member in members:
+            target = os.path.realpath(os.path.join(destination, member.name))
+            if not (target == os.path.realpath(destination) or target.startswith(os.path.realpath(destination) + os.sep)):
+                raise JobError("", f"model archive {archive} has a member outside the destination: {member.name!r}")
+            if member.issym() or member.islnk() or member.isdev():
+                raise JobError("", f"model archive {archive} has a link or device member: {member.name!r}")
+            if member.isfile():
+                names.append(member.name)
+        tar.extractall(destination, filter="data")
+    return names
+
+
+def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destination: str) -> list[str]:
+    """Downloads a completed job's ``model.tar.gz`` and extracts it into ``destination``.
+
+    The archive is checked member by member (no absolute paths, ``..``, links or devices) and extracted into a
+    temporary directory beside ``destination``, which then takes its place: a failed fetch leaves nothing half
+    written.
+
+    Args:
+        sagemaker_client: A boto3 ``sagemaker`` client.
+        s3_client: A boto3 ``s3`` client.
+        job_name: The training job.
+        destination: Directory to create (must not exist, or be empty).
+
+    Returns:
+        The extracted files, relative to ``destination``.
+
+    Raises:
+        ConfigurationError: ``destination`` exists and is not an empty directory.
+        JobError: The job has no model artifact, or the download or archive is bad.
+    """
+    if os.path.exists(destination) and (not os.path.isdir(destination) or os.listdir(destination)):
+        raise ConfigurationError(
+            "DEST", destination, "exists and is not an empty directory", "give a new or empty directory"
+        )
+    description = describe_job(sagemaker_client, job_name)
+    uri = description.get("ModelArtifacts", {}).get("S3ModelArtifacts")
+    if not uri:
+        raise JobError(
+            job_name, f"training job {job_name!r} has no model artifact (status {description.get('TrainingJobStatus')})",
+            status=description.get("TrainingJobStatus"),
+        )
+    bucket, key = split_s3_uri(uri)
+    parent = os.path.dirname(os.path.abspath(destination)) or "."
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".smddp-fetch-", dir=parent)
+    try:
+        archive = os.path.join(scratch, "model.tar.gz")
+        try:
+            s3_client.download_file(bucket, key, archive)
+        except Exception as exc:
+            raise _client_error(job_name, exc, f"downloading {uri} of") from exc
+        extracted = os.path.join(scratch, "model")
+        os.makedirs(extracted)
+        try:
+            names = _safe_extract(archive, extracted)
+        except tarfile.TarError as exc:
+            raise JobError(job_name, f"{uri} is not a readable tar.gz archive: {exc}") from exc
+        if os.path.isdir(destination):
+            os.rmdir(destination)
+        os.replace(extracted, destination)
+        return sorted(names)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,255 @@
+"""``smddp submit|status|logs|wait|fetch``: SageMaker training jobs from the command line.
+
+    smddp submit train.py --instance-type ml.p4d.24xlarge --instance-count 2 --distribution smddp \\
+        --role arn:aws:iam::123456789012:role/SageMakerRole --image-uri <ecr image> \\
+        --channel train=./data/train --hyperparameters epochs=3 --wait
+    smddp status JOB       # status, instances, artifacts, failure reason
+    smddp logs JOB         # CloudWatch Logs (/aws/sagemaker/TrainingJobs), every host
+    smddp wait JOB --timeout 3600
+    smddp fetch JOB DEST   # downloads and extracts model.tar.gz
+
+``submit`` takes the options of ``smddp local`` (``--source-dir``, ``--instance-count``, ``--processes-per-host``,
+``--distribution``, ``--hyperparameters k=v``, ``--channel NAME=PATH|s3://``, ``--output``, ``--max-run``) plus the
+SageMaker ones. Local channel folders are uploaded to the session's default bucket under ``<job>/input/<name>``.
+``--instance-type local_process`` runs the job here through local_mode.
+
+Exit codes: 0 success, 1 the job failed, 2 bad usage or configuration, 3 timed out waiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from estimators._distribution import KINDS
+from estimators._jobs import describe_job, fetch_model, format_status, iter_log_events, wait_for_job
+from estimators.errors import ConfigurationError, EstimatorError, JobError, JobTimeoutError
+
+__all__ = ["main", "build_parser", "distribution_from_args", "parse_key_values"]
+
+EXIT_OK, EXIT_JOB_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
+DEFAULT_FRAMEWORK_VERSION = "2.21"
+DEFAULT_PY_VERSION = "py311"
+
+
+def parse_key_values(items: Sequence[str] | None, option: str, *, json_values: bool) -> dict[str, Any]:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (values read as JSON when they parse, else kept as text).
+
+    Raises:
+        ConfigurationError: An item without ``=`` or with an empty name, or a name given twice.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigurationError(option, item, "expected NAME=VALUE", f"write it as {option} name=value")
+        if name in out:
+            raise ConfigurationError(option, item, f"{name!r} is given twice", "give each name once")
+        if json_values:
+            try:
+                out[name] = json.loads(value)
+            except ValueError:
+                out[name] = value
+        else:
+            out[name] = value
+    return out
+
+
+def distribution_from_args(kind: str, processes_per_host: int | None, mesh: dict[str, Any],
+                           custom_mpi_options: str | None) -> dict[str, Any] | None:
+    """The estimator's ``distribution`` dictionary for ``--distribution`` and its companion options.
+
+    Raises:
+        ConfigurationError: An unknown distribution, or an option that does not apply to it.
+    """
+    if kind not in KINDS or kind == "parameter_server":
+        raise ConfigurationError(
+            "--distribution", kind, "unknown distribution", "use one of none, smddp, mpi, mwms, dtensor"
+        )
+    if mesh and kind != "dtensor":
+        raise ConfigurationError("--mesh", mesh, "applies to --distribution dtensor only", "drop --mesh")
+    if custom_mpi_options and kind not in ("smddp", "mpi"):
+        raise ConfigurationError(
+            "--custom-mpi-options", custom_mpi_options, "applies to smddp and mpi only", "drop the option"
+        )
+    if kind == "none":
+        if processes_per_host not in (None, 1):
+            raise ConfigurationError(
+                "--processes-per-host", processes_per_host, "distribution 'none' runs one process per host",
+                "pick a distribution (smddp, mpi, dtensor) or drop the option",
+            )
+        return None
+    config: dict[str, Any] = {"enabled": True}
+    if processes_per_host is not None and kind != "mwms":
+        config["processes_per_host"] = processes_per_host
+    if custom_mpi_options:
+        config["custom_mpi_options"] = custom_mpi_options
+    if mesh:
+        config["mesh"] = mesh
+    if kind == "smddp":
+        return {"smdistributed": {"dataparallel": config}}
+    return {KINDS[kind]: config}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``smddp submit|status|logs|wait|fetch``."""
+    parser = argparse.ArgumentParser(prog="smddp", description="SageMaker training jobs for smddp-compat.")
+    parser.add_argument("--region", default=None, help="AWS region (default: the AWS configuration's)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    submit = commands.add_parser("submit", help="submit a training job (SageMaker SDK v2 estimator)")
+    submit.add_argument("entry_point", help="training script (relative to --source-dir when given)")
+    submit.add_argument("--source-dir", default=None)
+    submit.add_argument("--instance-count", type=int, default=1)
+    submit.add_argument("--processes-per-host", type=int, default=None)
+    submit.add_argument("--distribution", default="none", help="none | smddp | mpi | mwms | dtensor")
+    submit.add_argument("--hyperparameters", nargs="*", default=[], metavar="K=V")
+    submit.add_argument("--channel", action="append", default=[], metavar="NAME=PATH|s3://...")
+    submit.add_argument("--output", default=None, help="s3:// output path (a folder for local_process)")
+    submit.add_argument("--max-run", type=int, default=None, help="seconds before SageMaker stops the job")
+    submit.add_argument("--role", default=None, help="IAM role ARN of the job")
+    submit.add_argument("--instance-type", required=True, help="e.g. ml.p4d.24xlarge, ml.c5.2xlarge, local_process")
+    submit.add_argument("--image-uri", default=None)
+    submit.add_argument("--framework-version", default=DEFAULT_FRAMEWORK_VERSION)
+    submit.add_argument("--py-version", default=DEFAULT_PY_VERSION)
+    submit.add_argument("--job-name", default=None)
+    submit.add_argument("--mesh", nargs="*", default=[], metavar="DIM=SIZE", help="DTensor mesh, e.g. batch=8")
+    submit.add_argument("--custom-mpi-options", default=None)
+    submit.add_argument("--wait", action="store_true", help="wait for the job to end, showing progress")
+    submit.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds --wait waits at most")
+    submit.add_argument("--poll", type=float, default=30.0, help="seconds between status checks")
+
+    status = commands.add_parser("status", help="show a job's status")
+    status.add_argument("job")
+    logs = commands.add_parser("logs", help="print a job's CloudWatch logs")
+    logs.add_argument("job")
+    logs.add_argument("--max-events", type=int, default=None)
+    wait = commands.add_parser("wait", help="wait for a job to end, showing progress")
+    wait.add_argument("job")
+    wait.add_argument("--timeout", type=float, default=3600.0)
+    wait.add_argument("--poll", type=float, default=30.0)
+    fetch = commands.add_parser("fetch", help="download and extract a job's model.tar.gz")
+    fetch.add_argument("job")
+    fetch.add_argument("dest")
+    return parser
+
+
+def _boto_session(region: str | None) -> Any:
+    import boto3
+
+    return boto3.Session(region_name=region) if region else boto3.Session()
+
+
+def _upload_channels(session: Any, channels: dict[str, str], job_name: str) -> dict[str, str]:
+    uploaded: dict[str, str] = {}
+    for name, source in channels.items():
+        if source.startswith("s3://"):
+            uploaded[name] = source
+        else:
+            uploaded[name] = session.upload_data(source, key_prefix=f"{job_name}/input/{name}")
+            print(f"smddp submit: uploaded channel {name!r} ({source}) to {uploaded[name]}", file=sys.stderr)
+    return uploaded
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from estimators import TensorFlow
+
+    hyperparameters = parse_key_values(args.hyperparameters, "--hyperparameters", json_values=True)
+    channels = parse_key_values(args.channel, "--channel", json_values=False)
+    mesh = parse_key_values(args.mesh, "--mesh", json_values=True)
+    distribution = distribution_from_args(args.distribution, args.processes_per_host, mesh, args.custom_mpi_options)
+    local = args.instance_type == "local_process"
+    for name, source in channels.items():
+        if not source.startswith("s3://") and not os.path.exists(source):
+            raise ConfigurationError(
+                f"--channel {name}", source, "no such file or directory", "give an existing path or an s3:// URI"
+            )
+    kwargs: dict[str, Any] = {}
+    if not local:
+        import sagemaker
+
+        kwargs["sagemaker_session"] = sagemaker.Session(boto_session=_boto_session(args.region))
+    if args.max_run is not None:
+        kwargs["max_run"] = args.max_run
+    estimator = TensorFlow(
+        entry_point=args.entry_point,
+        source_dir=args.source_dir,
+        role=args.role,
+        instance_type=args.instance_type,
+        instance_count=args.instance_count,
+        image_uri=args.image_uri,
+        framework_version=args.framework_version,
+        py_version=args.py_version,
+        hyperparameters=hyperparameters,
+        output_path=args.output,
+        distribution=distribution,
+        **kwargs,
+    )
+    if local:
+        result = estimator.fit(channels or None, job_name=args.job_name)
+        ok = bool(getattr(result, "ok", getattr(result, "succeeded", True)))
+        return EXIT_OK if ok else EXIT_JOB_FAILED
+    from sagemaker.utils import name_from_base
+
+    job_name = args.job_name or name_from_base(os.path.splitext(os.path.basename(args.entry_point))[0][:30] or "job")
+    inputs = _upload_channels(estimator.sagemaker_session, channels, job_name) if channels else None
+    estimator.fit(inputs, wait=False, job_name=job_name)
+    print(f"smddp submit: started training job {job_name}")
+    if not args.wait:
+        return EXIT_OK
+    client = estimator.sagemaker_session.sagemaker_client
+    description = wait_for_job(client, job_name, timeout=args.timeout, poll=args.poll)
+    print(format_status(description))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one subcommand.
+
+    Args:
+        argv: The arguments, starting with the subcommand name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code (0 ok, 1 job failed, 2 bad usage, 3 timeout).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the usage error
+        return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
+    try:
+        if args.command == "submit":
+            return _submit(args)
+        session = _boto_session(args.region)
+        if args.command == "status":
+            print(format_status(describe_job(session.client("sagemaker"), args.job)))
+        elif args.command == "logs":
+            for event in iter_log_events(session.client("logs"), args.job, max_events=args.max_events):
+                host = event.stream.split("/", 1)[-1]
+                print(f"[{host}] {event.message}")
+        elif args.command == "wait":
+            description = wait_for_job(session.client("sagemaker"), args.job, timeout=args.timeout, poll=args.poll)
+            print(format_status(description))
+        elif args.command == "fetch":
+            files = fetch_model(session.client("sagemaker"), session.client("s3"), args.job, args.dest)
+            print(f"smddp fetch: extracted {len(files)} file(s) into {args.dest}")
+        return EXIT_OK
+    except ConfigurationError as exc:
+        print(f"smddp {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except JobTimeoutError as exc:
+        print(f"smddp {args.command}: {exc}", file=sys.stderr)
+        return EXIT_TIMEOUT
+    except (JobError, EstimatorError) as exc:
+        print(f"smddp {args.command}: {exc}", file=sys.stderr)
+        return EXIT_JOB_FAILED
+    except ValueError as exc:  # local_mode's and the SDK's configuration errors
+        print(f"smddp {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""estimators.TensorFlow (SDK v2) against moto's server: the uploaded code and the CreateTrainingJob request."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import ACCESS_KEY, ROLE, SECRET_KEY, tar_members
+
+pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/smddp-compat:tf2.21"
+SMDDP = {"smdistributed": {"dataparallel": {"enabled": True}}}
+
+
+def _estimator(aws, entry_point, **kwargs):
+    from estimators import TensorFlow
+
+    defaults = dict(
+        entry_point=entry_point,
+        role=ROLE,
+        instance_type="ml.p4d.24xlarge",
+        instance_count=2,
+        image_uri=IMAGE,
+        framework_version="2.21",
+        py_version="py311",
+        sagemaker_session=aws.sagemaker_session(),
+    )
+    defaults.update(kwargs)
+    return TensorFlow(**defaults)
+
+
+def _source_tarball(aws, estimator, tmp_path):
+    uri = json.loads(estimator.latest_training_job.describe()["HyperParameters"]["sagemaker_submit_directory"])
+    return tar_members(aws.download(uri, str(tmp_path / "sourcedir.tar.gz")))
+
+
+def test_smdistributed_becomes_mpi_launch_with_compat_shipped(aws, tiny_script, tmp_path):
+    est = _estimator(aws, tiny_script, distribution={
+        "smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": "-x NCCL_DEBUG=INFO"}}
+    }, hyperparameters={"epochs": 3, "model": "mlp"})
+    est.fit({"train": "s3://smddp-test-input/train"}, wait=False, job_name="smddp-job-1")
+
+    request = aws.requests[-1]
+    assert request["AlgorithmSpecification"]["TrainingImage"] == IMAGE
+    assert request["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
+    assert request["ResourceConfig"]["InstanceCount"] == 2
+    assert request["RoleArn"] == ROLE
+    assert request["Environment"]["SMDDP_COMPAT_DISTRIBUTION"] == "smddp"
+    hps = request["HyperParameters"]
+    assert hps["sagemaker_mpi_enabled"] == "true"
+    assert hps["sagemaker_mpi_num_of_processes_per_host"] == "8"  # 8 GPUs on p4d.24xlarge
+    assert json.loads(hps["sagemaker_mpi_custom_mpi_options"]) == "-x NCCL_DEBUG=INFO"
+    assert json.loads(hps["sagemaker_program"]) == "train.py"
+    assert json.loads(hps["model_dir"]) == "/opt/ml/model"
+    assert hps["epochs"] == "3" and json.loads(hps["model"]) == "mlp"
+    assert not any(k.startswith("sagemaker_distributed_dataparallel") for k in hps)
+
+    described = aws.client("sagemaker").describe_training_job(TrainingJobName="smddp-job-1")
+    assert described["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    assert described["AlgorithmSpecification"]["TrainingImage"] == IMAGE
+    assert described["ResourceConfig"]["InstanceCount"] == 2
+    assert "smddp-job-1" in aws.training_jobs()
+
+    members = _source_tarball(aws, est, tmp_path)
+    assert "train.py" in members
+    assert "smddp_compat/__init__.py" in members
+    assert "smddp_compat/tensorflow/__init__.py" in members
+    assert "smdistributed/dataparallel/tensorflow/__init__.py" in members
+    assert b"smddp_compat.tensorflow" in members["smdistributed/dataparallel/tensorflow/__init__.py"]
+    assert not any("__pycache__" in name or name.endswith(".pyc") for name in members)
+    # The estimator's own fields are restored after fit (the staged directory is gone).
+    assert est.entry_point == tiny_script and est.source_dir is None
+
+
+def test_cpu_instance_runs_one_process_per_vcpu(aws, tiny_script):
+    est = _estimator(aws, tiny_script, instance_type="ml.c5.2xlarge", instance_count=1, distribution=SMDDP)
+    est.fit(wait=False, job_name="smddp-cpu")
+    assert aws.requests[-1]["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "8"
+
+
+def test_processes_per_host_override(aws, tiny_script):
+    est = _estimator(aws, tiny_script, distribution={
+        "smdistributed": {"dataparallel": {"enabled": True, "processes_per_host": 4}}})
+    est.fit(wait=False, job_name="smddp-pph")
+    assert aws.requests[-1]["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "4"
+
+
+def test_custom_mpi_options_with_shell_metacharacters_pass_literally(aws, tiny_script, tmp_path):
+    options = "; touch /tmp/pwned-smddp-estimator $(id) `id`"
+    est = _estimator(aws, tiny_script, distribution={
+        "smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": options}}})
+    est.fit(wait=False, job_name="smddp-metachar")
+    hps = aws.client("sagemaker").describe_training_job(TrainingJobName="smddp-metachar")["HyperParameters"]
+    assert json.loads(hps["sagemaker_mpi_custom_mpi_options"]) == options
+    assert not os.path.exists("/tmp/pwned-smddp-estimator")
+
+
+def test_dtensor_ships_launcher_as_entry_point(aws, tiny_script, tmp_path):
+    est = _estimator(aws, tiny_script, instance_type="ml.p3.8xlarge", distribution={
+        "dtensor": {"enabled": True, "mesh": {"batch": 4, "model": 2}, "processes_per_host": 2}})
+    est.fit(wait=False, job_name="dtensor-job")
+    hps = aws.requests[-1]["HyperParameters"]
+    assert json.loads(hps["sagemaker_program"]) == "smddp_compat_dtensor_launch.py"
+    assert "sagemaker_mpi_enabled" not in hps
+    assert aws.requests[-1]["Environment"]["SMDDP_COMPAT_DISTRIBUTION"] == "dtensor"
+    members = _source_tarball(aws, est, tmp_path)
+    assert {"train.py", "smddp_compat_dtensor_launch.py", "smddp_compat_dtensor.json"} <= set(members)
+    config = json.loads(members["smddp_compat_dtensor.json"])
+    assert config["entry_point"] == "train.py"
+    assert config["dtensor"] == {
+        "processes_per_host": 2, "devices_per_process": 2, "device_type": "GPU",
+        "mesh": [["batch", 4], ["model", 2]], "port": 9970, "job_name": "worker",
+    }
+
+
+@pytest.mark.parametrize(
+    "distribution, expected",
+    [
+        ({"mpi": {"enabled": True, "processes_per_host": 4, "custom_mpi_options": "-verbose"}},
+         {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "4",
+          "sagemaker_mpi_custom_mpi_options": '"-verbose"'}),
+        ({"multi_worker_mirrored_strategy": {"enabled": True}},
+         {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}),
+        ({"parameter_server": {"enabled": True}}, {"sagemaker_parameter_server_enabled": "true"}),
+    ],
+)
+def test_sdk_distributions_pass_through(aws, tiny_script, distribution, expected):
+    est = _estimator(aws, tiny_script, distribution=distribution)
+    est.fit(wait=False, job_name="passthrough")
+    hps = aws.requests[-1]["HyperParameters"]
+    for key, value in expected.items():
+        assert hps[key] == value
+
+
+def test_source_dir_secrets_are_left_out(aws, tmp_path, monkeypatch):
+    source = tmp_path / "project"
+    (source / "pkg").mkdir(parents=True)
+    (source / "train.py").write_text("print('hi')\n")
+    (source / "pkg" / "model.py").write_text("X = 1\n")
+    secrets = {
+        ".aws/credentials": f"[default]\naws_secret_access_key = {SECRET_KEY}\n",
+        ".env": f"AWS_SECRET_ACCESS_KEY={SECRET_KEY}\n",
+        "deploy.pem": "-----BEGIN PRIVATE KEY-----\n",
+        "pkg/credentials": SECRET_KEY,
+        ".git/config": "[core]\n",
+        ".venv/bin/python": "",
+        "pkg/__pycache__/model.cpython-311.pyc": "",
+        ".ssh/id_rsa": "key",
+    }
+    for rel, text in secrets.items():
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text(text)
+    outside = tmp_path / "outside-secret.txt"
+    outside.write_text(SECRET_KEY)
+    (source / "innocent.txt").symlink_to(outside)
+
+    est = _estimator(aws, "train.py", source_dir=str(source), distribution=SMDDP,
+                     hyperparameters={"lr": 0.1}, environment={"MY_SETTING": "1"})
+    est.fit(wait=False, job_name="no-secrets")
+    members = _source_tarball(aws, est, tmp_path)
+    assert {"train.py", "pkg/model.py"} <= set(members)
+    for rel in list(secrets) + ["innocent.txt"]:
+        assert rel not in members, rel
+    for name, content in members.items():
+        assert SECRET_KEY.encode() not in content, name
+        assert ACCESS_KEY.encode() not in content, name
+    request = json.dumps(aws.requests[-1])
+    assert SECRET_KEY not in request and ACCESS_KEY not in request
+    assert aws.requests[-1]["Environment"] == {"MY_SETTING": "1", "SMDDP_COMPAT_DISTRIBUTION": "smddp"}
+
+
+def test_aws_image_is_resolved_for_published_versions(aws, tiny_script):
+    from sagemaker import image_uris
+
+    est = _estimator(aws, tiny_script, image_uri=None, framework_version="2.16", py_version="py310",
+                     distribution=SMDDP)
+    est.fit(wait=False, job_name="aws-image")
+    expected = image_uris.retrieve("tensorflow", "us-east-1", version="2.16", py_version="py310",
+                                   instance_type="ml.p4d.24xlarge", image_scope="training")
+    assert aws.requests[-1]["AlgorithmSpecification"]["TrainingImage"] == expected
+    assert "tensorflow-training:2.16-gpu-py310" in expected
+
+
+def _complete_moto_description(parsed, **_):
+    # moto's DescribeTrainingJob leaves out OutputDataConfig.KmsKeyId, which real SageMaker always returns
+    # (empty when unset) and the SDK's attach() reads. Test-side fix of moto's response only.
+    if isinstance(parsed, dict) and "OutputDataConfig" in parsed:
+        parsed["OutputDataConfig"].setdefault("KmsKeyId", "")
+
+
+def test_attach_and_listing(aws, tiny_script):
+    from estimators import TensorFlow
+
+    est = _estimator(aws, tiny_script, distribution=SMDDP)
+    est.fit(wait=False, job_name="attach-me")
+    session = aws.sagemaker_session()
+    session.sagemaker_client.meta.events.register("after-call.sagemaker.DescribeTrainingJob",
+                                                  lambda parsed, **kw: _complete_moto_description(parsed))
+    attached = TensorFlow.attach("attach-me", sagemaker_session=session)
+    assert isinstance(attached, TensorFlow)
+    assert attached.instance_count == 2 and attached.instance_type == "ml.p4d.24xlarge"
+    assert attached.image_uri == IMAGE
+    assert attached.latest_training_job.name == "attach-me"
+    summaries = aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    assert [s["TrainingJobName"] for s in summaries] == ["attach-me"]
