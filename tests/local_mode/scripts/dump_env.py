@@ -1,25 +1,40 @@
-"""Test entry point: records what the process saw (argv, environment, cwd) as JSON, one file per process.
+"""Test entry point (no TensorFlow): records what the process saw as ``$SM_OUTPUT_DATA_DIR/env-<index>.json``.
 
-The file goes to ``$SM_OUTPUT_DATA_DIR/env-<index>.json`` (index: HOROVOD_RANK, DTENSOR_CLIENT_ID, the TF_CONFIG
-task index, or 0). With ``--write-model 1`` it also writes ``model.txt`` into ``SM_MODEL_DIR``.
+Recorded: argv, environment, working directory, pid, sys.path, the three config files, the channel folders' file
+lists, and where ``smdistributed`` would be imported from. ``--write-model 1`` also writes ``model-<index>.txt``
+into ``SM_MODEL_DIR``.
 """
 
+import importlib.util
 import json
 import os
 import sys
 
+from _process_index import process_index
 
-def _index() -> int:
-    for name in ("HOROVOD_RANK", "DTENSOR_CLIENT_ID"):
-        if name in os.environ:
-            return int(os.environ[name])
-    if "TF_CONFIG" in os.environ:
-        return int(json.loads(os.environ["TF_CONFIG"])["task"]["index"])
-    return 0
-
-
-index = _index()
-record = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid(), "path": sys.path}
+index = process_index()
+config_dir = os.environ["SM_INPUT_CONFIG_DIR"]
+configs = {}
+for name in ("hyperparameters.json", "resourceconfig.json", "inputdataconfig.json"):
+    with open(os.path.join(config_dir, name)) as handle:
+        configs[name] = json.load(handle)
+channels = {}
+for name in json.loads(os.environ["SM_CHANNELS"]):
+    folder = os.environ[f"SM_CHANNEL_{name.upper()}"]
+    channels[name] = sorted(
+        os.path.relpath(os.path.join(d, f), folder) for d, _, files in os.walk(folder, followlinks=True) for f in files
+    )
+spec = importlib.util.find_spec("smdistributed")
+record = {
+    "argv": sys.argv[1:],
+    "env": dict(os.environ),
+    "cwd": os.getcwd(),
+    "pid": os.getpid(),
+    "path": sys.path,
+    "configs": configs,
+    "channels": channels,
+    "smdistributed": None if spec is None else list(spec.submodule_search_locations or []),
+}
 target = os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"env-{index}.json")
 with open(target + ".tmp", "w") as handle:
     json.dump(record, handle)

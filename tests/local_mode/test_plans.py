@@ -1,0 +1,216 @@
+"""Unit tests of what local_mode builds: the exact SM_* variables, script arguments, config files and launch plans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from local_mode.distribution import (
+    framework_parameters,
+    host_addresses,
+    plan_dtensor,
+    plan_horovod,
+    plan_mwms,
+    plan_single,
+)
+from local_mode.environment import cmd_args, encode_hyperparameters, env_value, training_environment
+from local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
+from local_mode.spec import Distribution
+
+
+def test_env_values_follow_the_toolkit_format() -> None:
+    assert env_value("adam") == "adam"
+    assert env_value(None) == ""
+    assert env_value(3) == "3"
+    assert env_value(0.5) == "0.5"
+    assert env_value(True) == "true"
+    assert env_value(["algo-1", "algo-2"]) == '["algo-1","algo-2"]'
+    assert env_value({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
+
+
+def test_cmd_args_follow_the_toolkit_format() -> None:
+    hps = {"lr": 0.001, "optimizer": "adam", "b": 32, "flag": True, "layers": [64, 32], "opts": {"y": 2, "x": 1}}
+    assert cmd_args(hps) == [
+        "-b", "32",
+        "--flag", "True",
+        "--layers", "[64, 32]",
+        "--lr", "0.001",
+        "--optimizer", "adam",
+        "--opts", "x=1,y=2",
+    ]
+
+
+def test_hyperparameters_json_holds_json_encoded_values() -> None:
+    assert encode_hyperparameters({"epochs": 3, "optimizer": "adam", "flag": False}) == {
+        "epochs": "3",
+        "optimizer": '"adam"',
+        "flag": "false",
+    }
+
+
+def test_resource_and_input_data_config() -> None:
+    assert resource_config(["algo-1", "algo-2"], "algo-2", "local", "lo") == {
+        "current_host": "algo-2",
+        "current_instance_type": "local",
+        "current_group_name": "homogeneousCluster",
+        "hosts": ["algo-1", "algo-2"],
+        "instance_groups": [
+            {"instance_group_name": "homogeneousCluster", "instance_type": "local", "hosts": ["algo-1", "algo-2"]}
+        ],
+        "network_interface_name": "lo",
+    }
+    assert input_data_config(["train"]) == {
+        "train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+    }
+
+
+def test_training_environment_for_an_smddp_host(tmp_path: Path) -> None:
+    layout = HostLayout("algo-2", tmp_path / "algo-2")
+    resource = resource_config(["algo-1", "algo-2"], "algo-2", "local", "lo")
+    framework = {
+        "sagemaker_program": "train.py",
+        "sagemaker_submit_directory": str(layout.code_dir),
+        "sagemaker_container_log_level": 20,
+        "sagemaker_job_name": "job-1",
+        "sagemaker_region": "us-east-1",
+        **framework_parameters(Distribution.SMDDP, 1, "local"),
+    }
+    env = training_environment(
+        layout,
+        resource=resource,
+        data_config=input_data_config(["train"]),
+        hyperparameters={"epochs": 2, "optimizer": "adam"},
+        framework_parameters=framework,
+        num_cpus=2,
+        num_gpus=0,
+        job_name="job-1",
+    )
+    root = str(layout.root)
+    expected = {
+        "SM_HOSTS": '["algo-1","algo-2"]',
+        "SM_CURRENT_HOST": "algo-2",
+        "SM_NUM_CPUS": "2",
+        "SM_NUM_GPUS": "0",
+        "SM_MODEL_DIR": f"{root}/model",
+        "SM_CHANNELS": '["train"]',
+        "SM_CHANNEL_TRAIN": f"{root}/input/data/train",
+        "SM_OUTPUT_DATA_DIR": f"{root}/output/data",
+        "SM_OUTPUT_DIR": f"{root}/output",
+        "SM_OUTPUT_INTERMEDIATE_DIR": f"{root}/output/intermediate",
+        "SM_INPUT_DIR": f"{root}/input",
+        "SM_INPUT_CONFIG_DIR": f"{root}/input/config",
+        "SM_HPS": '{"epochs":2,"optimizer":"adam"}',
+        "SM_HP_EPOCHS": "2",
+        "SM_HP_OPTIMIZER": "adam",
+        "SM_USER_ENTRY_POINT": "train.py",
+        "SM_USER_ARGS": '["--epochs","2","--optimizer","adam"]',
+        "SM_MODULE_NAME": "train",
+        "SM_MODULE_DIR": f"{root}/code",
+        "SM_LOG_LEVEL": "20",
+        "SM_FRAMEWORK_MODULE": "",
+        "SM_FRAMEWORK_PARAMS": '{"sagemaker_distributed_dataparallel_custom_mpi_options":"",'
+        '"sagemaker_distributed_dataparallel_enabled":true,"sagemaker_instance_type":"local"}',
+        "SM_NETWORK_INTERFACE_NAME": "lo",
+        "SM_CURRENT_INSTANCE_TYPE": "local",
+        "SM_CURRENT_INSTANCE_GROUP": "homogeneousCluster",
+        "SM_CURRENT_INSTANCE_GROUP_HOSTS": '["algo-1","algo-2"]',
+        "SM_INSTANCE_GROUPS": '["homogeneousCluster"]',
+        "SM_DISTRIBUTION_INSTANCE_GROUPS": '["homogeneousCluster"]',
+        "SM_IS_HETERO": "false",
+        "SM_RESOURCE_CONFIG": json.dumps(resource, sort_keys=True, separators=(",", ":")),
+        "SM_INPUT_DATA_CONFIG": '{"train":{"RecordWrapperType":"None","S3DistributionType":"FullyReplicated",'
+        '"TrainingInputMode":"File"}}',
+    }
+    for name, value in expected.items():
+        assert env[name] == value, name
+    training_env = json.loads(env["SM_TRAINING_ENV"])
+    assert training_env["hosts"] == ["algo-1", "algo-2"]
+    assert training_env["current_host"] == "algo-2"
+    assert training_env["master_hostname"] == "algo-1" and training_env["is_master"] is False
+    assert training_env["channel_input_dirs"] == {"train": f"{root}/input/data/train"}
+    assert training_env["hyperparameters"] == {"epochs": 2, "optimizer": "adam"}
+    assert training_env["additional_framework_parameters"]["sagemaker_distributed_dataparallel_enabled"] is True
+    assert training_env["job_name"] == "job-1"
+    assert all(name.startswith("SM_") for name in env)
+
+
+def test_framework_parameters_per_distribution() -> None:
+    assert framework_parameters(Distribution.MPI, 2, "local") == {
+        "sagemaker_mpi_enabled": True,
+        "sagemaker_mpi_num_of_processes_per_host": 2,
+        "sagemaker_mpi_custom_mpi_options": "",
+    }
+    assert framework_parameters(Distribution.MWMS, 1, "local") == {"sagemaker_multi_worker_mirrored_strategy_enabled": True}
+    assert framework_parameters(Distribution.NONE, 1, "local") == {}
+    assert framework_parameters(Distribution.DTENSOR, 2, "local") == {}
+
+
+def test_create_host_tree(tmp_path: Path) -> None:
+    layout = create_host_tree(
+        tmp_path / "algo-1",
+        "algo-1",
+        encoded_hyperparameters={"epochs": "3"},
+        resource={"current_host": "algo-1"},
+        data_config={},
+        checkpoint_path=str(tmp_path / "ckpt"),
+    )
+    for folder in ("input/config", "input/data", "code", "model", "output/data", "output/intermediate"):
+        assert (layout.root / folder).is_dir(), folder
+    assert json.loads(layout.hyperparameters_file.read_text()) == {"epochs": "3"}
+    assert layout.checkpoints_dir.resolve() == (tmp_path / "ckpt").resolve()
+    with pytest.raises(FileExistsError):
+        create_host_tree(tmp_path / "algo-1", "algo-1", encoded_hyperparameters={}, resource={}, data_config={})
+
+
+def test_host_addresses_are_one_loopback_address_per_host() -> None:
+    assert host_addresses(3) == {"algo-1": "127.0.0.2", "algo-2": "127.0.0.3", "algo-3": "127.0.0.4"}
+
+
+def test_plan_single() -> None:
+    plans = plan_single(["algo-1", "algo-2"])
+    assert [(p.label, p.host, p.index, dict(p.env)) for p in plans] == [("algo-1,0", "algo-1", 0, {}), ("algo-2,1", "algo-2", 1, {})]
+
+
+def test_plan_horovod_is_host_major_and_carries_the_shim() -> None:
+    rank_envs = [{"HOROVOD_RANK": str(r)} for r in range(4)]
+    plans = plan_horovod(["algo-1", "algo-2"], 2, rank_envs, shim_path="/shim")
+    assert [(p.label, p.host_index, p.local_index) for p in plans] == [
+        ("algo-1,0", 0, 0), ("algo-1,1", 0, 1), ("algo-2,2", 1, 0), ("algo-2,3", 1, 1)
+    ]
+    assert [p.env["HOROVOD_RANK"] for p in plans] == ["0", "1", "2", "3"]
+    assert all(p.python_path == ("/shim",) for p in plans)
+    assert plan_horovod(["algo-1"], 1, rank_envs[:1])[0].python_path == ()
+    with pytest.raises(ValueError, match="expected 4"):
+        plan_horovod(["algo-1", "algo-2"], 2, rank_envs[:3])
+
+
+def test_plan_mwms_builds_tf_config_per_worker() -> None:
+    addresses = host_addresses(2)
+    plans = plan_mwms(["algo-1", "algo-2"], 2, addresses, [1001, 1002, 1003, 1004])
+    workers = ["127.0.0.2:1001", "127.0.0.2:1002", "127.0.0.3:1003", "127.0.0.3:1004"]
+    for index, plan in enumerate(plans):
+        assert json.loads(plan.env["TF_CONFIG"]) == {
+            "cluster": {"worker": workers},
+            "environment": "cloud",
+            "task": {"index": index, "type": "worker"},
+        }
+    assert [p.label for p in plans] == ["algo-1,0", "algo-1,1", "algo-2,2", "algo-2,3"]
+
+
+def test_plan_dtensor_builds_jobs_client_ids_and_mesh() -> None:
+    addresses = host_addresses(2)
+    plans = plan_dtensor(["algo-1", "algo-2"], 1, addresses, [2001, 2002], mesh={"batch": 4}, devices_per_client=2)
+    assert [dict(p.env) for p in plans] == [
+        {
+            "DTENSOR_JOBS": "127.0.0.2:2001,127.0.0.3:2002",
+            "DTENSOR_JOB_NAME": "worker",
+            "DTENSOR_CLIENT_ID": str(index),
+            "SMDDP_DTENSOR_MESH": '{"batch":4}',
+            "SMDDP_DTENSOR_DEVICES_PER_CLIENT": "2",
+        }
+        for index in range(2)
+    ]
+    bare = plan_dtensor(["algo-1"], 2, host_addresses(1), [3001, 3002])
+    assert bare[1].env == {"DTENSOR_JOBS": "127.0.0.2:3001,127.0.0.2:3002", "DTENSOR_JOB_NAME": "worker", "DTENSOR_CLIENT_ID": "1"}
