@@ -110,6 +110,8 @@ def stall_env(check_seconds: float | None, shutdown_seconds: float | None) -> di
 
 
 def _resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
+    if args.num_proc < 1:
+        raise UsageError(f"-np must be at least 1, got {args.num_proc}: give the number of ranks to start.")
     hosts = parse_hosts(args.hosts) if args.hosts else [HostSlots("localhost", args.num_proc)]
     for host in hosts:
         if is_this_machine(host.name) is None:

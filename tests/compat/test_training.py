@@ -1,0 +1,25 @@
+"""Keras 3 and tf-keras models trained on 2 ranks end with identical weights and a falling loss."""
+
+import pytest
+
+FLAVOURS = {"keras3": {}, "tf_keras": {"TF_USE_LEGACY_KERAS": "1"}}
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("mode", ["tape", "optimizer", "fit"])
+def test_training_converges_to_identical_weights(run_ranks, flavour, mode):
+    job = run_ranks("train.py", 2, mode, env=FLAVOURS[flavour])
+    assert job.returncode == 0, job.output
+    first, second = job.results[0], job.results[1]
+    assert first["keras"] == ("tf_keras" if flavour == "tf_keras" else "keras"), first
+    assert first["digest"] == second["digest"], (first["checksum"], second["checksum"])
+    losses = first["losses"]
+    assert losses == pytest.approx(second["losses"])
+    assert losses[-1] < 0.7 * losses[0], losses
+
+
+def test_seed_004_example_runs_unchanged(run_ranks, tmp_path):
+    job = run_ranks("seed004_example.py", 2)
+    assert job.returncode == 0, job.output
+    assert "[0] Step #0" in job.output and "[1] Step" not in job.output
+    assert list(tmp_path.glob("results-seed004_example.py-2/checkpoints-1.index")), job.output
