@@ -5,7 +5,8 @@ Layout written under the model directory (``SM_MODEL_DIR``, uploaded as model.ta
 * ``<model_dir>/1/``: a TensorFlow SavedModel with a ``serving_default`` signature (the layout TensorFlow Serving
   and SageMaker's TensorFlow serving containers expect: a numbered version folder). Keras 3 writes it with
   ``model.export``, tf-keras with ``model.save(..., save_format="tf")``.
-* ``<model_dir>/model.keras`` (Keras 3 only): the native Keras archive, for ``keras.models.load_model``.
+* ``<model_dir>/model.keras`` (Keras 3 only): the native Keras archive (architecture and weights, no optimizer),
+  for ``keras.models.load_model``.
 
 Both are written under temporary names in the same directory and renamed into place.
 """
@@ -56,7 +57,11 @@ def save_servable_model(model: tf.keras.Model, model_dir: str | os.PathLike[str]
         if is_keras3():
             model.export(str(temp), format="tf_saved_model", verbose=False)
             temp_archive = root / f".tmp-{tag}.keras"
-            model.save(str(temp_archive))
+            # An uncompiled copy: the archive is for inference, and a distributed optimizer wrapper (a class made
+            # at run time) would make it unloadable without the training code.
+            inference_copy = type(model).from_config(model.get_config())  # get_config holds no compile state
+            inference_copy.set_weights(model.get_weights())
+            inference_copy.save(str(temp_archive))
             os.replace(temp_archive, root / "model.keras")
         else:
             model.save(str(temp), save_format="tf", include_optimizer=False)
