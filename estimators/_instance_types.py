@@ -151,9 +151,9 @@ def instance_spec(instance_type: object, *, field: str = "instance_type") -> Ins
     counts = _TABLE.get(instance_type)
     if counts is None:
         close = difflib.get_close_matches(instance_type, known_instance_types(), n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else (
-            "see estimators.known_instance_types() for the list"
-        )
+        hint = "pick one from estimators.known_instance_types()"
+        if close:
+            hint = f"did you mean {' or '.join(repr(c) for c in close)}? ({hint})"
         problem = "unknown SageMaker training instance type"
         if not instance_type.startswith("ml.") and f"ml.{instance_type}" in _TABLE:
             hint = f"SageMaker instance types start with 'ml.': use 'ml.{instance_type}'"

@@ -127,21 +127,20 @@ class TensorFlow(_SdkTensorFlow):
             environment.setdefault(DISTRIBUTION_ENV, plan.kind)
         kwargs["environment"] = environment or None
 
-        self.distribution_plan: DistributionPlan = plan
-        self.compat_distribution: dict[str, Any] = plan.original
-        self.source_excludes: tuple[str, ...] = tuple(source_excludes)
-        super().__init__(entry_point=entry_point, distribution=plan.sdk_distribution, **kwargs)
-
-        region = getattr(self.sagemaker_session, "boto_region_name", None)
         image = resolve_training_image(
             image_uri=kwargs.get("image_uri"),
             framework_version=kwargs.get("framework_version"),
             py_version=kwargs.get("py_version"),
             instance_type=instance_type,  # type: ignore[arg-type]
-            region=region,
+            region=_session_region(kwargs.get("sagemaker_session")),
         )
         if image is not None:
-            self.image_uri = image
+            kwargs["image_uri"] = image
+
+        self.distribution_plan: DistributionPlan = plan
+        self.compat_distribution: dict[str, Any] = plan.original
+        self.source_excludes: tuple[str, ...] = tuple(source_excludes)
+        super().__init__(entry_point=entry_point, distribution=plan.sdk_distribution, **kwargs)
 
     # -- training --------------------------------------------------------------------------------------------------
 
@@ -204,6 +203,15 @@ class TensorFlow(_SdkTensorFlow):
         self._current_job_name = spec.job_name
         self.local_result = _local_process.run_job(spec)
         return self.local_result
+
+
+def _session_region(session: Any) -> str | None:
+    """The region a job will use: its session's, else the AWS configuration's (no AWS call)."""
+    if session is not None:
+        return getattr(session, "boto_region_name", None)
+    import boto3
+
+    return boto3.Session().region_name
 
 
 def _offline_session() -> Any:
