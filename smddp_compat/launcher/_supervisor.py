@@ -45,7 +45,7 @@ class ProcessSpec:
     host: str = "localhost"
 
     def __post_init__(self) -> None:
-        if not self.argv or not all(isinstance(a, str) for a in self.argv):
+        if not isinstance(self.argv, (list, tuple)) or not self.argv or not all(isinstance(a, str) for a in self.argv):
             raise UsageError(f"ProcessSpec.argv must be a non-empty list of strings, got {self.argv!r}.")
 
 

@@ -1,0 +1,21 @@
+"""Importing the light packages must not pull in heavy ones (checked in fresh interpreters)."""
+
+import subprocess
+import sys
+
+import pytest
+
+CASES = [
+    ("smddp_compat", ["tensorflow", "boto3", "sagemaker", "horovod"]),
+    ("smddp_compat.launcher", ["tensorflow", "boto3", "sagemaker"]),
+    ("smddp_compat.cli", ["tensorflow", "boto3", "sagemaker"]),
+    ("smddp_compat.tensorflow", ["boto3", "sagemaker"]),
+]
+
+
+@pytest.mark.parametrize("module, forbidden", CASES)
+def test_import_is_light(module, forbidden):
+    code = f"import sys, {module}; print(sorted(m for m in {forbidden!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
