@@ -12,13 +12,21 @@ Importing this package imports neither TensorFlow nor Docker tooling; everything
 from local_mode.docker._compose import ContainerHost
 from local_mode.docker._engine import Engine, find_engine
 from local_mode.docker._image import IMAGE_REPOSITORY, ImageBuild, ensure_image
-from local_mode.docker.backend import ContainerJobResult, ResolvedImage, resolve_image, run_in_containers
+from local_mode.docker.backend import (
+    ContainerJobResult,
+    DockerBackend,
+    ResolvedImage,
+    hosts_of,
+    resolve_image,
+    run_in_containers,
+)
 from local_mode.docker.errors import DockerError, DockerUnavailableError, ImageBuildError, ImageNotFoundError
 
 __all__ = [
     "IMAGE_REPOSITORY",
     "ContainerHost",
     "ContainerJobResult",
+    "DockerBackend",
     "DockerError",
     "DockerUnavailableError",
     "Engine",
@@ -28,6 +36,7 @@ __all__ = [
     "ResolvedImage",
     "ensure_image",
     "find_engine",
+    "hosts_of",
     "resolve_image",
     "run_in_containers",
 ]

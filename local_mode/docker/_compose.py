@@ -8,14 +8,17 @@ bridge. The file is written as JSON, which every compose version reads as YAML.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ContainerHost", "Mount", "KIT_MOUNT", "OPT_ML", "JOB_LABEL", "external_mounts", "compose_content", "write_compose_file"]
+__all__ = ["ContainerHost", "Mount", "KIT_MOUNT", "OPT_ML", "JOB_LABEL", "external_mounts", "machine_name_entry", "compose_content",
+           "write_compose_file"]
 
 KIT_MOUNT = "/opt/smddp-kit"
 """Where the kit's checkout is mounted (read-only) in every container."""
@@ -93,6 +96,22 @@ def external_mounts(tree: Path, *, depth: int = 3) -> list[Mount]:
     return [Mount(t, t) for t in outer]
 
 
+def machine_name_entry() -> str:
+    """``extra_hosts`` entry for this machine's own name (a host-network container shares it).
+
+    Docker writes a fresh ``/etc/hosts`` for host-network containers, without the machine's name; libraries that
+    resolve it (Gloo does) would then fail. It maps to the loopback address it has on this machine, or 127.0.0.1
+    when it resolves to anything else: containers talk over loopback only.
+    """
+    name = socket.gethostname()
+    try:
+        address = socket.gethostbyname(name)
+        loopback = ipaddress.ip_address(address).is_loopback
+    except (OSError, ValueError):
+        address, loopback = "127.0.0.1", True
+    return f"{name}:{address if loopback else '127.0.0.1'}"
+
+
 def compose_content(
     hosts: Sequence[ContainerHost],
     *,
@@ -118,6 +137,8 @@ def compose_content(
         The document (``json.dumps`` it to a file).
     """
     extra_hosts = [f"{host.name}:{host.address}" for host in hosts]
+    if not any(entry.startswith(f"{socket.gethostname()}:") for entry in extra_hosts):
+        extra_hosts.append(machine_name_entry())
     services: dict[str, Any] = {}
     for host in hosts:
         mounts = [Mount(str(host.tree.resolve()), OPT_ML), Mount(str(kit_root), KIT_MOUNT, read_only=True)]

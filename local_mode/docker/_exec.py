@@ -29,8 +29,8 @@ _HOST_ONLY = frozenset(
 )  # fmt: skip
 # Passed even when the host has the same value: the families a training job reads.
 _JOB_PREFIXES = (
-    "SM_", "SAGEMAKER_", "HOROVOD_", "DTENSOR_", "TF_", "SMDDP_", "AWS_", "PYTHON", "OMP_", "KMP_", "NCCL_",
-    "CUDA_", "TRAINING_JOB_NAME", "CURRENT_HOST",
+    "SM_", "SAGEMAKER_", "HOROVOD_", "DTENSOR_", "TF_", "SMDDP_", "AWS_", "OMP_", "KMP_", "NCCL_", "CUDA_",
+    "TRAINING_JOB_NAME", "CURRENT_HOST", "PYTHONPATH", "PYTHONUNBUFFERED",
 )  # fmt: skip
 # Variables the docker client itself would obey: given with their value instead of by name.
 _CLIENT_SENSITIVE = ("LD_", "DOCKER_", "GODEBUG", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
@@ -68,10 +68,13 @@ class PathMap:
         return text
 
     def argument(self, arg: str) -> str:
-        """One command-line argument rewritten (this machine's Python becomes ``python``)."""
+        """One command-line argument rewritten (this machine's Python interpreters become ``python``)."""
         if arg in self.python:
             return "python"
-        return self.rewrite(arg)
+        rewritten = self.rewrite(arg)
+        if rewritten == arg and os.path.isabs(arg) and re.fullmatch(r"python[0-9.]*", os.path.basename(arg)):
+            return "python"
+        return rewritten
 
 
 def job_environment(env: Mapping[str, str], parent: Mapping[str, str]) -> dict[str, str]:

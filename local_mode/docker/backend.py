@@ -16,6 +16,7 @@ log file); this backend runs those same processes in containers instead of direc
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -47,7 +48,15 @@ from local_mode.docker.errors import DockerError, ImageNotFoundError
 from local_mode.errors import ConfigurationError
 from smddp_compat.launcher import GroupResult, ProcessSpec, run_process_group
 
-__all__ = ["ContainerHost", "ResolvedImage", "ContainerJobResult", "resolve_image", "run_in_containers"]
+__all__ = [
+    "ContainerHost",
+    "ResolvedImage",
+    "ContainerJobResult",
+    "DockerBackend",
+    "hosts_of",
+    "resolve_image",
+    "run_in_containers",
+]
 
 DEFAULT_GRACE = 5.0
 _COMPOSE_SECONDS = 180.0
@@ -288,3 +297,115 @@ def kit_root_for_mount() -> Path:
         return kit_root()
     except DockerError:
         return Path(__file__).resolve().parents[2]
+
+
+def hosts_of(specs: Sequence[ProcessSpec]) -> list[ContainerHost]:
+    """The hosts of a prepared job, read from its processes' environments (in order of first appearance).
+
+    local_mode gives every process ``SAGEMAKER_BASE_DIR`` (its host's tree) and ``SMDDP_HOST_ADDRESSES`` (host name ->
+    loopback address); a host missing from the latter gets ``127.0.0.1``.
+
+    Args:
+        specs: The job's processes.
+
+    Returns:
+        One entry per host.
+
+    Raises:
+        ConfigurationError: A process has no ``SAGEMAKER_BASE_DIR``.
+    """
+    hosts: dict[str, ContainerHost] = {}
+    for spec in specs:
+        if spec.host in hosts:
+            continue
+        tree = spec.env.get("SAGEMAKER_BASE_DIR")
+        if not tree:
+            raise ConfigurationError(
+                "ProcessSpec.env", f"[{spec.label}] without SAGEMAKER_BASE_DIR", "the host's tree is unknown",
+                "prepare the processes with local_mode (it sets SAGEMAKER_BASE_DIR to each host's /opt/ml tree)",
+            )  # fmt: skip
+        try:
+            addresses = json.loads(spec.env.get("SMDDP_HOST_ADDRESSES", "{}"))
+        except ValueError:
+            addresses = {}
+        hosts[spec.host] = ContainerHost(spec.host, str(addresses.get(spec.host, "127.0.0.1")), Path(tree))
+    return list(hosts.values())
+
+
+class DockerBackend:
+    """The docker backend, with :func:`~smddp_compat.launcher.run_process_group`'s call signature.
+
+    Building it checks Docker and resolves (or builds) the image, so that those errors come before anything of the
+    job is started; then :meth:`run_process_group` is a drop-in for the process backend's.
+
+    Example:
+        >>> backend = DockerBackend(image=None)                 # the kit's image, built if missing
+        >>> group = backend.run_process_group(specs, timeout=3600, grace=5, stream=out, failure_reason=read)
+
+    Attributes:
+        engine: The Docker engine.
+        image: The image the jobs run in.
+        last: The full result of the last job run (image, compose project, startup and teardown times).
+    """
+
+    def __init__(
+        self,
+        image: str | None = None,
+        *,
+        engine: Engine | None = None,
+        stream: IO[str] | None = None,
+        build_log: str | None = None,
+        job_name: str = "job",
+    ) -> None:
+        """Checks Docker and gets the image ready.
+
+        Args:
+            image: A user's image (must be present locally; the kit is mounted in), or None for the kit's.
+            engine: The Docker engine (default: :func:`find_engine`).
+            stream: Where image build progress goes (None: only to ``build_log``).
+            build_log: File the image build output is appended to.
+            job_name: Used in the containers' names.
+
+        Raises:
+            DockerUnavailableError: Docker or compose missing, or the daemon down (the message says how to fix it).
+            ImageNotFoundError: ``image`` is not in the local engine.
+            ImageBuildError: The kit's image could not be built.
+        """
+        self.engine = engine or find_engine()
+        self.image = resolve_image(self.engine, image, stream=stream, log_path=build_log)
+        self.job_name = job_name
+        self.last: ContainerJobResult | None = None
+
+    def run_process_group(
+        self,
+        specs: Sequence[ProcessSpec],
+        *,
+        timeout: float | None = None,
+        grace: float = DEFAULT_GRACE,
+        stream: IO[str] | None = None,
+        failure_reason: Callable[[ProcessSpec], str | None] | None = None,
+    ) -> GroupResult:
+        """Runs the processes in one container per host; same arguments and result as the process backend's.
+
+        Args:
+            specs: The processes, prepared by local_mode for this machine.
+            timeout: Seconds after which the job is stopped.
+            grace: Seconds between SIGTERM and SIGKILL.
+            stream: Where the prefixed output goes.
+            failure_reason: Reads the failure file of the first failed process.
+
+        Returns:
+            How the processes ended.
+        """
+        self.last = run_in_containers(
+            hosts_of(specs),
+            specs,
+            image=self.image,
+            engine=self.engine,
+            timeout=timeout,
+            grace=grace,
+            stream=stream,
+            failure_reason=failure_reason,
+            job_name=self.job_name,
+        )
+        return self.last.group

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import glob
-import os
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -20,17 +18,16 @@ def scripts_dir() -> Path:
     return SCRIPTS
 
 
-def job_temp_dirs() -> set[str]:
-    """local_mode's temporary job folders currently on disk."""
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "smddp-local-*")))
-
-
 @pytest.fixture
-def no_leftover_job_dirs() -> Iterator[None]:
-    """Fails the test if it leaves a temporary job folder behind."""
-    before = job_temp_dirs()
+def no_leftover_job_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Gives the test a private temporary folder (TMPDIR too, for subprocesses) and fails the test if local_mode
+    leaves anything in it. Private, because other jobs on the machine create their own temporary folders."""
+    private = tmp_path_factory.mktemp("tmpdir")
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    monkeypatch.setenv("TMPDIR", str(private))
     yield
-    assert job_temp_dirs() - before == set(), "local_mode left a temporary job folder behind"
+    left = sorted(p.name for p in private.iterdir())
+    assert left == [], f"local_mode left temporary files behind: {left}"
 
 
 def free_port() -> int:

@@ -13,7 +13,6 @@ import pytest
 from local_mode import ConfigurationError, Distribution, HyperparameterError, JobSpec, run
 from local_mode.cli import main as cli_main
 
-from .conftest import job_temp_dirs
 
 
 @pytest.fixture
@@ -91,8 +90,9 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize(("overrides", "field", "text"), [b[1:] for b in BAD_INPUTS], ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_is_refused_when_the_spec_is_built(project: Path, overrides, field: str, text: str) -> None:
-    before = job_temp_dirs()
+def test_bad_input_is_refused_when_the_spec_is_built(
+    project: Path, no_leftover_job_dirs: None, overrides, field: str, text: str
+) -> None:
     with pytest.raises(ConfigurationError) as caught:
         JobSpec(**_base(project, **overrides(project)))
     message = str(caught.value)
@@ -100,7 +100,6 @@ def test_bad_input_is_refused_when_the_spec_is_built(project: Path, overrides, f
     assert text in message
     assert "Fix: " in message and caught.value.fix
     assert not (project / "out").exists()
-    assert job_temp_dirs() == before
 
 
 def test_hyperparameter_errors_have_their_own_class(project: Path) -> None:
@@ -152,12 +151,15 @@ CLI_BAD_INPUTS = [
 
 @pytest.mark.parametrize(("argv", "text"), [b[1:] for b in CLI_BAD_INPUTS], ids=[b[0] for b in CLI_BAD_INPUTS])
 def test_cli_refuses_bad_input_with_exit_code_2(
-    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], text: str
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    no_leftover_job_dirs: None,
+    argv: list[str],
+    text: str,
 ) -> None:
     monkeypatch.chdir(project / "src")
-    before = job_temp_dirs()
     assert cli_main([*argv, "--output", str(project / "out")]) == 2
     err = capsys.readouterr().err
     assert text in err and "Fix: " in err
     assert not (project / "out").exists()
-    assert job_temp_dirs() == before
