@@ -22,6 +22,7 @@ import logging
 from typing import Any, Mapping, Sequence
 
 from sagemaker.tensorflow import TensorFlow as _SdkTensorFlow
+from sagemaker.utils import name_from_base
 
 from estimators import _local_process
 from estimators._distribution import DistributionPlan, plan_distribution
@@ -29,7 +30,7 @@ from estimators._images import resolve_training_image
 from estimators._instance_types import InstanceSpec, instance_spec, is_local
 from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
 from estimators._validation import check_entry_point, check_hyperparameters, check_instance_count, check_role
-from estimators.errors import ConfigurationError
+from estimators.errors import ConfigurationError, JobError
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE"]
 
@@ -140,7 +141,14 @@ class TensorFlow(_SdkTensorFlow):
         self.distribution_plan: DistributionPlan = plan
         self.compat_distribution: dict[str, Any] = plan.original
         self.source_excludes: tuple[str, ...] = tuple(source_excludes)
-        super().__init__(entry_point=entry_point, distribution=plan.sdk_distribution, **kwargs)
+        local_process = instance_type == "local_process"
+        # The SDK's own distribution checks parse instance types as ml.<family>.<size>; local_process jobs never
+        # reach the SDK's launch, so it gets no distribution and the plan is kept beside it.
+        super().__init__(
+            entry_point=entry_point, distribution=None if local_process else plan.sdk_distribution, **kwargs
+        )
+        if local_process:
+            self.distribution = plan.sdk_distribution or {}
 
     # -- training --------------------------------------------------------------------------------------------------
 
@@ -166,10 +174,11 @@ class TensorFlow(_SdkTensorFlow):
             experiment_config: As in the SDK.
 
         Returns:
-            What the SDK's ``fit`` returns, or local_mode's result for ``local_process``.
+            What the SDK's ``fit`` returns, or local_mode's ``JobResult`` for ``local_process`` (also kept as
+            ``self.local_result``; ``result.artifacts.model`` is the model.tar.gz).
 
         Raises:
-            JobError: A ``local_process`` job that failed (local_mode's error, which names the rank and reason).
+            JobError: A ``local_process`` job that failed or was stopped (the reason names the failed process).
         """
         if self.instance_type == "local_process":
             return self._fit_local_process(inputs, job_name)
@@ -196,12 +205,19 @@ class TensorFlow(_SdkTensorFlow):
             inputs=inputs,
             output_path=self.output_path,
             max_run=self.max_run,
-            job_name=job_name or self._get_or_create_name(None),
-            environment={k: v for k, v in (self.environment or {}).items() if k != DISTRIBUTION_ENV},
+            job_name=job_name or (name_from_base(self.base_job_name) if self.base_job_name else None),
+            environment=self.environment,
             checkpoint_local_path=self.checkpoint_local_path,
         )
         self._current_job_name = spec.job_name
         self.local_result = _local_process.run_job(spec)
+        if not self.local_result.ok:
+            raise JobError(
+                spec.job_name,
+                f"local job {spec.job_name!r} {self.local_result.status.lower()}: {self.local_result.failure_reason}",
+                status=self.local_result.status,
+                reason=self.local_result.failure_reason,
+            )
         return self.local_result
 
 

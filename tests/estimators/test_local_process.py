@@ -1,0 +1,88 @@
+"""instance_type="local_process": estimators.TensorFlow jobs run on this machine through local_mode."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import tarfile
+import uuid
+
+import pytest
+
+pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
+pytest.importorskip("local_mode", reason="local_mode is not importable")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMDDP = {"smdistributed": {"dataparallel": {"enabled": True}}}
+
+
+def _probes(directory):
+    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(directory, "probe-*.json")))]
+
+
+def _estimator(entry_point, tmp_path, **kwargs):
+    from estimators import TensorFlow
+
+    probe = tmp_path / "probes"
+    probe.mkdir(exist_ok=True)
+    defaults = dict(
+        entry_point=entry_point, instance_type="local_process", instance_count=2, framework_version="2.21",
+        py_version="py311", output_path=str(tmp_path / "out"), environment={"PROBE_DIR": str(probe)},
+    )
+    defaults.update(kwargs)
+    return TensorFlow(**defaults), str(probe)
+
+
+def test_smdistributed_runs_one_rank_per_host_with_metacharacters_inert(tiny_script, tmp_path):
+    marker = f"/tmp/pwned-{uuid.uuid4().hex}"
+    est, probe = _estimator(tiny_script, tmp_path, hyperparameters={"epochs": 2}, distribution={
+        "smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": f"; touch {marker}"}}})
+    result = est.fit(job_name="local-smddp")
+    assert result.ok and est.local_result is result
+    probes = _probes(probe)
+    assert sorted(p["env"]["HOROVOD_RANK"] for p in probes) == ["0", "1"]
+    assert {p["env"]["HOROVOD_SIZE"] for p in probes} == {"2"}
+    assert {p["env"]["SM_CURRENT_HOST"] for p in probes} == {"algo-1", "algo-2"}
+    assert all(p["argv"][:2] == ["--epochs", "2"] for p in probes)
+    assert not os.path.exists(marker)
+    assert os.path.isfile(result.artifacts.model)
+
+
+def test_dtensor_clients_get_dtensor_environment(tiny_script, tmp_path):
+    est, probe = _estimator(tiny_script, tmp_path, distribution={
+        "dtensor": {"enabled": True, "mesh": {"batch": 2}}})
+    est.fit(job_name="local-dtensor")
+    probes = _probes(probe)
+    assert sorted(p["env"]["DTENSOR_CLIENT_ID"] for p in probes) == ["0", "1"]
+    jobs = {p["env"]["DTENSOR_JOBS"] for p in probes}
+    assert len(jobs) == 1 and len(jobs.pop().split(",")) == 2
+    assert {p["env"]["SMDDP_DTENSOR_MESH"] for p in probes} == {'{"batch":2}'}
+
+
+def test_failed_job_raises_with_reason(tmp_path):
+    from estimators import JobError
+
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nprint('about to fail')\nsys.exit(3)\n")
+    est, _ = _estimator(str(script), tmp_path, instance_count=1)
+    with pytest.raises(JobError) as info:
+        est.fit(job_name="local-fail")
+    assert info.value.status == "Failed"
+    assert "local-fail" in str(info.value)
+
+
+@pytest.mark.slow
+def test_smddp_mnist_trains_on_two_hosts(tmp_path):
+    """The end-to-end: an unchanged SMDDP script, 2 hosts x 1 rank, real training on offline MNIST."""
+    est, _ = _estimator(
+        "smddp_mnist.py", tmp_path, source_dir=os.path.join(REPO, "entry_points"), distribution=SMDDP,
+        hyperparameters={"epochs": 1, "max-steps": 30, "batch-size": 32, "log-steps": 10}, max_run=900,
+    )
+    result = est.fit(job_name="local-smddp-mnist")
+    assert result.ok, result.failure_reason
+    with tarfile.open(result.artifacts.model) as tar:
+        names = tar.getnames()
+    assert names, "model.tar.gz is empty"
+    logs = "".join(open(path).read() for path in result.artifacts.logs.values())
+    assert "loss" in logs
