@@ -51,8 +51,10 @@ def client_environments(config: Mapping[str, Any], environ: Mapping[str, str]) -
     """The DTENSOR_* variables of every client of this host, in local order.
 
     Args:
-        config: ``processes_per_host``, ``devices_per_process``, ``device_type``, ``mesh``, ``port``, ``job_name``.
-        environ: The container environment (SM_HOSTS, SM_CURRENT_HOST, optional SMDDP_HOST_ADDRESSES).
+        config: ``processes_per_host``, ``devices_per_process``, ``device_type``, ``mesh``, ``port``, ``job_name``
+            (missing ones default from the host: GPU when SM_NUM_GPUS > 0, its GPUs split over the clients).
+        environ: The container environment (SM_HOSTS, SM_CURRENT_HOST, SM_NUM_GPUS, optional
+            SMDDP_HOST_ADDRESSES).
 
     Returns:
         One dict per local client holding only the variables to add.
@@ -71,9 +73,11 @@ def client_environments(config: Mapping[str, Any], environ: Mapping[str, str]) -
         raise LaunchConfigError(f"SM_CURRENT_HOST={current!r} is not in SM_HOSTS={hosts!r}")
     hosts = sorted(hosts, key=_host_order)
     per_host = int(config.get("processes_per_host") or 1)
-    devices = int(config.get("devices_per_process") or 1)
+    gpus = int(environ.get("SM_NUM_GPUS") or 0)
+    device_type = str(config.get("device_type") or ("GPU" if gpus else "CPU"))
+    default_devices = max(1, gpus // per_host) if device_type == "GPU" else 1
+    devices = int(config.get("devices_per_process") or default_devices)
     port = int(config.get("port") or 9970)
-    device_type = str(config.get("device_type") or "CPU")
     addresses = host_addresses(hosts, environ)
     jobs = ",".join(f"{address}:{port + i}" for address in addresses for i in range(per_host))
     index = hosts.index(current)

@@ -1,0 +1,167 @@
+"""SageMaker SDK v3 plug-ins: ``DistributedConfig`` subclasses for ``sagemaker.train.ModelTrainer``.
+
+    from sagemaker.train import ModelTrainer
+    from sagemaker.train.configs import Compute, SourceCode
+    from estimators.sdk3 import SMDDPCompat, DTensor, SOURCE_IGNORE_PATTERNS
+
+    trainer = ModelTrainer(
+        training_image=image, role=role,
+        source_code=SourceCode(source_dir="code", entry_script="train.py", ignore_patterns=SOURCE_IGNORE_PATTERNS),
+        compute=Compute(instance_type="ml.p4d.24xlarge", instance_count=2),
+        distributed=SMDDPCompat(),          # an unchanged SMDDP script, on smddp-compat
+    )                                       # or DTensor(mesh={"batch": 16}) for a DTensor script
+    trainer.train()
+
+Each config names its own driver (``driver_dir``/``driver_script``); ModelTrainer ships that directory as the
+``sm_drivers`` channel and runs the driver on every host with the config's fields in SM_DISTRIBUTED_CONFIG:
+
+- :class:`SMDDPCompat` -> ``smddp_driver.py`` with ``smddp_compat`` beside it: one host runs ``smddprun`` (Horovod
+  over Gloo), several hosts mpirun over SSH as SageMaker ran SMDDP; ``import smdistributed.dataparallel.tensorflow``
+  resolves to smddp-compat;
+- :class:`DTensor` -> ``dtensor_driver.py``: DTENSOR_JOBS / DTENSOR_CLIENT_ID / DTENSOR_JOB_NAME per client.
+
+Install with the ``sdk3`` extra (``pip install 'smddp-compat[sdk3]'``, i.e. ``sagemaker>=3``). This module
+imports only when SDK v3 is installed; importing it elsewhere raises :class:`~estimators.errors.MissingDependencyError`
+with the install command.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from typing import Any, Literal, Optional
+
+from estimators.errors import ConfigurationError, MissingDependencyError
+
+try:
+    from pydantic import Field, PrivateAttr, field_validator
+    from sagemaker.train.distributed import DistributedConfig
+except ImportError as _exc:  # SDK v2 (or no SDK) here
+    raise MissingDependencyError(
+        f"estimators.sdk3 needs the SageMaker Python SDK v3 ({_exc}): pip install 'smddp-compat[sdk3]' "
+        "(sagemaker>=3) in an environment of its own (v2 and v3 cannot share one; see estimators/sdk3/setup_venv.sh)."
+        " With SDK v2 use estimators.TensorFlow."
+    ) from _exc
+
+from estimators._distribution import DEFAULT_DTENSOR_PORT, plan_distribution
+from estimators._instance_types import instance_spec
+from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, compat_package_dir, copy_filtered
+
+__all__ = ["SMDDPCompat", "DTensor", "SOURCE_IGNORE_PATTERNS"]
+
+#: ``SourceCode(ignore_patterns=...)`` that leaves secrets, VCS, caches and virtual environments out of the upload.
+SOURCE_IGNORE_PATTERNS: list[str] = list(DEFAULT_SOURCE_EXCLUDES)
+
+_CONTAINER_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "container")
+
+
+def _stage_driver_dir(scripts: tuple[str, ...], with_compat: bool) -> str:
+    """A temporary directory with the driver scripts (and smddp_compat), removed when the interpreter exits."""
+    staging = tempfile.mkdtemp(prefix="smddp-sdk3-drivers-")
+    atexit.register(shutil.rmtree, staging, True)
+    for script in scripts:
+        shutil.copy2(os.path.join(_CONTAINER_DIR, script), os.path.join(staging, script))
+    if with_compat:
+        copy_filtered(compat_package_dir(), os.path.join(staging, "smddp_compat"), DEFAULT_SOURCE_EXCLUDES)
+    return staging
+
+
+class SMDDPCompat(DistributedConfig):
+    """Runs an SMDDP (``smdistributed.dataparallel.tensorflow``) or Horovod script on smddp-compat.
+
+    Parameters:
+        processes_per_host: Ranks per host (default: the host's GPUs, else its vCPUs, as SMDDP did).
+        custom_mpi_options: Extra mpirun options for multi-host jobs, split like a shell would split them but never
+            given to a shell.
+    """
+
+    processes_per_host: Optional[int] = Field(default=None, ge=1)
+    custom_mpi_options: Optional[str] = None
+    _driver_dir: Optional[str] = PrivateAttr(default=None)
+
+    @property
+    def driver_dir(self) -> str:
+        """Directory shipped as the driver: ``smddp_driver.py``, its helper, and ``smddp_compat/``."""
+        if self._driver_dir is None or not os.path.isdir(self._driver_dir):
+            self._driver_dir = _stage_driver_dir(("smddp_driver.py", "hyperparameter_args.py"), with_compat=True)
+        return self._driver_dir
+
+    @property
+    def driver_script(self) -> str:
+        """The driver's file name."""
+        return "smddp_driver.py"
+
+    def check(self, instance_type: str, instance_count: int = 1) -> None:
+        """Checks the config against a cluster (call it before ``train()``; ModelTrainer has no hook for it).
+
+        Raises:
+            ConfigurationError: Unknown instance type, or more processes per host than it has devices.
+        """
+        config: dict[str, Any] = {"enabled": True}
+        if self.processes_per_host is not None:
+            config["processes_per_host"] = self.processes_per_host
+        plan_distribution({"smdistributed": {"dataparallel": config}}, spec=instance_spec(instance_type),
+                          instance_count=instance_count)
+
+
+class DTensor(DistributedConfig):
+    """Runs a DTensor script: every process becomes a DTensor client with DTENSOR_* set.
+
+    Parameters:
+        processes_per_host: DTensor clients per host.
+        devices_per_process: GPUs (or virtual CPUs) each client drives; exported as
+            ``SMDDP_DTENSOR_DEVICES_PER_CLIENT``.
+        device_type: ``"GPU"`` or ``"CPU"`` (default: GPU on GPU instances).
+        mesh: The global mesh, e.g. ``{"batch": 8, "model": 2}``; exported as ``SMDDP_DTENSOR_MESH``.
+        port: First port of the clients on each host.
+        job_name: DTENSOR_JOB_NAME.
+    """
+
+    processes_per_host: int = Field(default=1, ge=1)
+    devices_per_process: Optional[int] = Field(default=None, ge=1)
+    device_type: Optional[Literal["GPU", "CPU"]] = None
+    mesh: Optional[dict[str, int]] = None
+    port: int = Field(default=DEFAULT_DTENSOR_PORT, ge=1024, le=65000)
+    job_name: str = "worker"
+    _driver_dir: Optional[str] = PrivateAttr(default=None)
+
+    @field_validator("mesh")
+    @classmethod
+    def _mesh_sizes(cls, mesh: Optional[dict[str, int]]) -> Optional[dict[str, int]]:
+        if mesh is None:
+            return mesh
+        if not mesh:
+            raise ValueError("mesh has no dimension: give at least one, e.g. {'batch': 4}")
+        for name, size in mesh.items():
+            if not name.isidentifier() or size < 1:
+                raise ValueError(f"mesh dimension {name!r}={size!r}: use identifier names and sizes >= 1")
+        return mesh
+
+    @property
+    def driver_dir(self) -> str:
+        """Directory shipped as the driver: ``dtensor_driver.py`` and the launcher it reuses."""
+        if self._driver_dir is None or not os.path.isdir(self._driver_dir):
+            self._driver_dir = _stage_driver_dir(
+                ("dtensor_driver.py", "dtensor_launch.py", "hyperparameter_args.py"), with_compat=True
+            )
+        return self._driver_dir
+
+    @property
+    def driver_script(self) -> str:
+        """The driver's file name."""
+        return "dtensor_driver.py"
+
+    def check(self, instance_type: str, instance_count: int = 1) -> None:
+        """Checks the config against a cluster: the clients share the devices and the mesh fills them.
+
+        Raises:
+            ConfigurationError: Unknown instance type, clients that cannot share the GPUs evenly, or a mesh whose
+                size is not instance_count x processes_per_host x devices_per_process.
+        """
+        config = {k: v for k, v in self.model_dump().items() if v is not None}
+        plan = plan_distribution({"dtensor": {"enabled": True, **config}}, spec=instance_spec(instance_type),
+                                 instance_count=instance_count)
+        if plan.dtensor is None:  # pragma: no cover - plan_distribution always sets it for dtensor
+            raise ConfigurationError("distributed", self, "no DTensor set-up", "report this as a bug")

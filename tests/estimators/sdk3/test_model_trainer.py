@@ -1,0 +1,135 @@
+"""estimators.sdk3 (SMDDPCompat, DTensor) in ModelTrainer, against moto's server. Runs in .venv-sdk3 only:
+
+    bash estimators/sdk3/setup_venv.sh && .venv-sdk3/bin/python -m pytest tests/estimators/sdk3 -q
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, ROLE, SECRET_KEY, tar_members
+
+pytest.importorskip("sagemaker.train", reason="SageMaker SDK v3 is not installed (use .venv-sdk3)")
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/smddp-compat:tf2.21"
+
+
+def _session():
+    import boto3
+    from sagemaker.core.helper.session_helper import Session
+
+    return Session(boto_session=boto3.Session(region_name="us-east-1"))
+
+
+def _trainer(code_dir, distributed, **kwargs):
+    from sagemaker.train import ModelTrainer
+    from sagemaker.train.configs import Compute, SourceCode
+
+    from estimators.sdk3 import SOURCE_IGNORE_PATTERNS
+
+    return ModelTrainer(
+        training_image=IMAGE,
+        role=ROLE,
+        sagemaker_session=_session(),
+        source_code=SourceCode(source_dir=code_dir, entry_script="train.py", ignore_patterns=SOURCE_IGNORE_PATTERNS),
+        compute=Compute(instance_type=kwargs.pop("instance_type", "ml.p4d.24xlarge"),
+                        instance_count=kwargs.pop("instance_count", 2)),
+        distributed=distributed,
+        hyperparameters={"epochs": 3},
+        base_job_name="sdk3",
+        **kwargs,
+    )
+
+
+def _channel_files(aws, job, channel):
+    """Every object of one input channel of a job, relative to the channel's prefix, with content."""
+    description = aws.client("sagemaker").describe_training_job(TrainingJobName=job)
+    (config,) = [c for c in description["InputDataConfig"] if c["ChannelName"] == channel]
+    uri = config["DataSource"]["S3DataSource"]["S3Uri"].rstrip("/")
+    bucket, prefix = uri[5:].split("/", 1)
+    s3 = aws.client("s3")
+    out = {}
+    for obj in s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("Contents", []):
+        out[obj["Key"][len(prefix) + 1:]] = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+    return out
+
+
+def _only_job(aws):
+    jobs = aws.training_jobs()
+    assert len(jobs) == 1, jobs
+    return jobs[0]
+
+
+def test_module_imports_only_sdk3_and_no_tensorflow():
+    code = "import sys, estimators.sdk3; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_smddp_compat_job_ships_its_driver_and_compat(aws, tiny_script):
+    from estimators.sdk3 import SMDDPCompat
+
+    code_dir = os.path.dirname(tiny_script)
+    with open(os.path.join(code_dir, ".env"), "w") as handle:
+        handle.write(f"AWS_SECRET_ACCESS_KEY={SECRET_KEY}\n")
+    config = SMDDPCompat(custom_mpi_options="; touch /tmp/pwned-sdk3")
+    _trainer(code_dir, config).train(wait=False)
+    job = _only_job(aws)
+    description = aws.client("sagemaker").describe_training_job(TrainingJobName=job)
+    assert description["AlgorithmSpecification"]["TrainingImage"] == IMAGE
+    assert description["ResourceConfig"]["InstanceCount"] == 2
+    assert description["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
+
+    drivers = _channel_files(aws, job, "sm_drivers")
+    assert "distributed_drivers/smddp_driver.py" in drivers
+    assert "distributed_drivers/hyperparameter_args.py" in drivers
+    assert "distributed_drivers/smddp_compat/__init__.py" in drivers
+    assert "distributed_drivers/smddp_compat/_shim_root/smdistributed/dataparallel/tensorflow/__init__.py" in drivers
+    assert not any("__pycache__" in name for name in drivers if "smddp_compat/" in name)  # ours are clean
+    assert b"distributed_drivers/smddp_driver.py" in drivers["sm_train.sh"]
+    assert json.loads(drivers["distributed.json"]) == {
+        "processes_per_host": None, "custom_mpi_options": "; touch /tmp/pwned-sdk3"}
+    assert not os.path.exists("/tmp/pwned-sdk3")
+
+    code = _channel_files(aws, job, "code")
+    assert "train.py" in code and ".env" not in code
+    for name, content in {**code, **drivers}.items():
+        assert SECRET_KEY.encode() not in content, name
+
+
+def test_dtensor_job_ships_its_driver(aws, tiny_script):
+    from estimators.sdk3 import DTensor
+
+    _trainer(os.path.dirname(tiny_script), DTensor(mesh={"batch": 16})).train(wait=False)
+    job = _only_job(aws)
+    drivers = _channel_files(aws, job, "sm_drivers")
+    for name in ("dtensor_driver.py", "dtensor_launch.py", "hyperparameter_args.py"):
+        assert f"distributed_drivers/{name}" in drivers
+    assert b"distributed_drivers/dtensor_driver.py" in drivers["sm_train.sh"]
+    assert json.loads(drivers["distributed.json"])["mesh"] == {"batch": 16}
+
+
+def test_configs_are_checked(aws):
+    from pydantic import ValidationError
+
+    from estimators import ConfigurationError
+    from estimators.sdk3 import DTensor, SMDDPCompat
+
+    with pytest.raises(ValidationError, match="processes_per_host"):
+        SMDDPCompat(processes_per_host=0)
+    with pytest.raises(ValidationError, match="extra"):
+        SMDDPCompat(procesess_per_host=2)
+    with pytest.raises(ValidationError, match="mesh"):
+        DTensor(mesh={"batch": 0})
+    with pytest.raises(ConfigurationError, match="product of the mesh sizes 16"):
+        DTensor(mesh={"batch": 6}).check("ml.p4d.24xlarge", 2)
+    with pytest.raises(ConfigurationError, match="<= 8"):
+        SMDDPCompat(processes_per_host=9).check("ml.p4d.24xlarge")
+    DTensor(mesh={"batch": 16}).check("ml.p4d.24xlarge", 2)
+    assert aws.training_jobs() == []
