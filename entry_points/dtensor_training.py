@@ -1,0 +1,297 @@
+"""The training loop shared by the DTensor scripts: batches packed onto a mesh, resumable checkpoints, evaluation.
+
+* `MeshCheckpoint` saves a mesh model through its host twin (`entry_points.dtensor_mesh.HostCopy`): every client
+  gathers the values (a collective), client 0 alone writes an ordinary checkpoint with
+  `entry_points.checkpoints.save_checkpoint`. Restoring reads that checkpoint on every client and sends each device
+  its shard, so a checkpoint written on one mesh and layout restores on any other (data -> model -> spatial
+  parallel), and on any number of clients. All clients must see the checkpoint directory (shared storage, or
+  SageMaker's checkpoint sync); a restore checks that they all found the same step.
+* `train_epochs` runs the steps: the same shuffled order on every client (seeded by epoch), each global batch
+  packed so that a device receives only its shard, a mid-epoch restart skipping the batches already trained,
+  ``name=value;`` metric lines, a checkpoint at each epoch end, and a SIGTERM check that all clients agree on before
+  stopping (a client stopping alone would leave the others waiting in a collective).
+* `evaluate` runs an evaluation step over a whole array, padding the last batch with zero-weight examples.
+* `classifier_steps` compiles the training and evaluation steps of a softmax classifier.
+* `write_summary` writes a run's results as ``metrics.json`` (client 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.experimental import dtensor
+
+from entry_points.checkpoints import restore_latest, save_checkpoint
+from entry_points.dtensor_mesh import HostCopy, fetch_global, mesh_max, mesh_min, pack_global
+from entry_points.errors import CheckpointError
+from entry_points.sagemaker_contract import MetricLogger, termination_requested
+
+__all__ = ["MeshCheckpoint", "LoopResult", "TrainStep", "EvalStep", "classifier_steps", "epoch_order",
+           "train_epochs", "evaluate", "stop_agreed", "write_summary"]
+
+TrainStep = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
+"""(x, y) DTensors -> (mean loss, accuracy) of the global batch, replicated scalars."""
+EvalStep = Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
+"""(x, y, weight) DTensors -> (sum of weighted losses, sum of weighted correct predictions), replicated scalars."""
+
+
+class MeshCheckpoint:
+    """Layout-agnostic checkpoints of mesh variables, written by client 0 from their host twins.
+
+    Args:
+        copy: Pairs of (mesh variable, host variable) to save and restore.
+        directory: The checkpoint directory (``--checkpoint-dir``).
+        mesh: The mesh the variables live on (for the clients' agreement on the restored step).
+        is_chief: Whether this client writes.
+        **host_objects: Trackables saved in the checkpoint: the host twins (model, optimizer) and any host-only
+            variables (progress counters).
+    """
+
+    def __init__(self, copy: HostCopy, directory: str | Path, *, mesh: dtensor.Mesh, is_chief: bool,
+                 **host_objects: tf.Module | tf.Variable) -> None:
+        self.copy = copy
+        self.directory = Path(directory)
+        self.mesh = mesh
+        self.is_chief = is_chief
+        self.checkpoint = tf.train.Checkpoint(**host_objects)
+
+    def restore(self) -> int | None:
+        """Restores the newest checkpoint onto the mesh (every client calls it).
+
+        Returns:
+            The restored step, or ``None`` for a fresh start.
+
+        Raises:
+            CheckpointError: The checkpoint does not fit the model, or the clients found different steps.
+        """
+        step = restore_latest(self.checkpoint, self.directory)
+        mark = -1.0 if step is None else float(step)
+        low, high = mesh_min(mark, self.mesh), mesh_max(mark, self.mesh)
+        if low != high:
+            raise CheckpointError(
+                f"the DTensor clients found different checkpoints in {str(self.directory)!r} (steps {low:.0f} and "
+                f"{high:.0f}; -1 = none): every client must see the same --checkpoint-dir (shared storage).",
+                path=str(self.directory),
+            )
+        if step is not None:
+            self.copy.push()
+        return step
+
+    def save(self, step: int) -> Path | None:
+        """Gathers the mesh values (every client calls it) and, on client 0, writes ``step-<step>``.
+
+        Returns:
+            The checkpoint folder on client 0, ``None`` elsewhere.
+        """
+        self.copy.pull()
+        if not self.is_chief:
+            return None
+        return save_checkpoint(self.checkpoint, self.directory, step)
+
+
+@dataclass
+class LoopResult:
+    """What `train_epochs` did.
+
+    Attributes:
+        step: The global step reached.
+        stopped: Whether SIGTERM stopped it early (after a checkpoint).
+        seconds: Wall time of the loop.
+        epochs: Per-epoch training metrics of this run (``epoch``, ``step``, ``train_loss``, ``train_accuracy``).
+    """
+
+    step: int
+    stopped: bool
+    seconds: float
+    epochs: list[dict[str, float]] = field(default_factory=list)
+
+
+def epoch_order(num_examples: int, epoch: int, seed: int) -> np.ndarray:
+    """The example order of `epoch`: a permutation that depends only on (seed, epoch), so every client agrees."""
+    return np.random.default_rng([seed, epoch]).permutation(num_examples)
+
+
+def stop_agreed(mesh: dtensor.Mesh) -> bool:
+    """Whether any client received SIGTERM (a collective: every client calls it at the same step)."""
+    return mesh_max(1.0 if termination_requested() else 0.0, mesh) > 0
+
+
+def _scalar(value: tf.Tensor) -> float:
+    return float(fetch_global(value))
+
+
+def train_epochs(
+    *,
+    train_step: TrainStep,
+    x: np.ndarray,
+    y: np.ndarray,
+    x_layout: dtensor.Layout,
+    y_layout: dtensor.Layout,
+    batch_size: int,
+    start_step: int,
+    end_step: int,
+    seed: int,
+    checkpoint: MeshCheckpoint,
+    log: MetricLogger,
+    log_steps: int = 50,
+    on_epoch_end: Callable[[int, int, dict[str, float]], None] | None = None,
+) -> LoopResult:
+    """Trains from `start_step` to `end_step`, one global batch per step, dropping each epoch's remainder.
+
+    Args:
+        train_step: The compiled step.
+        x: All training inputs (the same on every client).
+        y: All training labels.
+        x_layout: Layout of a batch of `x` (its first axis sharded over the batch mesh dimension).
+        y_layout: Layout of a batch of `y`.
+        batch_size: Global batch size.
+        start_step: Steps already taken (from the checkpoint); a mid-epoch value skips that epoch's first batches.
+        end_step: Step to stop at.
+        seed: Shuffling seed.
+        checkpoint: Saved at each epoch end and on SIGTERM.
+        log: Metric lines (``step=..; loss=..; accuracy=..;`` every `log_steps` steps).
+        log_steps: Interval of the step metric lines.
+        on_epoch_end: Called after each completed epoch with (epoch number from 1, step, train metrics), before the
+            checkpoint (e.g. to evaluate and log).
+
+    Returns:
+        The loop's result.
+    """
+    steps_per_epoch = len(x) // batch_size
+    started = time.monotonic()
+    step = start_step
+    result = LoopResult(step=step, stopped=False, seconds=0.0)
+    losses: list[float] = []
+    accuracies: list[float] = []
+    window: list[tuple[float, float]] = []
+    while step < end_step:
+        epoch, offset = divmod(step, steps_per_epoch)
+        order = epoch_order(len(x), epoch, seed)
+        for position in range(offset, steps_per_epoch):
+            if step >= end_step:
+                break
+            if stop_agreed(checkpoint.mesh):
+                checkpoint.save(step)
+                log.log(step=step, stopped=1)
+                result.stopped = True
+                result.step = step
+                result.seconds = time.monotonic() - started
+                return result
+            index = order[position * batch_size:(position + 1) * batch_size]
+            loss, accuracy = train_step(pack_global(x[index], x_layout), pack_global(y[index], y_layout))
+            step += 1
+            losses.append(_scalar(loss))
+            accuracies.append(_scalar(accuracy))
+            window.append((losses[-1], accuracies[-1]))
+            log.progress(position + 1, steps_per_epoch, loss=losses[-1])
+            if step % log_steps == 0:
+                mean_loss, mean_accuracy = np.mean(window, axis=0)
+                log.log(step=step, loss=float(mean_loss), accuracy=float(mean_accuracy))
+                window.clear()
+        if step % steps_per_epoch == 0 and losses:
+            metrics = {"epoch": step // steps_per_epoch, "step": step, "train_loss": float(np.mean(losses)),
+                       "train_accuracy": float(np.mean(accuracies))}
+            result.epochs.append(metrics)
+            if on_epoch_end is not None:
+                on_epoch_end(int(metrics["epoch"]), step, metrics)
+            checkpoint.save(step)
+            losses.clear()
+            accuracies.clear()
+    if step % steps_per_epoch:  # stopped mid-epoch at end_step
+        checkpoint.save(step)
+    result.step = step
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def evaluate(eval_step: EvalStep, x: np.ndarray, y: np.ndarray, *, x_layout: dtensor.Layout,
+             y_layout: dtensor.Layout, batch_size: int) -> dict[str, float]:
+    """Mean loss and accuracy of the model over all of (`x`, `y`), on the mesh.
+
+    The last batch is padded up to a multiple of the batch mesh dimension with zero-weight copies of the first
+    example, so every example counts exactly once.
+
+    Args:
+        eval_step: The compiled evaluation step.
+        x: Inputs.
+        y: Labels.
+        x_layout: Layout of a batch of `x`.
+        y_layout: Layout of a batch of `y` (and of the weights).
+        batch_size: Examples per evaluation step (rounded up to a multiple of the batch mesh dimension).
+
+    Returns:
+        ``{"loss": ..., "accuracy": ...}``.
+    """
+    shards = x_layout.mesh.dim_size(x_layout.sharding_specs[0]) if x_layout.sharding_specs[0] != dtensor.UNSHARDED \
+        else 1
+    batch_size = -(-batch_size // shards) * shards
+    total_loss = total_correct = 0.0
+    for start in range(0, len(x), batch_size):
+        xb, yb = x[start:start + batch_size], y[start:start + batch_size]
+        weights = np.ones(len(xb), np.float32)
+        padding = (-len(xb)) % shards
+        if padding:
+            xb = np.concatenate([xb, np.repeat(xb[:1], padding, axis=0)])
+            yb = np.concatenate([yb, np.repeat(yb[:1], padding, axis=0)])
+            weights = np.concatenate([weights, np.zeros(padding, np.float32)])
+        loss_sum, correct_sum = eval_step(pack_global(xb, x_layout), pack_global(yb, y_layout),
+                                          pack_global(weights, y_layout))
+        total_loss += _scalar(loss_sum)
+        total_correct += _scalar(correct_sum)
+    return {"loss": total_loss / max(1, len(x)), "accuracy": total_correct / max(1, len(x))}
+
+
+def classifier_steps(
+    model: Callable[..., tf.Tensor],
+    trainable_variables: list[tf.Variable],
+    apply_gradients: Callable[[list[tf.Tensor], list[tf.Variable]], None],
+) -> tuple[TrainStep, EvalStep]:
+    """Compiled training and evaluation steps of a classifier that returns logits, under softmax cross-entropy.
+
+    The steps are written for the global batch; DTensor turns them into per-device programs with the collectives
+    the layouts of the inputs and variables call for.
+
+    Args:
+        model: ``model(x, training=bool) -> logits``.
+        trainable_variables: Variables to differentiate.
+        apply_gradients: The optimizer's update, ``(gradients, variables) -> None``.
+
+    Returns:
+        ``(train_step, eval_step)``.
+    """
+
+    @tf.function
+    def train_step(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        gradients = tape.gradient(loss, trainable_variables)
+        apply_gradients(gradients, trainable_variables)
+        correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=y.dtype), y), tf.float32)
+        return loss, tf.reduce_mean(correct)
+
+    @tf.function
+    def eval_step(x: tf.Tensor, y: tf.Tensor, weight: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        logits = model(x, training=False)
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=y.dtype), y), tf.float32)
+        return tf.reduce_sum(losses * weight), tf.reduce_sum(correct * weight)
+
+    return train_step, eval_step
+
+
+def write_summary(summary: Mapping[str, object], directory: str | os.PathLike[str]) -> Path:
+    """Writes `summary` as ``<directory>/metrics.json`` atomically (client 0 only) and returns the file."""
+    final = Path(directory) / "metrics.json"
+    temp = final.with_name(f".tmp-metrics-{uuid.uuid4().hex[:8]}.json")
+    temp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    os.replace(temp, final)
+    return final
