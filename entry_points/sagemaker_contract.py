@@ -315,8 +315,8 @@ def parse_hyperparameters(parser: argparse.ArgumentParser, argv: Sequence[str] |
     """Parses SageMaker-style hyperparameters (``--name value``) with `parser`.
 
     Accepts ``--name value`` and ``--name=value``; ``snake_case`` and ``kebab-case`` names interchangeably;
-    JSON-quoted strings (``"adam"``); drops the SDK's own ``--sagemaker_*`` entries. Unlike plain argparse it never
-    exits: every problem becomes a `HyperparameterError` naming the value and the accepted ones.
+    JSON-quoted strings (``"adam"``); drops the SDK's own ``--sagemaker_*`` entries. Abbreviations are refused.
+    Unlike plain argparse it never exits: every problem becomes a `HyperparameterError` naming the value and the accepted ones.
 
     Args:
         parser: The script's parser (options with defaults, so that no argument is required).
@@ -333,12 +333,14 @@ def parse_hyperparameters(parser: argparse.ArgumentParser, argv: Sequence[str] |
     def fail(message: str) -> NoReturn:
         raise HyperparameterError(f"bad hyperparameter: {message}. {parser.format_usage().strip()}")
 
-    original_error = parser.error
+    original_error, original_abbrev = parser.error, parser.allow_abbrev
     parser.error = fail  # type: ignore[method-assign]
+    parser.allow_abbrev = False  # a misspelt hyperparameter must not silently match a longer one
     try:
         namespace, unknown = parser.parse_known_args(tokens)
     finally:
         parser.error = original_error  # type: ignore[method-assign]
+        parser.allow_abbrev = original_abbrev
     if unknown:
         options = sorted(o for o in parser._option_string_actions if o.startswith("--") and o != "--help")  # noqa: SLF001
         raise HyperparameterError(
