@@ -14,6 +14,7 @@ The estimator stages a directory, hands it to the SDK as ``source_dir`` (the SDK
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
 import json
 import logging
@@ -36,6 +37,7 @@ __all__ = [
     "copy_filtered",
     "compat_package_dir",
     "shim_package_dir",
+    "stage_driver_dir",
 ]
 
 logger = logging.getLogger(__name__)
@@ -200,3 +202,24 @@ def stage_source(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def stage_driver_dir(scripts: Sequence[str], *, with_compat: bool) -> str:
+    """A directory holding in-container scripts (and ``smddp_compat/``), for SDK v3's ``driver_dir``.
+
+    It lives until the interpreter exits (ModelTrainer copies it when a job starts, which may be much later).
+
+    Args:
+        scripts: File names under ``estimators/container/``.
+        with_compat: Also copy the installed ``smddp_compat`` package (without caches).
+
+    Returns:
+        The directory.
+    """
+    staging = tempfile.mkdtemp(prefix="smddp-drivers-")
+    atexit.register(shutil.rmtree, staging, True)
+    for script in scripts:
+        shutil.copy2(container_script(script), os.path.join(staging, script))
+    if with_compat:
+        copy_filtered(compat_package_dir(), os.path.join(staging, "smddp_compat"), DEFAULT_SOURCE_EXCLUDES)
+    return staging

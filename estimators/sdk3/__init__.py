@@ -27,10 +27,7 @@ with the install command.
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
-import tempfile
 from typing import Any, Literal, Optional
 
 from estimators.errors import ConfigurationError, MissingDependencyError
@@ -47,26 +44,12 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
 
 from estimators._distribution import DEFAULT_DTENSOR_PORT, plan_distribution
 from estimators._instance_types import instance_spec
-from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, compat_package_dir, copy_filtered
+from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 
 __all__ = ["SMDDPCompat", "DTensor", "SOURCE_IGNORE_PATTERNS"]
 
 #: ``SourceCode(ignore_patterns=...)`` that leaves secrets, VCS, caches and virtual environments out of the upload.
 SOURCE_IGNORE_PATTERNS: list[str] = list(DEFAULT_SOURCE_EXCLUDES)
-
-_CONTAINER_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "container")
-
-
-def _stage_driver_dir(scripts: tuple[str, ...], with_compat: bool) -> str:
-    """A temporary directory with the driver scripts (and smddp_compat), removed when the interpreter exits."""
-    staging = tempfile.mkdtemp(prefix="smddp-sdk3-drivers-")
-    atexit.register(shutil.rmtree, staging, True)
-    for script in scripts:
-        shutil.copy2(os.path.join(_CONTAINER_DIR, script), os.path.join(staging, script))
-    if with_compat:
-        copy_filtered(compat_package_dir(), os.path.join(staging, "smddp_compat"), DEFAULT_SOURCE_EXCLUDES)
-    return staging
-
 
 class SMDDPCompat(DistributedConfig):
     """Runs an SMDDP (``smdistributed.dataparallel.tensorflow``) or Horovod script on smddp-compat.
@@ -85,7 +68,7 @@ class SMDDPCompat(DistributedConfig):
     def driver_dir(self) -> str:
         """Directory shipped as the driver: ``smddp_driver.py``, its helper, and ``smddp_compat/``."""
         if self._driver_dir is None or not os.path.isdir(self._driver_dir):
-            self._driver_dir = _stage_driver_dir(("smddp_driver.py", "hyperparameter_args.py"), with_compat=True)
+            self._driver_dir = stage_driver_dir(("smddp_driver.py", "hyperparameter_args.py"), with_compat=True)
         return self._driver_dir
 
     @property
@@ -143,7 +126,7 @@ class DTensor(DistributedConfig):
     def driver_dir(self) -> str:
         """Directory shipped as the driver: ``dtensor_driver.py`` and the launcher it reuses."""
         if self._driver_dir is None or not os.path.isdir(self._driver_dir):
-            self._driver_dir = _stage_driver_dir(
+            self._driver_dir = stage_driver_dir(
                 ("dtensor_driver.py", "dtensor_launch.py", "hyperparameter_args.py"), with_compat=True
             )
         return self._driver_dir

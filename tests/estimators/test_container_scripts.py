@@ -1,0 +1,149 @@
+"""The scripts that run inside the training container, run here with a faked SageMaker environment."""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from conftest import REPO
+
+from estimators._distribution import plan_distribution
+from estimators._instance_types import InstanceSpec, instance_spec
+from estimators._source_bundle import DTENSOR_LAUNCHER, stage_driver_dir, stage_source
+from estimators.container.dtensor_launch import client_environments
+
+CPU_HOST = InstanceSpec("ml.c5.2xlarge", 8, 0)
+
+
+def _probes(directory):
+    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(str(directory), "probe-*.json")))]
+
+
+def _container_env(probe_dir, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "DTENSOR_", "HOROVOD_"))}
+    env.update({"SM_HOSTS": json.dumps(["algo-1", "algo-2"]), "SM_CURRENT_HOST": "algo-2", "SM_NUM_GPUS": "0",
+                "SM_NUM_CPUS": "2", "PROBE_DIR": str(probe_dir)})
+    env.update(extra)
+    return env
+
+
+def test_client_environments_follow_hosts_and_addresses():
+    config = {"processes_per_host": 2, "port": 9970, "mesh": [["batch", 4]], "device_type": "CPU"}
+    environ = {"SM_HOSTS": '["algo-2", "algo-1"]', "SM_CURRENT_HOST": "algo-2",
+               "SMDDP_HOST_ADDRESSES": '{"algo-1": "127.0.0.2", "algo-2": "127.0.0.3"}'}
+    envs = client_environments(config, environ)
+    assert [e["DTENSOR_CLIENT_ID"] for e in envs] == ["2", "3"]
+    assert {e["DTENSOR_JOBS"] for e in envs} == {"127.0.0.2:9970,127.0.0.2:9971,127.0.0.3:9970,127.0.0.3:9971"}
+    assert {e["DTENSOR_JOB_NAME"] for e in envs} == {"worker"}
+    assert {e["SMDDP_DTENSOR_MESH"] for e in envs} == {'{"batch":4}'}
+    assert all("CUDA_VISIBLE_DEVICES" not in e for e in envs)
+
+
+def test_gpus_are_split_between_clients_of_a_host():
+    environ = {"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1", "SM_NUM_GPUS": "8"}
+    envs = client_environments({"processes_per_host": 2}, environ)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0,1,2,3", "4,5,6,7"]
+    assert {e["SMDDP_DTENSOR_DEVICE_TYPE"] for e in envs} == {"GPU"}
+    assert {e["SMDDP_DTENSOR_DEVICES_PER_CLIENT"] for e in envs} == {"4"}
+
+
+@pytest.mark.parametrize("per_host", [1, 2])
+def test_staged_dtensor_launcher_starts_the_script(tiny_script, tmp_path, per_host):
+    plan = plan_distribution({"dtensor": {"enabled": True, "processes_per_host": per_host,
+                                          "mesh": {"batch": 2 * per_host}}}, spec=CPU_HOST, instance_count=2)
+    staged = stage_source(tiny_script, None, [], plan)
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    try:
+        out = subprocess.run([sys.executable, DTENSOR_LAUNCHER, "--epochs", "3", "--name", "a b; c"],
+                             cwd=staged.directory, env=_container_env(probes), capture_output=True, text=True,
+                             timeout=120)
+    finally:
+        staged.cleanup()
+    assert out.returncode == 0, out.stdout + out.stderr
+    seen = _probes(probes)
+    assert sorted(p["env"]["DTENSOR_CLIENT_ID"] for p in seen) == [str(per_host + i) for i in range(per_host)]
+    jobs = [f"algo-{h}:{9970 + i}" for h in (1, 2) for i in range(per_host)]
+    assert {p["env"]["DTENSOR_JOBS"] for p in seen} == {",".join(jobs)}
+    assert all(p["argv"] == ["--epochs", "3", "--name", "a b; c"] for p in seen)
+
+
+def test_launcher_outside_a_job_explains_itself(tiny_script, tmp_path):
+    plan = plan_distribution({"dtensor": {"enabled": True}}, spec=CPU_HOST, instance_count=1)
+    staged = stage_source(tiny_script, None, [], plan)
+    env = _container_env(tmp_path)
+    del env["SM_HOSTS"]
+    try:
+        out = subprocess.run([sys.executable, DTENSOR_LAUNCHER], cwd=staged.directory, env=env,
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        staged.cleanup()
+    assert out.returncode == 2
+    assert "SM_HOSTS is not set" in out.stderr
+
+
+def test_sdk3_dtensor_driver(tiny_script, tmp_path):
+    drivers = stage_driver_dir(("dtensor_driver.py", "dtensor_launch.py", "hyperparameter_args.py"), with_compat=True)
+    env = _container_env(
+        tmp_path, SM_ENTRY_SCRIPT="train.py", SM_HPS=json.dumps({"epochs": 2, "lr": 0.5, "tag": "x y"}),
+        SM_DISTRIBUTED_CONFIG=json.dumps({"processes_per_host": 1, "devices_per_process": None, "device_type": None,
+                                          "mesh": {"batch": 2}, "port": 9990, "job_name": "worker"}),
+    )
+    out = subprocess.run([sys.executable, os.path.join(drivers, "dtensor_driver.py")],
+                         cwd=os.path.dirname(tiny_script), env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (probe,) = _probes(tmp_path)
+    assert probe["env"]["DTENSOR_CLIENT_ID"] == "1"
+    assert probe["env"]["DTENSOR_JOBS"] == "algo-1:9990,algo-2:9990"
+    assert probe["env"]["SMDDP_DTENSOR_DEVICE_TYPE"] == "CPU"
+    assert probe["argv"] == ["--epochs", "2", "--lr", "0.5", "--tag", "x y"]
+
+
+SMDDP_PROBE = """
+import json, os, sys
+import smdistributed.dataparallel.tensorflow as sdp
+import tensorflow as tf
+sdp.init()
+total = sdp.allreduce(tf.constant([float(sdp.rank() + 1)]), 0, 1, op=sdp.ReduceOp.SUM)
+with open(os.path.join(os.environ["PROBE_DIR"], f"probe-{sdp.rank()}.json"), "w") as f:
+    json.dump({"rank": sdp.rank(), "size": sdp.size(), "sum": float(total.numpy()[0]), "argv": sys.argv[1:],
+               "shim": sdp.__file__, "env": {}}, f)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="needs Horovod (the main .venv)")
+def test_sdk3_smddp_driver_runs_an_smddp_script_on_one_host(tmp_path):
+    """The v3 SMDDP driver from its staged directory: 2 ranks, a real allreduce through the shipped alias."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(SMDDP_PROBE)
+    drivers = stage_driver_dir(("smddp_driver.py", "hyperparameter_args.py"), with_compat=True)
+    marker = f"/tmp/pwned-{uuid.uuid4().hex}"
+    env = _container_env(
+        tmp_path, SM_HOSTS='["algo-1"]', SM_CURRENT_HOST="algo-1", SM_ENTRY_SCRIPT="train.py",
+        SM_HPS=json.dumps({"epochs": 1}), TF_CPP_MIN_LOG_LEVEL="2",
+        SM_DISTRIBUTED_CONFIG=json.dumps({"processes_per_host": 2, "custom_mpi_options": f"; touch {marker}"}),
+    )
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([sys.executable, os.path.join(drivers, "smddp_driver.py")],
+                         cwd=str(code), env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    seen = _probes(tmp_path)
+    assert [p["rank"] for p in seen] == [0, 1]
+    assert {p["size"] for p in seen} == {2} and {p["sum"] for p in seen} == {3.0}
+    assert all(p["argv"] == ["--epochs", "1"] for p in seen)
+    assert all(p["shim"].startswith(drivers) for p in seen), seen[0]["shim"]
+    assert not os.path.exists(marker)
+
+
+def test_instance_spec_of_local_types():
+    assert instance_spec("local_process").gpus == 0
+    assert instance_spec("ml.p4d.24xlarge").devices == 8
+    assert instance_spec("ml.c5.2xlarge").devices == 8
