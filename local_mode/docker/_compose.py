@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ContainerHost", "Mount", "KIT_MOUNT", "OPT_ML", "JOB_LABEL", "external_mounts", "machine_name_entry", "compose_content",
+__all__ = ["ContainerHost", "Mount", "KIT_MOUNT", "AGENT_PATH", "OPT_ML", "JOB_LABEL", "external_mounts", "machine_name_entry", "compose_content",
            "write_compose_file"]
 
 KIT_MOUNT = "/opt/smddp-kit"
 """Where the kit's checkout is mounted (read-only) in every container."""
+
+AGENT_PATH = f"{KIT_MOUNT}/local_mode/docker/_agent.py"
+"""The in-container agent (PID 1 of each container, wrapper of each process)."""
 
 OPT_ML = "/opt/ml"
 JOB_LABEL = "org.smddp-compat.job"
@@ -150,7 +153,7 @@ def compose_content(
             "extra_hosts": extra_hosts,
             "volumes": [m.spec for m in mounts],
             "working_dir": f"{OPT_ML}/code",
-            "command": ["python3", f"{KIT_MOUNT}/local_mode/docker/_agent.py", f"{grace:g}"],
+            "command": ["python3", AGENT_PATH, "idle", f"{grace:g}"],
             "environment": {"CURRENT_HOST": host.name, **environment},
             "labels": {JOB_LABEL: project},
             "shm_size": _SHM_SIZE,

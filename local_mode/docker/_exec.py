@@ -4,9 +4,10 @@ The process backend prepares each process for this machine: host paths (the host
 machine's Python, and the full inherited environment. In a container the tree is ``/opt/ml`` and the kit is at
 :data:`~local_mode.docker._compose.KIT_MOUNT`, so paths are rewritten; the image's own ``python`` replaces this
 machine's; and only the job's variables go in (what the backend set or changed, plus the families a training job
-reads), never the host's ``PATH``, ``HOME`` or virtualenv. The process is then run with ``docker exec``; its
-variables reach it by name (``--env NAME``, the value in the docker client's environment), so no value, credentials
-included, ever appears on a command line.
+reads), never the host's ``PATH``, ``HOME`` or virtualenv. The process is then run with ``docker exec`` under the
+in-container wrapper (``_agent.py run``), the client itself under ``_exec_client.py``, which turns the supervisor's
+SIGTERM into a SIGTERM of the process in the container. Variables reach the process by name (``--env NAME``, the
+value in the docker client's environment), so no value, credentials included, ever appears on a command line.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from local_mode.docker._compose import AGENT_PATH
 from smddp_compat.launcher import ProcessSpec
 
-__all__ = ["PathMap", "job_environment", "exec_spec"]
+__all__ = ["PathMap", "job_environment", "exec_spec", "EXEC_CLIENT"]
+
+EXEC_CLIENT = str(Path(__file__).with_name("_exec_client.py"))
 
 # Never taken from the host: they describe this machine, not the job.
 _HOST_ONLY = frozenset(
@@ -101,6 +105,7 @@ def exec_spec(
     container: str,
     paths: PathMap,
     parent: Mapping[str, str],
+    grace: float,
     extra_env: Mapping[str, str] | None = None,
 ) -> ProcessSpec:
     """The ``docker exec`` process that runs ``spec`` in ``container``.
@@ -111,15 +116,18 @@ def exec_spec(
         container: The host's container.
         paths: The host's path map.
         parent: The environment ``spec.env`` was inherited from.
+        grace: The supervisor's seconds between SIGTERM and SIGKILL (the wrapper SIGKILLs the process just before).
         extra_env: Variables to set in the container besides the job's (they win).
 
     Returns:
-        A spec with the same label, log file and host, whose command is ``docker exec``.
+        A spec with the same label, log file and host, whose command runs ``docker exec`` under the wrapper.
     """
     variables = {name: paths.rewrite(value) for name, value in job_environment(spec.env, parent).items()}
     variables.update(extra_env or {})
     workdir = paths.rewrite(spec.cwd) if spec.cwd else None
-    argv = [docker, "exec"]
+    process = spec.label
+    argv = [sys.executable, "-I", EXEC_CLIENT, docker, container, process, f"{grace:g}", AGENT_PATH, "--"]
+    argv += [docker, "exec"]
     if workdir:
         argv += ["--workdir", workdir]
     client_env = {name: parent[name] for name in _CLIENT_ENV if name in parent}
@@ -129,7 +137,7 @@ def exec_spec(
         else:
             argv += ["--env", name]
             client_env[name] = variables[name]
-    argv.append(container)
+    argv += [container, "python3", AGENT_PATH, "run", process, "--"]
     argv += [paths.argument(arg) for arg in spec.argv]
     return ProcessSpec(argv=argv, env=client_env, label=spec.label, cwd=None, log_path=spec.log_path, host=spec.host)
 

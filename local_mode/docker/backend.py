@@ -247,7 +247,13 @@ def run_in_containers(
         if user is not None:
             extra["HOME"] = "/tmp"
         converted = exec_spec(
-            spec, docker=engine.docker, container=f"{project}-{host.name}", paths=paths, parent=parent, extra_env=extra
+            spec,
+            docker=engine.docker,
+            container=f"{project}-{host.name}",
+            paths=paths,
+            parent=parent,
+            grace=grace,
+            extra_env=extra,
         )
         originals[converted.label] = spec
         exec_specs.append(converted)

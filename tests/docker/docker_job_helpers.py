@@ -1,0 +1,41 @@
+"""Helpers shared by the docker backend's tests (imported by conftest.py and the test modules)."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import smddp_compat.launcher
+from local_mode import JobSpec, run
+from local_mode.docker import DockerBackend, Engine
+from local_mode.docker._commands import capture
+from local_mode.docker._compose import JOB_LABEL
+from local_mode.result import JobResult
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+LOCAL_MODE_SCRIPTS = ROOT / "tests" / "local_mode" / "scripts"
+ENTRY_POINTS = ROOT / "entry_points"
+BUILD_LOG = os.path.join(tempfile.gettempdir(), "smddp-docker-image-build.log")
+
+
+def run_in_docker(spec: JobSpec, backend: DockerBackend) -> tuple[JobResult, str]:
+    """Runs a local_mode job with the docker backend; returns its result and everything it printed.
+
+    local_mode's runner supervises processes through ``smddp_compat.launcher.run_process_group``; the docker backend's
+    method has the same signature, so it takes that place for the job.
+    """
+    stream = io.StringIO()
+    with mock.patch.object(smddp_compat.launcher, "run_process_group", backend.run_process_group):
+        result = run(spec, stream=stream)
+    return result, stream.getvalue()
+
+
+def job_containers(engine: Engine) -> list[str]:
+    """IDs of every container (running or not) labelled as a docker-backend job's."""
+    code, output = capture([engine.docker, "ps", "--all", "--quiet", "--filter", f"label={JOB_LABEL}"], timeout=60)
+    assert code == 0, output
+    return output.split()
