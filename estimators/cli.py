@@ -97,10 +97,11 @@ def distribution_from_args(kind: str, processes_per_host: int | None, mesh: dict
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``smddp submit|status|logs|wait|fetch``."""
     parser = argparse.ArgumentParser(prog="smddp", description="SageMaker training jobs for smddp-compat.")
-    parser.add_argument("--region", default=None, help="AWS region (default: the AWS configuration's)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--region", default=None, help="AWS region (default: the AWS configuration's)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    submit = commands.add_parser("submit", help="submit a training job (SageMaker SDK v2 estimator)")
+    submit = commands.add_parser("submit", parents=[common], help="submit a training job (SageMaker SDK v2 estimator)")
     submit.add_argument("entry_point", help="training script (relative to --source-dir when given)")
     submit.add_argument("--source-dir", default=None)
     submit.add_argument("--instance-count", type=int, default=1)
@@ -122,16 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds --wait waits at most")
     submit.add_argument("--poll", type=float, default=30.0, help="seconds between status checks")
 
-    status = commands.add_parser("status", help="show a job's status")
+    status = commands.add_parser("status", parents=[common], help="show a job's status")
     status.add_argument("job")
-    logs = commands.add_parser("logs", help="print a job's CloudWatch logs")
+    logs = commands.add_parser("logs", parents=[common], help="print a job's CloudWatch logs")
     logs.add_argument("job")
     logs.add_argument("--max-events", type=int, default=None)
-    wait = commands.add_parser("wait", help="wait for a job to end, showing progress")
+    wait = commands.add_parser("wait", parents=[common], help="wait for a job to end, showing progress")
     wait.add_argument("job")
     wait.add_argument("--timeout", type=float, default=3600.0)
     wait.add_argument("--poll", type=float, default=30.0)
-    fetch = commands.add_parser("fetch", help="download and extract a job's model.tar.gz")
+    fetch = commands.add_parser("fetch", parents=[common], help="download and extract a job's model.tar.gz")
     fetch.add_argument("job")
     fetch.add_argument("dest")
     return parser
@@ -249,6 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # local_mode's and the SDK's configuration errors
         print(f"smddp {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("botocore", "boto3", "s3transfer")):
+            raise
+        print(f"smddp {args.command}: AWS call failed: {exc}", file=sys.stderr)
+        return EXIT_JOB_FAILED
 
 
 if __name__ == "__main__":

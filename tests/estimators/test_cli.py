@@ -1,0 +1,173 @@
+"""``smddp submit|status|logs|wait|fetch`` (estimators.cli.main) against moto's server."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import time
+
+import pytest
+
+from conftest import ROLE, SECRET_KEY
+
+pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
+
+from estimators.cli import main  # noqa: E402
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/smddp-compat:tf2.21"
+
+
+def _submit_args(script, *extra):
+    return ["submit", script, "--instance-type", "ml.p3.16xlarge", "--instance-count", "2", "--role", ROLE,
+            "--image-uri", IMAGE, *extra]
+
+
+def _model_tarball(path, members):
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_submit_uploads_channels_and_waits(aws, tiny_script, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.npz").write_bytes(b"not really numpy")
+    code = main(_submit_args(
+        tiny_script, "--distribution", "smddp", "--channel", f"train={data}", "--channel", "test=s3://bucket/test",
+        "--hyperparameters", "epochs=3", "optimizer=adam", "--job-name", "cli-job", "--max-run", "600",
+        "--wait", "--poll", "0.1", "--timeout", "60",
+    ))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "cli-job" in out.out and "Completed" in out.out
+    described = aws.client("sagemaker").describe_training_job(TrainingJobName="cli-job")
+    hps = described["HyperParameters"]
+    assert hps["epochs"] == "3" and json.loads(hps["optimizer"]) == "adam"
+    assert hps["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    assert described["StoppingCondition"]["MaxRuntimeInSeconds"] == 600
+    channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in described["InputDataConfig"]}
+    assert channels["test"] == "s3://bucket/test"
+    assert channels["train"].endswith("cli-job/input/train")
+    assert any(key.endswith("cli-job/input/train/train.npz") for _, key in aws.all_objects())
+    assert SECRET_KEY not in json.dumps(described, default=str)
+
+
+def test_status_logs_wait(aws, tiny_script, capsys):
+    assert main(_submit_args(tiny_script, "--distribution", "dtensor", "--job-name", "life")) == 0
+    logs = aws.client("logs")
+    group = "/aws/sagemaker/TrainingJobs"
+    logs.create_log_group(logGroupName=group)
+    now = int(time.time() * 1000)
+    for host in ("algo-1", "algo-2"):
+        stream = f"life/{host}-1700000000"
+        logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
+            {"timestamp": now + i, "message": f"{host} step {i} loss=0.{9 - i}"} for i in range(3)])
+    logs.create_log_stream(logGroupName=group, logStreamName="other-job/algo-1-1")
+    logs.put_log_events(logGroupName=group, logStreamName="other-job/algo-1-1",
+                        logEvents=[{"timestamp": now, "message": "not this job"}])
+    capsys.readouterr()
+
+    assert main(["status", "life"]) == 0
+    status = capsys.readouterr().out
+    assert "status:    Completed" in status and "2 x ml.p3.16xlarge" in status and "model.tar.gz" in status
+
+    assert main(["logs", "life"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "[algo-1-1700000000] algo-1 step 0 loss=0.9"
+    assert len(lines) == 6 and not any("not this job" in line for line in lines)
+
+    assert main(["wait", "life", "--timeout", "30", "--poll", "0.1"]) == 0
+    captured = capsys.readouterr()
+    assert "life: Completed" in captured.err and "Completed" in captured.out
+
+
+def test_fetch_extracts_the_model(aws, tiny_script, tmp_path, capsys):
+    aws.client("s3").create_bucket(Bucket="artifacts")
+    assert main(_submit_args(tiny_script, "--job-name", "fetch-me", "--output", "s3://artifacts/jobs")) == 0
+    archive = _model_tarball(str(tmp_path / "model.tar.gz"), {"1/saved_model.pb": b"pb", "1/variables/v": b"v"})
+    aws.client("s3").upload_file(archive, "artifacts", "jobs/fetch-me/output/model.tar.gz")
+    dest = tmp_path / "model"
+    assert main(["fetch", "fetch-me", str(dest)]) == 0
+    assert (dest / "1" / "saved_model.pb").read_bytes() == b"pb"
+    assert (dest / "1" / "variables" / "v").read_bytes() == b"v"
+    # A second fetch into the same, now full, directory is refused.
+    assert main(["fetch", "fetch-me", str(dest)]) == 2
+    assert "not an empty directory" in capsys.readouterr().err
+
+
+def test_fetch_refuses_a_path_traversal_archive(aws, tiny_script, tmp_path, capsys):
+    aws.client("s3").create_bucket(Bucket="artifacts")
+    assert main(_submit_args(tiny_script, "--job-name", "evil", "--output", "s3://artifacts/jobs")) == 0
+    archive = _model_tarball(str(tmp_path / "evil.tar.gz"), {"ok.txt": b"ok", "../escaped.txt": b"x"})
+    aws.client("s3").upload_file(archive, "artifacts", "jobs/evil/output/model.tar.gz")
+    dest = tmp_path / "model"
+    assert main(["fetch", "evil", str(dest)]) == 1
+    assert "outside the destination" in capsys.readouterr().err
+    assert not dest.exists() and not (tmp_path / "escaped.txt").exists()
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".smddp-fetch")] == []
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--distribution", "horovod"], "unknown distribution"),
+        (["--channel", "train"], "NAME=VALUE"),
+        (["--channel", "train=/no/such/dir"], "no such file"),
+        (["--processes-per-host", "2"], "one process per host"),
+        (["--instance-count", "0"], "instance_count"),
+        (["--distribution", "smddp", "--mesh", "batch=4"], "dtensor only"),
+        (["--distribution", "dtensor", "--mesh", "batch=3"], "product of the mesh sizes"),
+        (["--hyperparameters", "epochs=1", "epochs=2"], "given twice"),
+        (["--role", "not-an-arn"], "role"),
+    ],
+)
+def test_bad_submit_exits_2_before_any_upload(aws, tiny_script, capsys, args, words):
+    argv = _submit_args(tiny_script, *args)
+    if "--role" in args:  # replace the good role
+        index = argv.index("--role")
+        del argv[index:index + 2]
+    assert main(argv) == 2
+    assert words in capsys.readouterr().err
+    assert aws.all_objects() == [] and aws.training_jobs() == []
+
+
+def test_aws_error_is_reported_not_raised(aws, tiny_script, capsys):
+    assert main(_submit_args(tiny_script, "--job-name", "nobucket", "--output", "s3://missing-bucket/jobs")) == 1
+    err = capsys.readouterr().err
+    assert "AWS call failed" in err and "NoSuchBucket" in err and "Traceback" not in err
+
+
+def test_unknown_job(aws, capsys):
+    assert main(["status", "no-such-job"]) == 1
+    assert "no-such-job" in capsys.readouterr().err
+    assert main(["logs", "no-such-job"]) == 0  # no log group yet: nothing to print
+
+
+def test_wait_times_out_and_reports_progress():
+    """The timeout path, with a scripted DescribeTrainingJob (moto completes every job at once)."""
+    from estimators import JobTimeoutError
+    from estimators._jobs import wait_for_job
+
+    class Client:
+        calls = 0
+
+        def describe_training_job(self, TrainingJobName):
+            Client.calls += 1
+            secondary = "Starting" if Client.calls < 3 else "Training"
+            return {"TrainingJobName": TrainingJobName, "TrainingJobStatus": "InProgress",
+                    "SecondaryStatus": secondary}
+
+    now = [0.0]
+    stream = io.StringIO()
+    with pytest.raises(JobTimeoutError) as info:
+        wait_for_job(Client(), "slow", timeout=100, poll=30, stream=stream, clock=lambda: now[0],
+                     sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert info.value.status == "InProgress"
+    assert stream.getvalue().count("\n") == 2  # one line per change: Starting, then Training
+    assert "InProgress / Training" in stream.getvalue()
