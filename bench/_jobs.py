@@ -1,0 +1,116 @@
+"""Jobs the measurements ask for, and what running one gave back.
+
+A :class:`Job` is one rank program started by one launcher with a number of ranks. Measurements that need the same
+job share it: their requests are merged (the union of their ``parts``) and the job runs once per round.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = ["Launcher", "Job", "JobRun", "merge_jobs"]
+
+
+class Launcher(str, enum.Enum):
+    """How a job's processes are started."""
+
+    SMDDPRUN_GLOO = "smddprun-gloo"
+    SMDDPRUN_MPI = "smddprun-mpi"
+    HOROVODRUN = "horovodrun"
+    LOCAL_MODE = "smddp-local"
+    MWMS = "tf-mwms"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of a rank program.
+
+    Attributes:
+        program: File name in ``bench/programs``.
+        launcher: How the ranks are started.
+        ranks: Number of processes (for LOCAL_MODE: hosts, one process each).
+        args: Program arguments (without ``--parts``).
+        env: Extra environment variables, as sorted (name, value) pairs.
+        parts: The program's parts to run (passed as ``--parts a,b``; empty: the program has no parts).
+        repeat: Run in every round (its result is compared with another job's), not only in the first.
+    """
+
+    program: str
+    launcher: Launcher
+    ranks: int
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    parts: frozenset[str] = field(default_factory=frozenset)
+    repeat: bool = False
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What identifies the job (parts and repeat left out: they are merged)."""
+        return (self.program, self.launcher, self.ranks, self.args, self.env)
+
+    @property
+    def label(self) -> str:
+        """A short unique-enough name for logs, e.g. ``collectives-smddprun-gloo-2``."""
+        tag = "-".join(value for name, value in self.args_dict().items() if name == "--api")
+        base = f"{self.program.removesuffix('.py')}-{self.launcher.value}-{self.ranks}"
+        return f"{base}-{tag}" if tag else base
+
+    def args_dict(self) -> dict[str, str]:
+        """``args`` read as ``--name value`` pairs."""
+        return {self.args[i]: self.args[i + 1] for i in range(0, len(self.args) - 1, 2)}
+
+    def program_argv(self) -> list[str]:
+        """The program's arguments, ``--parts`` included."""
+        parts = ["--parts", ",".join(sorted(self.parts))] if self.parts else []
+        return [*self.args, *parts]
+
+
+@dataclass
+class JobRun:
+    """What one run of a job gave.
+
+    Attributes:
+        job: The job.
+        round: The round it ran in (0-based).
+        ok: Every rank succeeded and wrote its result.
+        reason: Why not, when not ok.
+        started: ``time.time()`` just before the launcher was started.
+        duration: Seconds until the launcher exited.
+        ranks: Each rank's result (its ``rank<N>.json``), in rank order.
+        log_path: The job's output.
+    """
+
+    job: Job
+    round: int
+    ok: bool
+    reason: str
+    started: float
+    duration: float
+    ranks: list[dict[str, Any]]
+    log_path: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's metadata and rank results, for results.json."""
+        return {
+            "job": self.job.label,
+            "round": self.round,
+            "ok": self.ok,
+            "reason": self.reason,
+            "duration": round(self.duration, 2),
+            "log": self.log_path,
+        }
+
+
+def merge_jobs(jobs: Iterable[Job]) -> list[Job]:
+    """Merges jobs with the same key (union of parts, repeat if any asks), keeping first-seen order."""
+    merged: dict[tuple[Any, ...], Job] = {}
+    for job in jobs:
+        seen = merged.get(job.key)
+        if seen is None:
+            merged[job.key] = job
+        else:
+            merged[job.key] = replace(seen, parts=seen.parts | job.parts, repeat=seen.repeat or job.repeat)
+    return list(merged.values())

@@ -1,0 +1,159 @@
+"""Starting a job's processes with its launcher, under a timeout, and collecting the ranks' results.
+
+Every job runs through :func:`smddp_compat.launcher.run_process_group` (the launcher process itself, or the MWMS
+workers directly), so a job that hangs or fails is stopped as a whole and leaves nothing running. The output goes to
+a log file per run, not to the bench's table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from smddp_compat.launcher import ProcessSpec, run_process_group
+
+from bench._config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
+from bench._jobs import Job, JobRun, Launcher
+
+__all__ = ["run_job", "launch_argv", "job_environment", "console_script"]
+
+_GRACE_SECONDS = 5.0
+
+
+def console_script(name: str) -> str | None:
+    """The path of a console script of this environment (beside the Python running the bench), or on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    return shutil.which(name)
+
+
+def job_environment(job: Job, result_dir: Path) -> dict[str, str]:
+    """The environment every process of ``job`` starts from."""
+    env = dict(os.environ)
+    for name in [n for n in env if n.startswith(("HOROVOD_", "OMPI_", "PMI_", "TF_CONFIG"))]:
+        del env[name]  # a bench started inside a job must not hand that job's identity to its own jobs
+    python_path = [str(REPO_ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env.update({
+        "PYTHONPATH": os.pathsep.join(python_path),
+        "PYTHONUNBUFFERED": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "BENCH_RESULT_DIR": str(result_dir),
+        "BENCH_REPO": str(REPO_ROOT),
+    })
+    env.update(dict(job.env))
+    return env
+
+
+def _program(job: Job) -> list[str]:
+    return [sys.executable, str(PROGRAMS_DIR / job.program), *job.program_argv()]
+
+
+def launch_argv(job: Job, run_dir: Path, timeout: float, env: dict[str, str]) -> list[str]:
+    """The launcher command of every launcher but MWMS (which has one process per worker, see :func:`_mwms_specs`).
+
+    Raises:
+        FileNotFoundError: A launcher's executable is missing.
+    """
+    if job.launcher in (Launcher.SMDDPRUN_GLOO, Launcher.SMDDPRUN_MPI):
+        engine = "--mpi" if job.launcher is Launcher.SMDDPRUN_MPI else "--gloo"
+        return [sys.executable, "-m", "smddp_compat.launcher", engine, "-np", str(job.ranks),
+                "--timeout", str(int(timeout)), *_program(job)]
+    if job.launcher is Launcher.HOROVODRUN:
+        horovodrun = console_script("horovodrun")
+        if horovodrun is None:
+            raise FileNotFoundError("horovodrun is not installed beside this Python nor on PATH")
+        return [horovodrun, "-np", str(job.ranks), "-H", f"localhost:{job.ranks}", "--gloo", *_program(job)]
+    if job.launcher is Launcher.LOCAL_MODE:
+        smddp = console_script("smddp")
+        command = [smddp] if smddp else [sys.executable, "-c", "import sys; from smddp_compat.cli import main; "
+                                                             "sys.exit(main())"]
+        hyperparameters = [f"{name.removeprefix('--')}={value}" for name, value in job.args_dict().items()]
+        passed = [f"{name}={env[name]}" for name, _ in job.env] + [
+            f"BENCH_RESULT_DIR={env['BENCH_RESULT_DIR']}", f"BENCH_REPO={env['BENCH_REPO']}",
+            "TF_CPP_MIN_LOG_LEVEL=3", "PYTHONUNBUFFERED=1",
+        ]
+        return [*command, "local", job.program, "--source-dir", str(PROGRAMS_DIR),
+                "--instance-count", str(job.ranks), "--processes-per-host", "1", "--distribution", "smddp",
+                "--output", str(run_dir / "local-output"), "--max-run", str(int(timeout)),
+                "--hyperparameters", *hyperparameters, "--env", *passed]
+    raise ValueError(f"no single launcher command for {job.launcher}")
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _mwms_specs(job: Job, env: dict[str, str]) -> list[ProcessSpec]:
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(job.ranks)]
+    specs = []
+    for index in range(job.ranks):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        specs.append(ProcessSpec(argv=_program(job), env={**env, "TF_CONFIG": json.dumps(tf_config)},
+                                 label=str(index)))
+    return specs
+
+
+def _read_ranks(result_dir: Path, expected: int) -> tuple[list[dict], str]:
+    ranks = []
+    for index in range(expected):
+        path = result_dir / f"rank{index}.json"
+        if not path.exists():
+            return [], f"rank {index} wrote no result ({path.name} missing)"
+        ranks.append(json.loads(path.read_text(encoding="utf-8")))
+    return ranks, ""
+
+
+def run_job(job: Job, config: BenchConfig, round_index: int, *, timeout: float | None = None) -> JobRun:
+    """Runs ``job`` once and returns what it gave; never raises for a failed job (see ``JobRun.reason``).
+
+    Args:
+        job: The job.
+        config: The bench configuration (output folder, timeout).
+        round_index: The round (names the run's folder and log).
+        timeout: Seconds before the job is stopped (default ``config.job_timeout``).
+    """
+    limit = config.job_timeout if timeout is None else timeout
+    run_dir = config.out_dir / "jobs" / f"{job.label}-r{round_index}"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    result_dir = run_dir / "result"
+    result_dir.mkdir(parents=True)
+    log_path = run_dir / "output.log"
+    env = job_environment(job, result_dir)
+    started = time.time()
+    with open(log_path, "w", encoding="utf-8") as log:
+        try:
+            if job.launcher is Launcher.MWMS:
+                specs: Sequence[ProcessSpec] = _mwms_specs(job, env)
+            else:
+                argv = launch_argv(job, run_dir, limit, env)
+                log.write("$ " + " ".join(argv) + "\n")
+                specs = [ProcessSpec(argv=argv, env=env, label=job.launcher.value, cwd=str(run_dir))]
+            group = run_process_group(specs, timeout=limit, grace=_GRACE_SECONDS, stream=log)
+        except (OSError, ValueError) as exc:
+            return JobRun(job, round_index, False, f"could not start: {exc}", started, time.time() - started, [],
+                          str(log_path))
+    duration = time.time() - started
+    if not group.ok:
+        reason = "timed out after %.0f s" % limit if getattr(group, "timed_out", False) else group.reason
+        return JobRun(job, round_index, False, f"{reason} (log: {log_path})", started, duration, [], str(log_path))
+    ranks, missing = _read_ranks(result_dir, job.ranks)
+    if missing:
+        return JobRun(job, round_index, False, f"{missing} (log: {log_path})", started, duration, [], str(log_path))
+    return JobRun(job, round_index, True, "", started, duration, ranks, str(log_path))

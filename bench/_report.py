@@ -1,0 +1,94 @@
+"""The bench's outputs: the table of ratios (text and Markdown) and results.json."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench._results import MeasurementResult, Row
+
+__all__ = ["format_table", "format_markdown", "results_json", "write_atomic"]
+
+_HEADERS = ("comparison", "ratio median [IQR]", "n", "goal", "met", "figures")
+
+
+def _met(row: Row) -> str:
+    return {True: "yes", False: "NO", None: ""}[row.met]
+
+
+def _cells(row: Row) -> tuple[str, ...]:
+    ratio = row.ratio.text() if row.ratio is not None and row.ratio.count else "n/a"
+    count = str(row.ratio.count) if row.ratio is not None else "0"
+    return (row.comparison, ratio, count, row.goal.text() if row.goal else "", _met(row), row.detail)
+
+
+def format_table(results: Sequence[MeasurementResult]) -> str:
+    """The plain-text table: one section per measurement, then its notes."""
+    lines: list[str] = []
+    rows = [_cells(row) for result in results for row in result.rows]
+    widths = [max([len(h)] + [len(cells[i]) for cells in rows]) for i, h in enumerate(_HEADERS[:-1])]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)) + "  " + cells[-1]
+
+    lines.append(line(_HEADERS))
+    lines.append("-" * (sum(widths) + 2 * len(widths) + len(_HEADERS[-1])))
+    for result in results:
+        lines.append(result.title)
+        lines.extend("  " + line(_cells(row)) for row in result.rows)
+        lines.extend(f"  note: {note}" for note in result.notes)
+    return "\n".join(lines)
+
+
+def format_markdown(results: Sequence[MeasurementResult], machine: dict[str, Any], date: str,
+                    duration: float, command: str) -> str:
+    """The Markdown report (table, machine, date) that README's bench section carries."""
+    out = [
+        f"# Bench results ({date})",
+        "",
+        f"Command: `{command}`, total run time {duration / 60:.1f} min.",
+        "",
+        "Machine: " + ", ".join(f"{key} {value}" for key, value in machine.items()),
+        "",
+        "Ratios of variants timed in turns in one run (absolute figures vary with the machine's load; the ratios "
+        "hold). Ratio: median with the interquartile range; n: number of paired samples.",
+        "",
+        "| " + " | ".join(_HEADERS) + " |",
+        "|" + "---|" * len(_HEADERS),
+    ]
+    for result in results:
+        out.append(f"| **{result.title}** |" + " |" * (len(_HEADERS) - 1))
+        for row in result.rows:
+            out.append("| " + " | ".join(cell.replace("|", "/") for cell in _cells(row)) + " |")
+    notes = [note for result in results for note in result.notes]
+    if notes:
+        out += [""] + [f"- {note}" for note in notes]
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file in the same folder."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def results_json(results: Sequence[MeasurementResult], machine: dict[str, Any], date: str, duration: float,
+                 runs: list[dict[str, Any]]) -> str:
+    """results.json: the machine, every row and every raw number."""
+    payload = {
+        "date": date,
+        "duration_seconds": round(duration, 1),
+        "machine": machine,
+        "measurements": {
+            result.name: {"title": result.title, "rows": [row.to_json() for row in result.rows],
+                          "notes": result.notes, "raw": result.raw}
+            for result in results
+        },
+        "runs": runs,
+    }
+    return json.dumps(payload, indent=1, default=float)
+

@@ -1,0 +1,50 @@
+"""The ``collectives.py`` job shared by the bandwidth, small-tensor and compression measurements.
+
+Its arguments depend only on the configuration, so the three measurements' requests for one engine and rank count
+merge into one job that runs their parts back to back.
+"""
+
+from __future__ import annotations
+
+from bench._config import BenchConfig
+from bench._engines import engine_launcher
+from bench._jobs import Job
+
+__all__ = ["collectives_job", "bandwidth_sizes", "sweep_args"]
+
+_MB = 1 << 20
+
+
+def bandwidth_sizes(config: BenchConfig) -> list[int]:
+    """Message sizes of the bandwidth sweep: 1 KB to 64 MB in steps of 4x (quick: 1 KB to 1 MB in steps of 32x)."""
+    if config.quick:
+        return [1 << 10, 32 << 10, 1 << 20]
+    return [1 << (10 + 2 * i) for i in range(9)]
+
+
+def sweep_args(config: BenchConfig) -> tuple[str, ...]:
+    """Arguments of the bandwidth sweep, the same for every engine's program."""
+    sizes = ",".join(str(size) for size in bandwidth_sizes(config))
+    if config.quick:
+        return ("--sizes", sizes, "--bytes-per-size", str(4 * _MB), "--min-reps", "2", "--max-reps", "4")
+    return ("--sizes", sizes, "--bytes-per-size", str(768 * _MB), "--min-reps", "7", "--max-reps", "25")
+
+
+def _part_args(config: BenchConfig) -> tuple[str, ...]:
+    if config.quick:
+        return ("--small-count", "16", "--small-reps", "2", "--small-eager-reps", "1",
+                "--fp16-sizes", str(_MB), "--fp16-reps", "2")
+    return ("--small-count", "160", "--small-reps", "9", "--small-eager-reps", "3",
+            "--fp16-sizes", f"{4 * _MB},{64 * _MB}", "--fp16-reps", "7")
+
+
+def collectives_job(config: BenchConfig, engine: str, ranks: int, parts: set[str], repeat: bool = False) -> Job:
+    """The collectives job of ``engine`` (gloo or mpi) on ``ranks`` ranks, running ``parts``."""
+    return Job(
+        program="collectives.py",
+        launcher=engine_launcher(engine),
+        ranks=ranks,
+        args=sweep_args(config) + _part_args(config),
+        parts=frozenset(parts),
+        repeat=repeat,
+    )

@@ -1,0 +1,44 @@
+"""The ``train.py`` jobs shared by the scaling, start-up and memory measurements.
+
+All run the same script with the same arguments for a given number of processes on this machine, under tf-keras
+(so that raw Horovod can run it too), and repeat every round: their results are compared across jobs.
+"""
+
+from __future__ import annotations
+
+from bench._config import BenchConfig
+from bench._engines import default_engine, engine_launcher
+from bench._jobs import Job, JobRun, Launcher
+
+__all__ = ["smddprun_training", "local_mode_training", "horovodrun_training", "ranks_of", "LEGACY_KERAS"]
+
+LEGACY_KERAS = (("TF_USE_LEGACY_KERAS", "1"),)
+
+
+def _args(config: BenchConfig, processes: int, api: str) -> tuple[str, ...]:
+    warmup, steps = ("1", "3") if config.quick else ("5", "60")
+    return ("--api", api, "--warmup", warmup, "--steps", steps, "--batch", "32",
+            "--threads", str(config.threads_per_rank(processes)))
+
+
+def smddprun_training(config: BenchConfig, ranks: int, api: str = "smddp_compat") -> Job:
+    """``smddprun -np ranks`` (default engine) running train.py with ``api``."""
+    return Job("train.py", engine_launcher(default_engine()), ranks, _args(config, ranks, api), LEGACY_KERAS,
+               repeat=True)
+
+
+def local_mode_training(config: BenchConfig, hosts: int) -> Job:
+    """``smddp local`` with ``hosts`` hosts x 1 process (distribution smddp) running train.py."""
+    return Job("train.py", Launcher.LOCAL_MODE, hosts, _args(config, hosts, "smddp_compat"), LEGACY_KERAS,
+               repeat=True)
+
+
+def horovodrun_training(config: BenchConfig, ranks: int) -> Job:
+    """A bare ``horovodrun -np ranks --gloo`` running train.py (smddp_compat API, like the local-mode job)."""
+    return Job("train.py", Launcher.HOROVODRUN, ranks, _args(config, ranks, "smddp_compat"), LEGACY_KERAS,
+               repeat=True)
+
+
+def ranks_of(runs: list[JobRun]) -> list[tuple[int, dict]]:
+    """(round, rank result) for every rank of every successful run."""
+    return [(run.round, rank) for run in runs if run.ok for rank in run.ranks]

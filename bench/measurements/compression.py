@@ -1,0 +1,76 @@
+"""4. fp16 compression: time and bytes moved by an allreduce with ``Compression.fp16`` vs. ``Compression.none``.
+
+Bytes moved are what the rank process wrote to its sockets during the call (``wchar`` of ``/proc/self/io``): real
+traffic for Gloo (TCP). MPI on one host moves data through shared memory without system calls, so only the payload
+(the tensor's bytes on the wire format) is reported there.
+"""
+
+from __future__ import annotations
+
+from bench._config import BenchConfig
+from bench._engines import ENGINE_NAMES, default_engine, horovod_engines
+from bench._jobs import Job, JobRun
+from bench._results import MeasurementResult, Row, RunsByJob
+from bench._statistics import paired_ratios, summarise
+from bench.measurements.bandwidth import size_text
+from bench.measurements._collectives_job import collectives_job
+
+__all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]
+
+NAME = "fp16"
+TITLE = "4. fp16 compression vs. none"
+RANKS = 2
+
+
+def _jobs(config: BenchConfig) -> dict[str, Job]:
+    return {engine: collectives_job(config, engine, RANKS, {NAME}) for engine in horovod_engines()}
+
+
+def jobs(config: BenchConfig) -> list[Job]:
+    """The 2-rank collectives job of each Horovod engine, with this part."""
+    return list(_jobs(config).values())
+
+
+def _pooled(runs: list[JobRun], size: str, field: str) -> dict[str, list[float]]:
+    pooled: dict[str, list[float]] = {"none": [], "fp16": []}
+    for run in runs:
+        for rank in run.ranks:
+            for variant, values in rank[NAME][size][field].items():
+                pooled[variant].extend(values)
+    return pooled
+
+
+def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
+    """fp16 / none for time and bytes, per size and engine."""
+    result = MeasurementResult(NAME, TITLE)
+    default = default_engine()
+    for engine, job in _jobs(config).items():
+        name = ENGINE_NAMES[engine] + (" (default)" if engine == default else "")
+        ok = [run for run in runs(job) if run.ok]
+        if not ok:
+            reason = next((run.reason for run in runs(job)), "not run")
+            result.rows.append(Row(f"fp16 / none time: {name}", None, None, f"n/a: {reason}"))
+            continue
+        result.raw[engine] = {}
+        for size, first in ok[0].ranks[0][NAME].items():
+            seconds = _pooled(ok, size, "seconds")
+            written = _pooled(ok, size, "bytes_written")
+            payload = first["payload_bytes"]
+            label = f"{size_text(int(size))} fp16 / none"
+            result.rows.append(Row(
+                f"{label} time: {name}", paired_ratios(seconds["fp16"], seconds["none"]), None,
+                f"{summarise(seconds['fp16']).median * 1e3:.0f} ms vs {summarise(seconds['none']).median * 1e3:.0f} ms",
+            ))
+            moved_none = summarise(written["none"]).median
+            if engine == "gloo" and moved_none > 0:
+                moved = paired_ratios(written["fp16"], written["none"])
+                detail = (f"{summarise(written['fp16']).median / 2**20:.1f} MB vs {moved_none / 2**20:.1f} MB "
+                          "written to sockets per rank")
+            else:
+                moved = summarise([payload["fp16"] / payload["none"]])
+                detail = (f"payload {payload['fp16'] / 2**20:.1f} MB vs {payload['none'] / 2**20:.1f} MB "
+                          "(shared memory: no socket bytes to count)")
+            result.rows.append(Row(f"{label} bytes moved: {name}", moved, None, detail))
+            result.raw[engine][size] = {"seconds": seconds, "bytes_written": written, "payload_bytes": payload}
+        result.raw[engine]["runs"] = [run.to_json() for run in runs(job)]
+    return result

@@ -1,0 +1,60 @@
+"""5. Scaling: samples/s of the MNIST CNN on 1 rank, 2 ranks (smddprun) and 2 hosts x 1 process (``smddp local``).
+
+Each rank trains on its own batch of 32 (weak scaling) with the machine's cores split between the ranks, so on this
+2-core machine the ideal ratio is about 1: the processes share the same two cores.
+"""
+
+from __future__ import annotations
+
+from bench._config import BenchConfig
+from bench._jobs import Job, JobRun
+from bench._results import MeasurementResult, Row, RunsByJob
+from bench._statistics import summarise
+from bench.measurements._training_jobs import local_mode_training, ranks_of, smddprun_training
+
+__all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]
+
+NAME = "scaling"
+TITLE = "5. Scaling: MNIST CNN samples/s"
+
+
+def _jobs(config: BenchConfig) -> dict[str, Job]:
+    return {
+        "1 rank": smddprun_training(config, 1),
+        "2 ranks": smddprun_training(config, 2),
+        "2 hosts x 1 (smddp local)": local_mode_training(config, 2),
+    }
+
+
+def jobs(config: BenchConfig) -> list[Job]:
+    """train.py on 1 rank, 2 ranks and in local mode on 2 hosts."""
+    return list(_jobs(config).values())
+
+
+def _per_round(runs: list[JobRun]) -> dict[int, float]:
+    # Samples/s of the whole job: every rank reports the global figure, rank 0's is used.
+    return {round_: rank["samples_per_second"] for round_, rank in ranks_of(runs) if rank["rank"] == 0}
+
+
+def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
+    """Samples/s of each layout over 1 rank's, round by round."""
+    result = MeasurementResult(NAME, TITLE)
+    layouts = _jobs(config)
+    per_round = {name: _per_round(list(runs(job))) for name, job in layouts.items()}
+    result.raw = {name: {"samples_per_second": values, "runs": [run.to_json() for run in runs(layouts[name])]}
+                  for name, values in per_round.items()}
+    base = per_round["1 rank"]
+    for name in ("2 ranks", "2 hosts x 1 (smddp local)"):
+        values = per_round[name]
+        rounds = sorted(set(values) & set(base))
+        comparison = f"samples/s {name} / 1 rank"
+        if not rounds:
+            failed = next((run.reason for job in (layouts[name], layouts["1 rank"]) for run in runs(job)
+                           if not run.ok), "not run")
+            result.rows.append(Row(comparison, None, None, f"n/a: {failed}"))
+            continue
+        ratio = summarise([values[r] / base[r] for r in rounds])
+        detail = (f"{summarise(list(values.values())).median:.0f} vs "
+                  f"{summarise(list(base.values())).median:.0f} samples/s")
+        result.rows.append(Row(comparison, ratio, None, detail))
+    return result

@@ -1,0 +1,72 @@
+"""3. Many small gradients: 160 tensors from 64 KB to 1 MB (like a ResNet's), reduced SMDDP-style with
+``allreduce(t, param_index, num_params)`` per tensor inside one ``tf.function``, vs. one ``grouped_allreduce``.
+
+Goal: the per-tensor calls take at most 1.2x the grouped call. Separate eager calls are shown for reference.
+"""
+
+from __future__ import annotations
+
+from bench._config import BenchConfig
+from bench._engines import ENGINE_NAMES, default_engine, horovod_engines
+from bench._jobs import Job, JobRun
+from bench._results import Goal, MeasurementResult, Row, RunsByJob
+from bench._statistics import paired_ratios, ratio_of_medians, summarise
+from bench.measurements._collectives_job import collectives_job
+
+__all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]
+
+NAME = "small_tensors"
+TITLE = "3. Many small tensors: per-tensor allreduce in tf.function vs. grouped_allreduce"
+GOAL = Goal("<=", 1.2)
+RANKS = 2
+
+
+def _jobs(config: BenchConfig) -> dict[str, Job]:
+    return {engine: collectives_job(config, engine, RANKS, {NAME}) for engine in horovod_engines()}
+
+
+def jobs(config: BenchConfig) -> list[Job]:
+    """The 2-rank collectives job of each Horovod engine, with this part."""
+    return list(_jobs(config).values())
+
+
+def _pooled(runs: list[JobRun]) -> dict[str, list[float]]:
+    pooled: dict[str, list[float]] = {}
+    for run in runs:
+        for rank in run.ranks:
+            for variant, values in rank[NAME]["seconds"].items():
+                pooled.setdefault(variant, []).extend(values)
+    return pooled
+
+
+def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
+    """Per-tensor (tf.function) / grouped, and eager per-tensor / grouped, per engine."""
+    result = MeasurementResult(NAME, TITLE)
+    default = default_engine()
+    for engine, job in _jobs(config).items():
+        ok = [run for run in runs(job) if run.ok]
+        name = ENGINE_NAMES[engine] + (" (default)" if engine == default else "")
+        goal = GOAL if engine == default else None
+        if not ok:
+            reason = next((run.reason for run in runs(job)), "not run")
+            result.rows.append(Row(f"per-tensor in tf.function / grouped: {name}", None, goal, f"n/a: {reason}"))
+            continue
+        part = ok[0].ranks[0][NAME]
+        pooled = _pooled(ok)
+        grouped_ms = summarise(pooled["grouped"]).median * 1e3
+        per_tensor = paired_ratios(pooled["per_tensor_function"], pooled["grouped"])
+        result.rows.append(Row(
+            f"{part['count']} tensors ({part['total_bytes'] / 2**20:.0f} MB) per-tensor in tf.function / grouped: {name}",
+            per_tensor, goal,
+            f"{summarise(pooled['per_tensor_function']).median * 1e3:.0f} ms vs {grouped_ms:.0f} ms",
+        ))
+        if "per_tensor_eager" in pooled:
+            eager = ratio_of_medians(pooled["per_tensor_eager"], pooled["grouped"])
+            result.rows.append(Row(
+                f"{part['count']} separate eager allreduce calls / grouped: {name}",
+                summarise([eager]), None,
+                f"{summarise(pooled['per_tensor_eager']).median * 1e3:.0f} ms vs {grouped_ms:.0f} ms (reference)",
+            ))
+        result.raw[engine] = {"count": part["count"], "total_bytes": part["total_bytes"], "seconds": pooled,
+                              "runs": [run.to_json() for run in runs(job)]}
+    return result

@@ -1,0 +1,116 @@
+"""Rank program: step time of the same training loop on raw ``horovod.tensorflow`` and on ``smddp_compat``.
+
+Models: the MNIST CNN of the entry points (``entry_points.mnist_model.build_cnn``) and an MLP (784-700-500-10, the
+DTensor seeds' shape, built without DTensor). Each API gets its own copy of the model (same seed) and its own
+``tf.function`` step: forward, ``DistributedGradientTape``, Adam update. Blocks of ``--steps`` steps of the two APIs
+run in turns; every step's time is recorded.
+
+Runs under tf-keras (``TF_USE_LEGACY_KERAS=1``), the only Keras raw Horovod works with; the bench sets it.
+Writes ``rank<N>.json`` into ``$BENCH_RESULT_DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+import horovod.tensorflow as hvd
+import smddp_compat.tensorflow as sdp
+from entry_points.datasets import load_mnist
+from entry_points.mnist_model import build_cnn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _alternation import alternate  # noqa: E402
+from _rank_result import write_rank_result  # noqa: E402
+
+MODELS = ("cnn", "mlp")
+
+
+def build_mlp(seed: int) -> tf.keras.Model:
+    """784-700-500-10 with ReLU and softmax."""
+    init = tf.keras.initializers
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input(shape=(784,)),
+            tf.keras.layers.Dense(700, activation="relu", kernel_initializer=init.GlorotUniform(seed=seed)),
+            tf.keras.layers.Dense(500, activation="relu", kernel_initializer=init.GlorotUniform(seed=seed + 1)),
+            tf.keras.layers.Dense(10, activation="softmax", kernel_initializer=init.GlorotUniform(seed=seed + 2)),
+        ],
+        name="mlp",
+    )
+
+
+def make_block(model_name: str, api: Any, x: np.ndarray, y: np.ndarray, batch: int, steps: int,
+               step_seconds: list[float]) -> Callable[[], None]:
+    """A callable running ``steps`` training steps of a fresh model with ``api``'s DistributedGradientTape."""
+    model = build_cnn(seed=1) if model_name == "cnn" else build_mlp(seed=1)
+    optimizer = tf.keras.optimizers.Adam(0.001)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
+
+    @tf.function
+    def train_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+        tape = api.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    batches = len(x) // batch
+    position = [0]
+
+    def block() -> None:
+        for _ in range(steps):
+            index = position[0] % batches
+            position[0] += 1
+            images = tf.constant(x[index * batch:(index + 1) * batch])
+            labels = tf.constant(y[index * batch:(index + 1) * batch])
+            started = time.perf_counter()
+            train_step(images, labels).numpy()
+            step_seconds.append(time.perf_counter() - started)
+
+    return block
+
+
+def main() -> None:
+    """Times both APIs on both models and writes this rank's result."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--steps", type=int, default=20, help="steps per block")
+    parser.add_argument("--blocks", type=int, default=6, help="timed blocks per API and model")
+    parser.add_argument("--batch", type=int, default=32, help="per-rank batch size")
+    parser.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF's default)")
+    args = parser.parse_args()
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(max(2, args.threads))
+    sdp.init()  # initialises Horovod underneath: raw hvd.* calls work from here on
+    rank, size = hvd.rank(), hvd.size()
+    result: dict[str, Any] = {"rank": rank, "size": size, "keras": tf.keras.__name__, "models": {}}
+    for model_name in [m for m in args.models.split(",") if m]:
+        (x, y), _ = load_mnist(flatten=model_name == "mlp")
+        x, y = x[rank::size], y[rank::size]
+        steps: dict[str, list[float]] = {"horovod": [], "smddp_compat": []}
+        blocks = {
+            "horovod": make_block(model_name, hvd, x, y, args.batch, args.steps, steps["horovod"]),
+            "smddp_compat": make_block(model_name, sdp, x, y, args.batch, args.steps, steps["smddp_compat"]),
+        }
+        block_seconds = alternate(blocks, args.blocks, warmup=1)
+        warm = args.steps  # the warm-up block's steps, tracing included
+        result["models"][model_name] = {
+            "block_seconds": block_seconds,
+            "step_seconds": {api: values[warm:] for api, values in steps.items()},
+        }
+    write_rank_result(rank, result)
+    sdp.shutdown()
+
+
+if __name__ == "__main__":
+    main()

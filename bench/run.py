@@ -1,0 +1,175 @@
+"""``smddp bench`` (or ``python -m bench.run``): runs every measurement and prints one table of ratios.
+
+    smddp bench                      # everything, ~10 minutes on a 2-core machine
+    smddp bench --quick              # tiny workloads: checks that the bench works (a minute or two)
+    smddp bench --only bandwidth,startup --rounds 3 --out /tmp/bench
+
+The measurements ask for jobs (a rank program under a launcher); jobs shared by several measurements run once.
+Jobs whose results are compared with other jobs' run once per round, the order of the jobs reversed every other
+round, so the compared variants alternate. Inside each job the compared variants also take turns. Writes
+``results.json`` (every raw number), ``bandwidth.png`` and ``report.md`` (the table, the machine, the date) into
+the output folder (default ``bench/results/``), and each job's output under ``jobs/``.
+
+Exit code: 0 when every job ran, 1 when some did not (their rows say n/a and why), 2 for a bad option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench._chart import write_bandwidth_chart
+from bench._config import DEFAULT_OUT_DIR, BenchConfig
+from bench._jobs import Job, JobRun, merge_jobs
+from bench._launch import run_job
+from bench._machine import describe_machine
+from bench._report import format_markdown, format_table, results_json, write_atomic
+from bench._results import MeasurementResult, Row
+from bench.errors import BenchUsageError
+from bench.measurements import MEASUREMENTS
+
+__all__ = ["main", "build_parser", "config_from_args", "run_bench"]
+
+#: Below this many seconds left in the budget, no further job is started.
+_MIN_JOB_SECONDS = 20.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``smddp bench`` argument parser."""
+    parser = argparse.ArgumentParser(prog="smddp bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(DEFAULT_OUT_DIR), help="output folder (default: bench/results)")
+    parser.add_argument("--quick", action="store_true", help="tiny workloads, one round: a smoke test")
+    parser.add_argument("--only", default=None,
+                        help=f"comma-separated measurements (default all): {', '.join(MEASUREMENTS)}")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of the compared jobs (default 2; quick 1)")
+    parser.add_argument("--job-timeout", type=float, default=None, help="seconds per job (default 240; quick 150)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds for the whole bench; later jobs are skipped (default 570; quick 300)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    """Builds and validates the configuration.
+
+    Raises:
+        BenchUsageError: An unknown measurement or a bad number.
+    """
+    names = tuple(MEASUREMENTS)
+    if args.only is not None:
+        names = tuple(name.strip() for name in args.only.split(",") if name.strip())
+        unknown = [name for name in names if name not in MEASUREMENTS]
+        if unknown:
+            raise BenchUsageError(
+                f"unknown measurement(s) {', '.join(map(repr, unknown))} in --only; choose from {', '.join(MEASUREMENTS)}."
+            )
+    return BenchConfig(
+        out_dir=Path(args.out).resolve(),
+        measurements=names,
+        quick=args.quick,
+        rounds=args.rounds if args.rounds is not None else (1 if args.quick else 2),
+        job_timeout=args.job_timeout if args.job_timeout is not None else (150.0 if args.quick else 240.0),
+        budget=args.budget if args.budget is not None else (300.0 if args.quick else 570.0),
+    )
+
+
+def _schedule(jobs: list[Job], rounds: int) -> list[tuple[int, Job]]:
+    schedule = []
+    for round_index in range(rounds):
+        ordered = jobs if round_index % 2 == 0 else list(reversed(jobs))
+        schedule += [(round_index, job) for job in ordered if round_index == 0 or job.repeat]
+    return schedule
+
+
+def _skipped(job: Job, round_index: int, reason: str) -> JobRun:
+    return JobRun(job, round_index, False, reason, time.time(), 0.0, [], "")
+
+
+def run_jobs(config: BenchConfig, jobs: list[Job], deadline: float, stream: Any) -> dict[tuple, list[JobRun]]:
+    """Runs the schedule, printing one progress line per job; returns the runs by job key."""
+    runs: dict[tuple, list[JobRun]] = {}
+    schedule = _schedule(jobs, config.rounds)
+    for number, (round_index, job) in enumerate(schedule, 1):
+        left = deadline - time.time()
+        if left < _MIN_JOB_SECONDS:
+            run = _skipped(job, round_index, f"skipped: the bench's time budget ({config.budget:.0f} s) ran out")
+        else:
+            print(f"[{number}/{len(schedule)}] round {round_index + 1}: {job.label} ...", end=" ", file=stream,
+                  flush=True)
+            run = run_job(job, config, round_index, timeout=min(config.job_timeout, left))
+            print(f"{run.duration:.1f} s {'ok' if run.ok else 'FAILED: ' + run.reason}", file=stream, flush=True)
+        runs.setdefault(job.key, []).append(run)
+    return runs
+
+
+def _summarise(config: BenchConfig, runs: dict[tuple, list[JobRun]]) -> list[MeasurementResult]:
+    results = []
+    for name in config.measurements:
+        module = MEASUREMENTS[name]
+        try:
+            results.append(module.summarise_runs(config, lambda job: runs.get(job.key, [])))
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
+            failed = MeasurementResult(name, module.TITLE)
+            failed.rows.append(Row(name, None, None, f"n/a: its results could not be read ({exc!r})"))
+            results.append(failed)
+    return results
+
+
+def run_bench(config: BenchConfig, stream: Any = sys.stdout) -> tuple[list[MeasurementResult], bool]:
+    """Runs the selected measurements and writes the outputs.
+
+    Returns:
+        The measurements' results, and whether every job ran.
+    """
+    started = time.time()
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    machine = describe_machine()
+    modules = [MEASUREMENTS[name] for name in config.measurements]
+    jobs = merge_jobs(job for module in modules for job in module.jobs(config))
+    print(f"smddp bench: {len(jobs)} jobs, {config.rounds} round(s), results in {config.out_dir}", file=stream,
+          flush=True)
+    runs = run_jobs(config, jobs, started + config.budget, stream)
+    results = _summarise(config, runs)
+    duration = time.time() - started
+    command = "smddp bench" + (" --quick" if config.quick else "")
+    all_runs = [run.to_json() for job_runs in runs.values() for run in job_runs]
+    write_atomic(config.out_dir / "results.json", results_json(results, machine, date, duration, all_runs))
+    write_atomic(config.out_dir / "report.md", format_markdown(results, machine, date, duration, command))
+    charted = False
+    bandwidth = next((result for result in results if result.name == "bandwidth"), None)
+    if bandwidth is not None:
+        charted = write_bandwidth_chart(bandwidth.raw, config.out_dir / "bandwidth.png")
+    print("", file=stream)
+    print(format_table(results), file=stream)
+    print("", file=stream)
+    outputs = ["results.json", "report.md"] + (["bandwidth.png"] if charted else [])
+    print(f"Wrote {', '.join(outputs)} to {config.out_dir}. Total bench time {duration:.0f} s "
+          f"({duration / 60:.1f} min).", file=stream, flush=True)
+    all_ok = all(run.ok for job_runs in runs.values() for run in job_runs)
+    return results, all_ok
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``smddp bench``.
+
+    Returns:
+        0 when every job ran, 1 when some did not, 2 for a bad option.
+    """
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        config = config_from_args(args)
+    except BenchUsageError as exc:
+        print(f"smddp bench: error: {exc}", file=sys.stderr)
+        return 2
+    _, all_ok = run_bench(config)
+    if not all_ok:
+        print("smddp bench: some jobs did not run; their rows say n/a and why.", file=sys.stderr)
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
