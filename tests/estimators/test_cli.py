@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROLE, SECRET_KEY
+from tests.estimators.conftest import ROLE, SECRET_KEY
 
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
 

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO
+from tests.estimators.conftest import REPO
 
 from estimators._distribution import plan_distribution
 from estimators._instance_types import InstanceSpec, instance_spec

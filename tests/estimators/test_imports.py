@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import REPO
+from tests.estimators.conftest import REPO
 
 
 def _run(code: str) -> subprocess.CompletedProcess:

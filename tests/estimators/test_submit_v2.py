@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import ACCESS_KEY, ROLE, SECRET_KEY, tar_members
+from tests.estimators.conftest import ACCESS_KEY, ROLE, SECRET_KEY, tar_members
 
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
 

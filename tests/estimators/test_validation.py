@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROLE
+from tests.estimators.conftest import ROLE
 
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
 

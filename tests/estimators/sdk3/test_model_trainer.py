@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, ROLE, SECRET_KEY, tar_members
+from tests.estimators.conftest import REPO, ROLE, SECRET_KEY, tar_members
 
 pytest.importorskip("sagemaker.train", reason="SageMaker SDK v3 is not installed (use .venv-sdk3)")
 
