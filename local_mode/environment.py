@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from local_mode.layout import HostLayout
@@ -29,6 +29,7 @@ __all__ = [
     "host_addresses_variable",
     "inherited_environment",
     "default_region",
+    "is_reserved",
 ]
 
 TOOLKIT_PARAMETERS = frozenset(
@@ -55,6 +56,35 @@ DISTRIBUTION_FLAGS = (
     "sagemaker_multi_worker_mirrored_strategy_enabled",
 )
 """Framework parameters that put the instance group among the toolkit's distribution groups."""
+
+# Variables local_mode sets itself (or that describe one process's place in a job): never taken from the caller's
+# environment, and refused in JobSpec.environment, so a value can never silently lose or leak into another job.
+_RESERVED_PREFIXES = ("SM_", "DTENSOR_", "HOROVOD_GLOO_RENDEZVOUS_")
+_RESERVED_NAMES = frozenset(
+    {
+        "TF_CONFIG",
+        "SMDDP_HOST_ADDRESSES",
+        "SMDDP_DTENSOR_MESH",
+        "SMDDP_DTENSOR_DEVICES_PER_CLIENT",
+        "SAGEMAKER_BASE_DIR",
+        "SAGEMAKER_JOB_NAME",
+        "SAGEMAKER_REGION",
+        "TRAINING_JOB_NAME",
+        "CURRENT_HOST",
+        "HOROVOD_RANK",
+        "HOROVOD_SIZE",
+        "HOROVOD_LOCAL_RANK",
+        "HOROVOD_LOCAL_SIZE",
+        "HOROVOD_CROSS_RANK",
+        "HOROVOD_CROSS_SIZE",
+        "HOROVOD_HOSTNAME",
+        "HOROVOD_CONTROLLER",
+        "HOROVOD_CPU_OPERATIONS",
+        "HOROVOD_GLOO_IFACE",
+    }
+)
+# An enclosing launcher's per-process variables (mpirun, PMI): meaningless for the processes local_mode starts.
+_LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_")
 
 _DEFAULT_LOG_LEVEL = 20  # logging.INFO, without importing logging's level table for one number
 
@@ -271,17 +301,26 @@ def host_addresses_variable(addresses: Mapping[str, str]) -> dict[str, str]:
     return {"SMDDP_HOST_ADDRESSES": json.dumps(dict(addresses), separators=(",", ":"))}
 
 
-def inherited_environment(parent: Mapping[str, str], prefixes: Sequence[str]) -> dict[str, str]:
-    """The parent's environment without variables that would describe some other job.
+def is_reserved(name: str) -> bool:
+    """Whether local_mode sets the variable ``name`` itself (so a user may not)."""
+    return name in _RESERVED_NAMES or name.startswith(_RESERVED_PREFIXES)
+
+
+def inherited_environment(parent: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment without the variables that would describe some other job (e.g. when ``smddp
+    local`` itself runs inside a SageMaker job or under mpirun): local_mode's own and a launcher's per-process ones.
 
     Args:
         parent: Usually ``os.environ``.
-        prefixes: Name prefixes to drop (e.g. ``SM_``, ``HOROVOD_``).
 
     Returns:
         The filtered copy.
     """
-    return {name: value for name, value in parent.items() if not name.startswith(tuple(prefixes))}
+    return {
+        name: value
+        for name, value in parent.items()
+        if not is_reserved(name) and not name.startswith(_LAUNCHER_PREFIXES)
+    }
 
 
 def default_region(parent: Mapping[str, str] = os.environ) -> str:

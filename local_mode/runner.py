@@ -48,10 +48,6 @@ FAILURE_REASON_LIMIT = 1024
 
 LOG_LEVEL = 20
 
-# Variables that would describe another job if the caller itself runs inside one (e.g. on SageMaker or under
-# smddprun): never inherited by the processes.
-_NOT_INHERITED = ("SM_", "HOROVOD_", "DTENSOR_", "TF_CONFIG", "OMPI_", "PMI_", "SMDDP_HOST_ADDRESSES", "SAGEMAKER_")
-
 # Never copied into a host's code folder (as the SDK's source tarball leaves them out): version control,
 # virtual environments, caches and secrets.
 _CODE_IGNORE = shutil.ignore_patterns(
@@ -211,7 +207,7 @@ def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], di
     region = default_region()
     num_cpus = os.cpu_count() or 1
     num_gpus = _count_gpus()
-    base = inherited_environment(os.environ, _NOT_INHERITED)
+    base = inherited_environment(os.environ)
     layouts: dict[str, HostLayout] = {}
     envs: dict[str, dict[str, str]] = {}
     for host in hosts:

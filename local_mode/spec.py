@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from local_mode._s3 import is_s3_uri, parse_s3_uri
+from local_mode.environment import is_reserved
 from local_mode.errors import ConfigurationError, HyperparameterError
 
 __all__ = ["Distribution", "JobSpec", "DEFAULT_MAX_RUN", "DEFAULT_OUTPUT_PATH"]
@@ -39,26 +40,6 @@ _HP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$")
 _HP_VALUE_MAX = 2500
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MESH_DIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# Variables local_mode itself sets in every process: a user value would silently lose, so it is refused.
-_RESERVED_ENV_PREFIXES = ("SM_", "DTENSOR_", "HOROVOD_GLOO_RENDEZVOUS_")
-_RESERVED_ENV_NAMES = frozenset(
-    {
-        "TF_CONFIG",
-        "SMDDP_HOST_ADDRESSES",
-        "SAGEMAKER_BASE_DIR",
-        "TRAINING_JOB_NAME",
-        "CURRENT_HOST",
-        "HOROVOD_RANK",
-        "HOROVOD_SIZE",
-        "HOROVOD_LOCAL_RANK",
-        "HOROVOD_LOCAL_SIZE",
-        "HOROVOD_CROSS_RANK",
-        "HOROVOD_CROSS_SIZE",
-        "HOROVOD_HOSTNAME",
-        "HOROVOD_CONTROLLER",
-    }
-)
 
 _ENTRY_POINT_SUFFIXES = (".py", ".sh")
 
@@ -190,7 +171,7 @@ def _validate_environment(values: Mapping[str, str]) -> dict[str, str]:
             raise ConfigurationError(
                 "environment", name, "is not a valid environment variable name", "use letters, digits and '_'"
             )
-        if name in _RESERVED_ENV_NAMES or name.startswith(_RESERVED_ENV_PREFIXES):
+        if is_reserved(name):
             raise ConfigurationError(
                 f"environment[{name!r}]",
                 value,

@@ -214,3 +214,26 @@ def test_plan_dtensor_builds_jobs_client_ids_and_mesh() -> None:
     ]
     bare = plan_dtensor(["algo-1"], 2, host_addresses(1), [3001, 3002])
     assert bare[1].env == {"DTENSOR_JOBS": "127.0.0.2:3001,127.0.0.2:3002", "DTENSOR_JOB_NAME": "worker", "DTENSOR_CLIENT_ID": "1"}
+
+
+def test_the_callers_job_variables_are_not_inherited() -> None:
+    from local_mode.environment import inherited_environment
+
+    parent = {
+        "PATH": "/usr/bin",
+        "SM_HOSTS": '["other"]',
+        "SM_CHANNEL_TRAIN": "/elsewhere",
+        "HOROVOD_RANK": "5",
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": "1234",
+        "HOROVOD_FUSION_THRESHOLD": "1048576",
+        "TF_CONFIG": "{}",
+        "DTENSOR_CLIENT_ID": "3",
+        "OMPI_COMM_WORLD_RANK": "1",
+        "TRAINING_JOB_NAME": "outer",
+        "SAGEMAKER_USER_CONFIG_OVERRIDE": "/cfg.yaml",
+    }
+    assert inherited_environment(parent) == {
+        "PATH": "/usr/bin",
+        "HOROVOD_FUSION_THRESHOLD": "1048576",
+        "SAGEMAKER_USER_CONFIG_OVERRIDE": "/cfg.yaml",
+    }
