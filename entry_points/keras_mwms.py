@@ -74,7 +74,7 @@ from entry_points.sagemaker_contract import (
     run_entry_point,
 )
 
-__all__ = ["build_parser", "tf_config_from_env", "main"]
+__all__ = ["build_parser", "tf_config_from_env", "global_batch_size", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,6 +119,23 @@ def tf_config_from_env(env: TrainingEnv, base_port: int) -> dict:
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": env.host_index}}
 
 
+def global_batch_size(per_replica: int, requested_global: int, replicas: int) -> int:
+    """The global batch: `requested_global` when given (> 0), else `per_replica` x `replicas`.
+
+    Raises:
+        HyperparameterError: `requested_global` is not divisible by `replicas`.
+    """
+    if not requested_global:
+        return per_replica * replicas
+    if requested_global % replicas:
+        suggestion = replicas * max(1, round(requested_global / replicas))
+        raise HyperparameterError(
+            f"--global-batch-size {requested_global} is not divisible by the {replicas} replicas in sync; use a "
+            f"multiple of {replicas} (e.g. {suggestion}) or set --batch-size-per-replica instead.",
+            name="--global-batch-size", value=requested_global)
+    return requested_global
+
+
 def _make_strategy(env: TrainingEnv, base_port: int) -> tuple[tf.distribute.Strategy, int, int, bool]:
     """Returns (strategy, worker index, worker count, is chief); sets TF_CONFIG when it has to be built."""
     raw = os.environ.get("TF_CONFIG")
@@ -159,15 +176,7 @@ def main() -> None:
     replicas = strategy.num_replicas_in_sync
     log = MetricLogger(enabled=is_chief)
 
-    if args.global_batch_size:
-        if args.global_batch_size % replicas:
-            raise HyperparameterError(
-                f"--global-batch-size {args.global_batch_size} is not divisible by the {replicas} replicas in sync; "
-                f"use a multiple of {replicas} (e.g. {replicas * max(1, args.global_batch_size // replicas)}) or "
-                "set --batch-size-per-replica instead.", name="--global-batch-size", value=args.global_batch_size)
-        global_batch = args.global_batch_size
-    else:
-        global_batch = args.batch_size_per_replica * replicas
+    global_batch = global_batch_size(args.batch_size_per_replica, args.global_batch_size, replicas)
 
     (x_train, y_train), (x_test, y_test) = load_mnist(env.channel("train"), test_channel=env.channel("test"))
     full_epoch = len(x_train) // global_batch
