@@ -45,7 +45,7 @@ _LOCAL_PROCESS_REGION = "us-east-1"
 
 def _spec_for(instance_type: str, instance_count: int) -> InstanceSpec:
     spec = instance_spec(instance_type)
-    if instance_type == "local_process":
+    if instance_type in ("local", "local_process"):
         # All hosts share this machine: by default they split its CPUs instead of each taking all of them.
         return InstanceSpec(spec.name, max(1, spec.vcpus // instance_count), 0)
     return spec

@@ -206,3 +206,17 @@ def test_attach_and_listing(aws, tiny_script):
     assert attached.latest_training_job.name == "attach-me"
     summaries = aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
     assert [s["TrainingJobName"] for s in summaries] == ["attach-me"]
+
+
+def test_docker_local_mode_keeps_the_sdk_local_session(aws, tiny_script):
+    """instance_type="local" stays the SDK's Docker local mode; the hosts share this machine's CPUs."""
+    from sagemaker.local import LocalSession
+
+    from estimators import TensorFlow
+
+    est = TensorFlow(entry_point=tiny_script, instance_type="local", instance_count=2, image_uri="smddp-compat:local",
+                     framework_version="2.21", py_version="py311", distribution=SMDDP)
+    assert isinstance(est.sagemaker_session, LocalSession)
+    expected = str(max(1, (os.cpu_count() or 1) // 2))
+    assert est.hyperparameters()["sagemaker_mpi_num_of_processes_per_host"] == expected
+    assert est.role.startswith("arn:aws:iam::") and aws.requests == []

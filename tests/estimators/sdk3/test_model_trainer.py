@@ -78,6 +78,11 @@ def test_smddp_compat_job_ships_its_driver_and_compat(aws, tiny_script):
     code_dir = os.path.dirname(tiny_script)
     with open(os.path.join(code_dir, ".env"), "w") as handle:
         handle.write(f"AWS_SECRET_ACCESS_KEY={SECRET_KEY}\n")
+    os.makedirs(os.path.join(code_dir, ".aws"))
+    with open(os.path.join(code_dir, ".aws", "credentials"), "w") as handle:
+        handle.write(f"aws_secret_access_key = {SECRET_KEY}\n")
+    with open(os.path.join(code_dir, "deploy.pem"), "w") as handle:
+        handle.write(SECRET_KEY)
     config = SMDDPCompat(custom_mpi_options="; touch /tmp/pwned-sdk3")
     _trainer(code_dir, config).train(wait=False)
     job = _only_job(aws)
@@ -98,7 +103,8 @@ def test_smddp_compat_job_ships_its_driver_and_compat(aws, tiny_script):
     assert not os.path.exists("/tmp/pwned-sdk3")
 
     code = _channel_files(aws, job, "code")
-    assert "train.py" in code and ".env" not in code
+    assert "train.py" in code
+    assert not [name for name in code if name.startswith((".env", ".aws")) or name.endswith(".pem")], sorted(code)
     for name, content in {**code, **drivers}.items():
         assert SECRET_KEY.encode() not in content, name
 
