@@ -86,3 +86,18 @@ def test_smddp_mnist_trains_on_two_hosts(tmp_path):
     assert names, "model.tar.gz is empty"
     logs = "".join(open(path).read() for path in result.artifacts.logs.values())
     assert "loss" in logs
+
+
+def test_cli_submit_local_process(tiny_script, tmp_path, capsys):
+    from estimators.cli import main
+
+    ok = main(["submit", tiny_script, "--instance-type", "local_process", "--instance-count", "2",
+               "--distribution", "mpi", "--output", str(tmp_path / "out"), "--job-name", "cli-local",
+               "--hyperparameters", "epochs=1"])
+    assert ok == 0, capsys.readouterr().err
+    assert os.path.isfile(tmp_path / "out" / "cli-local" / "output" / "model.tar.gz")
+    failing = tmp_path / "fail.py"
+    failing.write_text("raise SystemExit(4)\n")
+    assert main(["submit", str(failing), "--instance-type", "local_process", "--output", str(tmp_path / "out"),
+                 "--job-name", "cli-local-fail"]) == 1
+    assert "cli-local-fail" in capsys.readouterr().err
