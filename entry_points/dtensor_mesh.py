@@ -150,7 +150,7 @@ def initialize_devices(total_devices: int, topology: ClientTopology | None = Non
             f"cannot create {local_devices} virtual CPU devices: {exc}. Call initialize_devices before TensorFlow "
             "runs any operation."
         ) from exc
-    found = len(tf.config.list_logical_devices(DEVICE_TYPE))
+    found = dtensor.num_local_devices(DEVICE_TYPE)
     if found != local_devices:
         raise MeshConfigError(f"asked for {local_devices} virtual CPUs, TensorFlow made {found}.")
     return topology

@@ -105,6 +105,7 @@ def plot_history(history: list[dict[str, float]], directory: Path) -> list[Path]
 
     matplotlib.use("Agg")  # files only: no display on a training host
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     epochs = [int(row["epoch"]) for row in history]
     written = []
@@ -113,6 +114,7 @@ def plot_history(history: list[dict[str, float]], directory: Path) -> list[Path]
         axes.plot(epochs, [row[f"train_{metric}"] for row in history], marker="o", label=f"Training {metric}")
         axes.plot(epochs, [row[f"test_{metric}"] for row in history], marker="o", label=f"Held-out {metric}")
         axes.set_xlabel("Epoch")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_ylabel(label)
         axes.set_title(f"{label} per epoch (DTensor MLP on MNIST)")
         axes.legend()
