@@ -72,7 +72,9 @@ def pack_tarball(members: Mapping[str, Path], destination: Path) -> Path:
             os.unlink(temporary)
         except FileNotFoundError:
             pass
-        raise ArtifactError(f"could not write {destination}: {exc}. Fix: free disk space or choose another output path") from exc
+        raise ArtifactError(
+            f"could not write {destination}: {exc}. Fix: free disk space or choose another output path"
+        ) from exc
     return destination
 
 

@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--output", default=DEFAULT_OUTPUT_PATH, metavar="DIR",
-        help=f"folder or s3://bucket/prefix for <job>/output/model.tar.gz, output.tar.gz, logs (default ./{DEFAULT_OUTPUT_PATH})",
+        help="folder or s3://bucket/prefix for <job>/output/{model,output}.tar.gz and <job>/logs "
+        f"(default ./{DEFAULT_OUTPUT_PATH})",
     )
     parser.add_argument("--max-run", type=float, default=DEFAULT_MAX_RUN, metavar="SECONDS", help="time limit")
     parser.add_argument("--job-name", metavar="NAME", help="job name (default: script name + timestamp)")
@@ -109,7 +110,9 @@ def _mesh(text: str | None) -> dict[str, int] | None:
         try:
             mesh[name] = int(size)
         except ValueError:
-            raise ConfigurationError("--mesh", text, f"size {size!r} of {name!r} is not an integer", "e.g. batch=4") from None
+            raise ConfigurationError(
+                "--mesh", text, f"size {size!r} of {name!r} is not an integer", "e.g. --mesh batch=4"
+            ) from None
     return mesh
 
 
@@ -130,12 +133,17 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     if entry_point is None:
         if source_dir is not None:
             raise ConfigurationError(
-                "--source-dir", source_dir, "was given without ENTRY_POINT", "name the script: smddp local SCRIPT --source-dir DIR"
+                "--source-dir",
+                source_dir,
+                "was given without ENTRY_POINT",
+                "name the script: smddp local SCRIPT --source-dir DIR",
             )
         entry_point, source_dir = DEMO_ENTRY_POINT, str(bundled_entry_points_dir())
         hosts = _DEMO_HOSTS if hosts is None else hosts
         distribution = _DEMO_DISTRIBUTION.value if distribution is None else distribution
-    hyperparameters = {name: _hyperparameter_value(value) for name, value in _pairs("--hyperparameters", args.hyperparameters)}
+    hyperparameters = {
+        name: _hyperparameter_value(value) for name, value in _pairs("--hyperparameters", args.hyperparameters)
+    }
     return JobSpec(
         entry_point=entry_point,
         source_dir=source_dir,

@@ -182,7 +182,9 @@ def training_environment(
     additional = {k: v for k, v in framework_parameters.items() if k not in TOOLKIT_PARAMETERS}
     distributed = any(additional.get(flag) for flag in DISTRIBUTION_FLAGS)
     distribution_groups = list(additional.get("sagemaker_distribution_instance_groups", [group] if distributed else []))
-    distribution_hosts = [h for g in groups_config if g["instance_group_name"] in distribution_groups for h in g["hosts"]]
+    distribution_hosts = [
+        h for g in groups_config if g["instance_group_name"] in distribution_groups for h in g["hosts"]
+    ]
     group_hosts = next((list(g["hosts"]) for g in groups_config if g["instance_group_name"] == group), [])
     master = distribution_hosts[0] if distribution_hosts else hosts[0]
     channel_dirs = {name: str(layout.channel_dir(name)) for name in data_config}

@@ -109,7 +109,9 @@ class HostLayout:
         return self.root / "checkpoints"
 
 
-def resource_config(hosts: Sequence[str], current_host: str, instance_type: str, network_interface: str) -> dict[str, Any]:
+def resource_config(
+    hosts: Sequence[str], current_host: str, instance_type: str, network_interface: str
+) -> dict[str, Any]:
     """The content of ``resourceconfig.json`` for ``current_host``, with the keys SageMaker writes.
 
     Args:
@@ -126,7 +128,9 @@ def resource_config(hosts: Sequence[str], current_host: str, instance_type: str,
         "current_instance_type": instance_type,
         "current_group_name": INSTANCE_GROUP,
         "hosts": list(hosts),
-        "instance_groups": [{"instance_group_name": INSTANCE_GROUP, "instance_type": instance_type, "hosts": list(hosts)}],
+        "instance_groups": [
+            {"instance_group_name": INSTANCE_GROUP, "instance_type": instance_type, "hosts": list(hosts)}
+        ],
         "network_interface_name": network_interface,
     }
 

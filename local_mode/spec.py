@@ -48,7 +48,8 @@ class Distribution(str, enum.Enum):
     """How the processes of a job find each other.
 
     * ``NONE``: one process per host, no launcher (SageMaker's default).
-    * ``SMDDP``: SageMaker distributed data parallel: H x P ranks over Horovod, ``smdistributed.dataparallel`` importable.
+    * ``SMDDP``: SageMaker distributed data parallel: H x P Horovod ranks that can import
+      ``smdistributed.dataparallel``.
     * ``MPI``: Horovod: H x P ranks, as SageMaker's ``mpi`` distribution runs them.
     * ``MWMS``: ``MultiWorkerMirroredStrategy``: ``TF_CONFIG`` for each worker process.
     * ``DTENSOR``: multi-client DTensor: ``DTENSOR_JOBS``, ``DTENSOR_CLIENT_ID``, ``DTENSOR_JOB_NAME`` per client.
@@ -102,7 +103,10 @@ def _writable_destination(name: str, path: Path) -> None:
         ancestor = ancestor.parent
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
         raise ConfigurationError(
-            name, str(path), f"cannot be written ({ancestor} is not a writable directory)", "choose a writable directory"
+            name,
+            str(path),
+            f"cannot be written ({ancestor} is not a writable directory)",
+            "choose a writable directory",
         )
 
 
@@ -379,20 +383,28 @@ class JobSpec:
         if self.source_dir is None:
             path = Path(entry).expanduser().resolve()
             if not path.is_file():
-                raise ConfigurationError("entry_point", entry, "does not exist", "check the path to the training script")
+                raise ConfigurationError(
+                    "entry_point", entry, "does not exist", "check the path to the training script"
+                )
             return None, str(path)
         if not isinstance(self.source_dir, (str, os.PathLike)):
             raise ConfigurationError("source_dir", self.source_dir, "must be a folder path", "e.g. ./src")
         source = Path(self.source_dir).expanduser().resolve()
         if not source.is_dir():
             raise ConfigurationError(
-                "source_dir", os.fspath(self.source_dir), "is not an existing folder", "give the folder holding the script"
+                "source_dir",
+                os.fspath(self.source_dir),
+                "is not an existing folder",
+                "give the folder holding the script",
             )
         candidate = Path(entry).expanduser()
         path = (candidate if candidate.is_absolute() else source / candidate).resolve()
         if not path.is_file():
             raise ConfigurationError(
-                "entry_point", entry, f"does not exist in source_dir {source}", "give the script's path inside source_dir"
+                "entry_point",
+                entry,
+                f"does not exist in source_dir {source}",
+                "give the script's path inside source_dir",
             )
         try:
             relative = path.relative_to(source)
@@ -410,7 +422,9 @@ class JobSpec:
             for name in ("dtensor_mesh", "devices_per_process"):
                 if getattr(self, name) is not None:
                     raise ConfigurationError(
-                        name, getattr(self, name), f"is only used with distribution 'dtensor', not {distribution.value!r}",
+                        name,
+                        getattr(self, name),
+                        f"is only used with distribution 'dtensor', not {distribution.value!r}",
                         "leave it out, or use distribution='dtensor'",
                     )
             return
@@ -432,7 +446,8 @@ class JobSpec:
                 format_mesh(mesh),
                 f"needs {size} devices but the job has {clients} clients x {self.devices_per_process} devices "
                 f"= {clients * self.devices_per_process}",
-                f"make the mesh size {clients * self.devices_per_process}, or set devices_per_process={size // clients}",
+                f"make the mesh size {clients * self.devices_per_process}, "
+                f"or set devices_per_process={size // clients}",
             )
 
     # Derived values -------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from local_mode import JobSpec, run
 
