@@ -11,10 +11,12 @@ When a rank fails, the others are stopped within seconds and smddprun exits with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
-from typing import Sequence
+import tempfile
+from typing import Iterator, Sequence
 
 from smddp_compat import smdistributed_shim
 from smddp_compat.errors import SmddpError, UsageError
@@ -22,7 +24,15 @@ from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_ho
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
 from smddp_compat.launcher._supervisor import GroupResult, ProcessSpec, run_process_group
 
-__all__ = ["main", "build_parser", "rank_specs", "with_shim_on_path", "stall_env"]
+__all__ = [
+    "main",
+    "build_parser",
+    "rank_specs",
+    "with_shim_on_path",
+    "stall_env",
+    "stall_watchdog_env",
+    "stall_directory",
+]
 
 
 def _positive_float(text: str) -> float:
@@ -62,13 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--stall-check-seconds",
         type=_positive_float,
         default=None,
-        help="warn about ranks missing from a collective after this many seconds (Horovod's stall inspector)",
+        help="warn about ranks missing from a collective after this many seconds (default 60)",
     )
     parser.add_argument(
         "--stall-shutdown-seconds",
         type=_positive_float,
         default=None,
-        help="end the job when a collective stalls for this many seconds",
+        help="end the job when a rank waits this many seconds in one collective (default: never)",
     )
     parser.add_argument(
         "--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH"
@@ -107,6 +117,50 @@ def stall_env(check_seconds: float | None, shutdown_seconds: float | None) -> di
             env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(int(max(1, shutdown_seconds / 2)))
         env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(int(max(1, shutdown_seconds)))
     return env
+
+
+def stall_watchdog_env(
+    check_seconds: float | None, shutdown_seconds: float | None, directory: str
+) -> dict[str, str]:
+    """The variables of smddp_compat's stall watchdog (see smddp_compat.tensorflow._stall) for every rank.
+
+    Horovod's own stall inspector is inert under the Gloo controller (Horovod 0.28.1), so the watchdog does the
+    warning and the shutdown; the HOROVOD_STALL_* variables are still set (they work under ``--mpi``).
+
+    Args:
+        check_seconds: Warn after this many seconds in one collective (None: the watchdog's default, 60).
+        shutdown_seconds: End a rank after this many seconds in one collective (None: never).
+        directory: The status directory shared by the ranks.
+
+    Returns:
+        SMDDP_STALL_DIR, and SMDDP_STALL_WARNING_SECONDS / SMDDP_STALL_TIMEOUT_SECONDS when given.
+
+    Raises:
+        UsageError: ``shutdown_seconds`` is shorter than ``check_seconds``.
+    """
+    if check_seconds is not None and shutdown_seconds is not None and shutdown_seconds < check_seconds:
+        raise UsageError(
+            f"--stall-shutdown-seconds {shutdown_seconds:g} is shorter than --stall-check-seconds {check_seconds:g}: "
+            "the warning comes first; raise --stall-shutdown-seconds or lower --stall-check-seconds."
+        )
+    env = {"SMDDP_STALL_DIR": directory}
+    if check_seconds is not None:
+        env["SMDDP_STALL_WARNING_SECONDS"] = f"{check_seconds:g}"
+    elif shutdown_seconds is not None:
+        env["SMDDP_STALL_WARNING_SECONDS"] = f"{shutdown_seconds / 2:g}"
+    if shutdown_seconds is not None:
+        env["SMDDP_STALL_TIMEOUT_SECONDS"] = f"{shutdown_seconds:g}"
+    return env
+
+
+@contextlib.contextmanager
+def stall_directory() -> Iterator[str]:
+    """A fresh status directory for the stall watchdog, removed with everything in it at the end."""
+    directory = tempfile.mkdtemp(prefix="smddp-stall-")
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
@@ -165,6 +219,14 @@ def _run(args: argparse.Namespace) -> GroupResult:
     hosts = _resolve_hosts(args)
     base_env = with_shim_on_path(dict(os.environ), enabled=not args.no_shim)
     base_env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
+    with stall_directory() as directory:
+        base_env.update(stall_watchdog_env(args.stall_check_seconds, args.stall_shutdown_seconds, directory))
+        return _launch(args, command, hosts, base_env)
+
+
+def _launch(
+    args: argparse.Namespace, command: list[str], hosts: list[HostSlots], base_env: dict[str, str]
+) -> GroupResult:
     if args.engine == "mpi":
         mpi_env = {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi"}
         env = {**base_env, **mpi_env}

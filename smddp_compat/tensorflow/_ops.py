@@ -17,6 +17,7 @@ import tensorflow as tf
 from horovod.tensorflow.compression import Compressor as _Compressor
 
 from smddp_compat.errors import CollectiveError, NotSupportedError, UsageError
+from smddp_compat.tensorflow import _stall
 from smddp_compat.tensorflow._keras_compat import unwrap_variable
 from smddp_compat.tensorflow._state import require_init
 
@@ -135,8 +136,18 @@ def check_device_arguments(device_dense: str = "", device_sparse: str = "") -> N
 
 
 @contextlib.contextmanager
-def collective_errors(operation: str, detail: str = "") -> Iterator[None]:
-    """Turns TensorFlow errors raised by a Horovod collective into CollectiveError with a readable reason."""
+def collective_errors(operation: str, detail: str = "", *, tensor: str | None = None) -> Iterator[None]:
+    """Turns TensorFlow errors raised by a Horovod collective into CollectiveError with a readable reason.
+
+    Eager collectives are also registered with the stall watchdog (:mod:`smddp_compat.tensorflow._stall`), which
+    reports and ends a rank that waits too long in one. Inside ``tf.function`` this only wraps graph building.
+
+    Args:
+        operation: The collective's name, e.g. "allreduce".
+        detail: What it works on, e.g. "3 gradients".
+        tensor: The tensor's name when the caller gave one (named in stall reports).
+    """
+    token = _stall.enter(operation, detail, tensor) if tf.executing_eagerly() else None
     try:
         yield
     except tf.errors.OpError as exc:
@@ -148,6 +159,8 @@ def collective_errors(operation: str, detail: str = "") -> Iterator[None]:
             fix = "another rank has failed or exited; see its output for the cause"
         where = f" ({detail})" if detail else ""
         raise CollectiveError(f"{operation}{where} failed across ranks: {message.strip()} -- {fix}.") from exc
+    finally:
+        _stall.leave(token)
 
 
 def _check_param_index(param_index: Any, num_params: Any) -> None:
