@@ -1,0 +1,46 @@
+"""kill -9 of one rank of a real TensorFlow job under smddprun ends the whole job within 10 s, with a non-zero
+exit, a reason naming the rank and its host, and no process left.
+
+(The launcher's own tests kill plain Python processes; tests/local_mode/test_reliability.py kills a process of a
+local job. Here the ranks are TensorFlow + Horovod processes in the middle of Gloo all-reduces.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+
+from tests.reliability.conftest import PROGRAMS, alive, launch, processes_running, smddprun
+
+STOP_LIMIT_SECONDS = 10.0
+
+
+def test_kill_9_of_a_training_rank_ends_the_job(private_tmp) -> None:
+    program = str(PROGRAMS / "train_forever.py")
+    pids: dict[str, int] = {}
+    killed_at: list[float] = []
+
+    def on_line(line: str) -> None:
+        match = re.match(r"^\[(\d)\] PID (\d+)$", line)
+        if match:
+            pids[match.group(1)] = int(match.group(2))
+        if line.startswith("[1] STEP 30 ") and not killed_at:
+            killed_at.append(time.time())
+            os.kill(pids["1"], signal.SIGKILL)
+
+    job = launch(smddprun("-np", "2", "--timeout", "240", sys.executable, program), timeout=300, on_line=on_line)
+    assert killed_at, job.output
+    kill_to_end = job.ended - killed_at[0]
+    print(f"rank death: kill -9 of rank 1 -> smddprun ended {kill_to_end:.2f} s later")
+    assert kill_to_end < STOP_LIMIT_SECONDS, job.output
+    assert job.returncode == 128 + signal.SIGKILL, job.output
+    assert "smddprun: job failed after" in job.stderr
+    assert "process [1] on host localhost was killed by signal SIGKILL; the other processes were stopped" in job.stderr
+    assert "[0] STEP" in job.stdout  # rank 0 was training when its peer died
+    assert alive(job.descendants) == [], "processes left behind"
+    assert processes_running(program) == []
+    # smddprun's own temporary folders are gone (TensorFlow's autograph files of the killed ranks may stay).
+    assert [p.name for p in private_tmp.iterdir() if p.name.startswith("smddp")] == []
