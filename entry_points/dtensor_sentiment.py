@@ -9,15 +9,12 @@ The program of TensorFlow's "Distributed training with DTensors" tutorial as a S
   then ``log1p`` (it keeps the count of out-of-vocabulary words from swamping the other features).
 * Model: Dense(1200 -> 48, ReLU) -> BatchNorm -> Dense(48 -> 2) built from DTensor-aware layers whose variables are
   DVariables with layouts (`entry_points.dtensor_layers`), trained by Adam over DVariables.
-* ``--mode`` picks the mesh over ``--devices`` devices (8 by default) and the layouts:
+* ``--mode`` picks the mesh over ``--devices`` devices (8 by default) and the layouts (``-`` = unsharded):
 
-  =========  ==================================  ===========================  =====================
-  mode       mesh                                weights W1 / W2              input batch
-  =========  ==================================  ===========================  =====================
-  data       batch=8                             replicated / replicated      [batch, -]
-  model      batch=4, model=2                    [-, model] / [model, -]      [batch, -]
-  spatial    batch=2, feature=2, model=2         [feature, model] / [model, -]  [batch, feature]
-  =========  ==================================  ===========================  =====================
+  - ``data``: mesh batch=8; W1 and W2 replicated; input batch ``[batch, -]``.
+  - ``model``: mesh batch=4, model=2; W1 ``[-, model]``, W2 ``[model, -]``; input ``[batch, -]``.
+  - ``spatial``: mesh batch=2, feature=2, model=2; W1 ``[feature, model]``, W2 ``[model, -]``; input
+    ``[batch, feature]`` (each device also gets only half of the features).
 
   Each global batch is packed onto the mesh so that every device receives only its own shard.
 * Checkpoints are layout-agnostic: a run continues from the checkpoint in ``--checkpoint-dir`` whatever mode wrote

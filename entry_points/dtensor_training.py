@@ -6,6 +6,9 @@
   its shard, so a checkpoint written on one mesh and layout restores on any other (data -> model -> spatial
   parallel), and on any number of clients. All clients must see the checkpoint directory (shared storage, or
   SageMaker's checkpoint sync); a restore checks that they all found the same step.
+  (A ``tf.train.Checkpoint`` of the DVariables themselves also restores on another mesh in TF 2.21, but it is a
+  collective write in which every client writes its own shards into the same path, which needs storage shared by
+  all hosts at save time; writing from the host copy lets client 0 write alone, atomically.)
 * `train_epochs` runs the steps: the same shuffled order on every client (seeded by epoch), each global batch
   packed so that a device receives only its shard, a mid-epoch restart skipping the batches already trained,
   ``name=value;`` metric lines, a checkpoint at each epoch end, and a SIGTERM check that all clients agree on before

@@ -4,6 +4,7 @@ directory, the exported string-input SavedModel reloads and predicts, bad hyperp
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +12,15 @@ import pytest
 
 from entry_points.checkpoints import list_steps
 from entry_points.datasets import load_rotten_tomatoes
-from tests.entry_points.script_runs import Layout, Run, assert_ok, make_layout, run_script, script_command
+from tests.entry_points.script_runs import (
+    Layout,
+    Run,
+    assert_ok,
+    make_layout,
+    run_script,
+    script_command,
+    step_at_least,
+)
 
 SCRIPT = "dtensor_sentiment.py"
 BATCH = 256  # 10,246 training snippets -> 40 steps per epoch: quick, and still learns
@@ -113,3 +122,24 @@ def test_mode_layouts_without_a_run() -> None:
     assert MODES["model"].mesh_dims(8) == [("batch", 4), ("model", 2)]
     assert MODES["spatial"].mesh_dims(8) == [("batch", 2), ("feature", 2), ("model", 2)]
     assert MODES["spatial"].mesh_dims(16) == [("batch", 4), ("feature", 2), ("model", 2)]
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_is_finished_by_the_next_one(job: Layout) -> None:
+    args = ["--mode", "model", "--batch-size", str(BATCH), "--log-steps", "5", "--export", "false",
+            "--checkpoint-dir", str(job.checkpoint_dir)]
+    first = run_script(script_command(SCRIPT, [*args, "--epochs", "2"]), job.env(), timeout=400,
+                       stop_when=step_at_least(5), stop_signal=signal.SIGTERM)
+    assert_ok(first, job)
+    stopped = [m for m in first.metrics() if m.get("stopped") == "1"]
+    assert stopped, first.text[-3000:]
+    stop_step = int(stopped[0]["step"])
+    assert 5 <= stop_step < 2 * STEPS_PER_EPOCH and list_steps(job.checkpoint_dir)[-1] == stop_step
+
+    # The restart (here in another mode, asking for 1 epoch) finishes the 2 epochs the interrupted run was set for.
+    second = run_script(script_command(SCRIPT, [*args, "--mode", "spatial", "--epochs", "1"]), job.env(),
+                        timeout=400)
+    assert_ok(second, job)
+    assert f"resumed_step={stop_step}; target_step={2 * STEPS_PER_EPOCH};" in second.text
+    assert [int(m["epoch"]) for m in _epoch_lines(second)] == list(range(stop_step // STEPS_PER_EPOCH + 1, 3))
+    assert list_steps(job.checkpoint_dir)[-1] == 2 * STEPS_PER_EPOCH
