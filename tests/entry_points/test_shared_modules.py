@@ -235,3 +235,11 @@ def test_checkpoints_are_atomic_pruned_and_restored(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "step-00000041" / "step.json").read_text()) == {"step": 41}
     with pytest.raises(CheckpointError, match="different model"):
         restore_latest(tf.train.Checkpoint(v=tf.Variable([[1.0, 2.0, 3.0]])), tmp_path)
+
+
+def test_data_and_contract_modules_do_not_import_tensorflow() -> None:
+    code = ("import sys, entry_points, entry_points.datasets, entry_points.sagemaker_contract, entry_points.errors; "
+            "heavy = [m for m in ('tensorflow', 'keras', 'horovod', 'boto3', 'sagemaker') if m in sys.modules]; "
+            "print(heavy); sys.exit(1 if heavy else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

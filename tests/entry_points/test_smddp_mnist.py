@@ -91,12 +91,10 @@ def test_runs_with_tf_keras(layout: Layout) -> None:
     assert _held_out_accuracy(str(layout.model_dir / "1")) > 0.3
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--epochs", "0"], "--epochs: '0' must be an integer >= 1"),
-    (["--batch-size", "9999"], "--batch-size 9999 is larger than each rank's shard"),
-])
-def test_bad_hyperparameter_writes_the_failure_file(layout: Layout, args: list[str], expected: str) -> None:
-    run = run_script(script_command(SCRIPT, args), layout.env(), timeout=180)
+def test_bad_hyperparameter_writes_the_failure_file(layout: Layout) -> None:
+    # (Malformed values rejected by the parser are covered in test_shared_modules; this one the script checks.)
+    expected = "--batch-size 9999 is larger than each rank's shard"
+    run = run_script(script_command(SCRIPT, ["--batch-size", "9999"]), layout.env(), timeout=180)
     assert run.returncode != 0
     failure = layout.failure.read_text()
     assert failure.startswith("HyperparameterError: ") and expected in failure.splitlines()[0]
