@@ -31,7 +31,7 @@ import smddp_compat.tensorflow as hvd
 from entry_points.checkpoints import restore_latest, save_checkpoint
 from entry_points.datasets import load_mnist
 from entry_points.errors import HyperparameterError
-from entry_points.keras_flavor import build_optimizer, is_keras3, keras_name
+from entry_points.keras_flavor import build_optimizer, is_keras3, keras_name, optimizer_variables
 from entry_points.mnist_model import build_cnn
 from entry_points.model_artifacts import save_servable_model, write_weights_digest
 from entry_points.resumable_fit import MetricLines, StepCheckpoint, epoch_dataset, fit_from_step
@@ -111,11 +111,16 @@ def main() -> None:
                   **compile_kwargs)
     build_optimizer(model.optimizer, model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    # Rank 0's checkpoint rules: on SageMaker every host holds the same checkpoints, but a host may also start
+    # with an empty or stale directory (per-host local dirs). Its step and its state come from rank 0.
     restored = restore_latest(checkpoint, env.checkpoint_dir) or 0
     start_step = int(hvd.broadcast(tf.constant(restored, tf.int64), root_rank=0).numpy())
+    if size > 1 and start_step:
+        hvd.broadcast_variables(model.variables, root_rank=0)
+        hvd.broadcast_variables(optimizer_variables(model.optimizer), root_rank=0)
     if start_step != restored:
-        raise RuntimeError(f"rank {rank} restored step {restored}, rank 0 step {start_step}: the ranks see "
-                           "different checkpoint directories; give them a shared --checkpoint-dir.")
+        print(f"rank {rank}: found checkpoint step {restored}, taking rank 0's step {start_step} and state",
+              flush=True)
     if rank == 0 and start_step:
         print(f"resumed from the checkpoint of step {start_step}", flush=True)
 

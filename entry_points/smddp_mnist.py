@@ -132,11 +132,16 @@ def main() -> None:
     checkpoint = tf.train.Checkpoint(model=mnist_model, optimizer=opt)
 
     # All ranks read the same directory (on SageMaker every host gets the S3 checkpoints); rank 0's step rules.
+    # Rank 0's checkpoint rules: on SageMaker every host holds the same checkpoints, but a host may also start
+    # with an empty or stale directory (per-host local dirs). Its step and its state come from rank 0.
     restored = restore_latest(checkpoint, env.checkpoint_dir) or 0
     start_step = int(sdp.broadcast(tf.constant(restored, tf.int64), root_rank=0).numpy())
+    if size > 1 and start_step:
+        sdp.broadcast_variables(mnist_model.variables, root_rank=0)
+        sdp.broadcast_variables(optimizer_variables(opt), root_rank=0)
     if start_step != restored:
-        raise RuntimeError(f"rank {rank} restored step {restored} but rank 0 restored {start_step}: the ranks see "
-                           "different checkpoint directories; give them a shared --checkpoint-dir.")
+        print(f"rank {rank}: found checkpoint step {restored}, taking rank 0's step {start_step} and state",
+              flush=True)
     if rank == 0 and start_step:
         print(f"resumed from the checkpoint of step {start_step}", flush=True)
 

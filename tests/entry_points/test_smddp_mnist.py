@@ -68,16 +68,24 @@ def test_sigterm_checkpoints_and_the_restart_resumes(layout: Layout) -> None:
 
 
 @pytest.mark.slow
-def test_two_ranks_end_with_identical_weights(layout: Layout) -> None:
-    run = run_script(script_command(SCRIPT, ["--max-steps", "30", "--log-steps", "10", "--weights-digest", "true",
-                                             "--checkpoint-dir", str(layout.checkpoint_dir)], ranks=2), layout.env())
-    assert_ok(run, layout)
-    digests = [(layout.output_data_dir / f"weights-rank{r}.sha256").read_text() for r in (0, 1)]
-    assert digests[0] == digests[1]
+def test_two_ranks_end_with_identical_weights_also_after_a_resume(layout: Layout) -> None:
+    def run_to(steps: int):  # noqa: ANN202
+        args = ["--max-steps", str(steps), "--log-steps", "10", "--weights-digest", "true",
+                "--checkpoint-dir", str(layout.checkpoint_dir)]
+        run = run_script(script_command(SCRIPT, args, ranks=2), layout.env())
+        assert_ok(run, layout)
+        digests = [(layout.output_data_dir / f"weights-rank{r}.sha256").read_text() for r in (0, 1)]
+        assert digests[0] == digests[1]
+        return run
+
+    first = run_to(20)
     assert json.loads((layout.output_data_dir / "metrics.json").read_text())["ranks"] == 2
-    metric_lines = [line for line in run.lines if "step=" in line]
+    metric_lines = [line for line in first.lines if "step=" in line]
     assert metric_lines and all(line.startswith("[0] ") for line in metric_lines), "only rank 0 logs metrics"
-    assert list_steps(layout.checkpoint_dir)[-1] == 30
+    assert list_steps(layout.checkpoint_dir)[-1] == 20
+    second = run_to(30)
+    assert "[0] resumed from the checkpoint of step 20" in second.text
+    assert json.loads((layout.output_data_dir / "metrics.json").read_text())["resumed_from"] == 20
 
 
 @pytest.mark.slow
