@@ -10,7 +10,6 @@ before the input was checked.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import resource

@@ -19,6 +19,7 @@ import pytest
 from tests.reliability.conftest import PROGRAMS, alive, launch, quiet_env, smddprun
 
 _stall = pytest.importorskip("smddp_compat.tensorflow._stall")
+from smddp_compat.errors import UsageError  # noqa: E402
 
 
 def _me(rank: int = 0, size: int = 3) -> "_stall.Identity":
@@ -30,10 +31,6 @@ def _write_status(directory: Path, rank: int, **fields: object) -> None:
               "completed": 0, "updated": time.time()}
     status.update(fields)
     (directory / f"rank-{rank}.json").write_text(json.dumps(status))
-
-
-class _Exit(Exception):
-    pass
 
 
 def _watchdog(tmp_path: Path, warning: float = 2.0, timeout: float | None = 4.0, directory: bool = True):
@@ -54,10 +51,10 @@ def test_configuration_from_the_environment() -> None:
     config = _stall.StallConfig.from_environ({"SMDDP_STALL_TIMEOUT_SECONDS": "8"})
     assert (config.directory, config.warning_seconds, config.timeout_seconds) == (None, 4.0, 8.0)
     assert 0.05 <= config.poll_seconds <= 1.0
-    with pytest.raises(_stall.UsageError, match=r"SMDDP_STALL_TIMEOUT_SECONDS=2 is shorter than "
+    with pytest.raises(UsageError, match=r"SMDDP_STALL_TIMEOUT_SECONDS=2 is shorter than "
                                                  r"SMDDP_STALL_WARNING_SECONDS=5.*raise the timeout"):
         _stall.StallConfig.from_environ({"SMDDP_STALL_WARNING_SECONDS": "5", "SMDDP_STALL_TIMEOUT_SECONDS": "2"})
-    with pytest.raises(_stall.UsageError, match=r"SMDDP_STALL_TIMEOUT_SECONDS='soon' must be a positive number"):
+    with pytest.raises(UsageError, match=r"SMDDP_STALL_TIMEOUT_SECONDS='soon' must be a positive number"):
         _stall.StallConfig.from_environ({"SMDDP_STALL_TIMEOUT_SECONDS": "soon"})
 
 
