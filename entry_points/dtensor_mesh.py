@@ -40,6 +40,8 @@ from entry_points.errors import ClusterConfigError, EntryPointError
 __all__ = [
     "MeshConfigError",
     "ClientTopology",
+    "DEFAULT_TOTAL_DEVICES",
+    "resolve_total_devices",
     "initialize_devices",
     "build_mesh",
     "local_shards",
@@ -51,6 +53,8 @@ __all__ = [
 ]
 
 DEVICE_TYPE = "CPU"
+DEFAULT_TOTAL_DEVICES = 8
+"""Mesh size when neither ``--devices`` nor ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` says otherwise (the tutorials' 8)."""
 
 
 class MeshConfigError(EntryPointError):
@@ -119,6 +123,35 @@ class ClientTopology:
     def is_chief(self) -> bool:
         """Whether this is client 0, the one that writes checkpoints, the model and the output data."""
         return self.client_id == 0
+
+
+def resolve_total_devices(requested: int, topology: ClientTopology,
+                          environ: Mapping[str, str] | None = None) -> int:
+    """The number of mesh devices over all clients.
+
+    Args:
+        requested: The ``--devices`` hyperparameter; 0 means "not given".
+        topology: The clients.
+        environ: The environment (default ``os.environ``); local mode and the estimator launcher set
+            ``SMDDP_DTENSOR_DEVICES_PER_CLIENT``.
+
+    Returns:
+        `requested` when > 0, else ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients when set, else
+        `DEFAULT_TOTAL_DEVICES`.
+
+    Raises:
+        ClusterConfigError: ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` is not a positive integer.
+    """
+    if requested > 0:
+        return requested
+    env = os.environ if environ is None else environ
+    raw = env.get("SMDDP_DTENSOR_DEVICES_PER_CLIENT", "").strip()
+    if not raw:
+        return DEFAULT_TOTAL_DEVICES
+    if not raw.isdigit() or int(raw) < 1:
+        raise ClusterConfigError(
+            f"SMDDP_DTENSOR_DEVICES_PER_CLIENT={raw!r} must be a positive integer (devices per DTensor client).")
+    return int(raw) * topology.num_clients
 
 
 def initialize_devices(total_devices: int, topology: ClientTopology | None = None) -> ClientTopology:

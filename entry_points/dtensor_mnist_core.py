@@ -9,7 +9,8 @@ script:
 * Model: 784 -> 700 (ReLU) -> 500 (ReLU) -> 10 logits, Dense layers whose weights are Xavier-initialised DVariables
   (`entry_points.dtensor_layers`), trained with Adam over DVariables (`entry_points.dtensor_optimizers`, no Keras
   optimizer) under softmax cross-entropy.
-* Mesh: data parallel over ``--devices`` devices (8 virtual CPUs by default): weights replicated, every global
+* Mesh: data parallel over ``--devices`` devices (8 virtual CPUs by default; under local mode or the estimator
+  launcher ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients): weights replicated, every global
   batch packed so that each device receives only its shard. ``--model-shards N`` adds a ``model`` mesh dimension
   that splits the two hidden layers (and their Adam slots) over N devices.
 * Each epoch prints ``epoch=..; train_loss=..; train_accuracy=..; test_loss=..; test_accuracy=..;`` and, on client
@@ -47,7 +48,13 @@ from tensorflow.experimental import dtensor
 from entry_points.datasets import load_mnist
 from entry_points.dtensor_export import check_reloaded, write_saved_model
 from entry_points.dtensor_layers import MLP
-from entry_points.dtensor_mesh import ClientTopology, HostCopy, build_mesh, initialize_devices
+from entry_points.dtensor_mesh import (
+    ClientTopology,
+    HostCopy,
+    build_mesh,
+    initialize_devices,
+    resolve_total_devices,
+)
 from entry_points.dtensor_optimizers import Adam
 from entry_points.dtensor_training import (
     MeshCheckpoint,
@@ -61,6 +68,7 @@ from entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     boolean,
+    non_negative_int,
     parse_hyperparameters,
     positive_float,
     positive_int,
@@ -141,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=positive_int, default=10, help="total epochs (a resumed run finishes them)")
     parser.add_argument("--batch-size", type=positive_int, default=128, help="global batch size")
     parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
-    parser.add_argument("--devices", type=positive_int, default=8, help="mesh devices over all clients")
+    parser.add_argument("--devices", type=non_negative_int, default=0,
+                        help="mesh devices over all clients; 0: SMDDP_DTENSOR_DEVICES_PER_CLIENT x clients, else 8")
     parser.add_argument("--model-shards", type=positive_int, default=1,
                         help="devices splitting each hidden layer (1: pure data parallelism)")
     parser.add_argument("--seed", type=int, default=22)
@@ -175,9 +184,11 @@ def _validate(args: argparse.Namespace) -> None:
 def main() -> None:
     """Trains (resuming from any checkpoint), evaluates, plots and saves the model (see the module docstring)."""
     args = parse_hyperparameters(build_parser())
+    topology = ClientTopology.from_environ()
+    args.devices = resolve_total_devices(args.devices, topology)
     _validate(args)
     env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir)
-    topology = initialize_devices(args.devices, ClientTopology.from_environ())
+    initialize_devices(args.devices, topology)
     dims = [("batch", args.devices // args.model_shards)] + ([("model", args.model_shards)]
                                                             if args.model_shards > 1 else [])
     mesh = build_mesh(dims, topology)

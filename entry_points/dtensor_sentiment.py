@@ -9,7 +9,8 @@ The program of TensorFlow's "Distributed training with DTensors" tutorial as a S
   then ``log1p`` (it keeps the count of out-of-vocabulary words from swamping the other features).
 * Model: Dense(1200 -> 48, ReLU) -> BatchNorm -> Dense(48 -> 2) built from DTensor-aware layers whose variables are
   DVariables with layouts (`entry_points.dtensor_layers`), trained by Adam over DVariables.
-* ``--mode`` picks the mesh over ``--devices`` devices (8 by default) and the layouts (``-`` = unsharded):
+* ``--mode`` picks the mesh over ``--devices`` devices (8 by default; under local mode or the estimator launcher
+  ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients) and the layouts (``-`` = unsharded):
 
   - ``data``: mesh batch=8; W1 and W2 replicated; input batch ``[batch, -]``.
   - ``model``: mesh batch=4, model=2; W1 ``[-, model]``, W2 ``[model, -]``; input ``[batch, -]``.
@@ -53,7 +54,13 @@ from tensorflow.experimental import dtensor
 from entry_points.datasets import load_rotten_tomatoes
 from entry_points.dtensor_export import check_reloaded, write_saved_model
 from entry_points.dtensor_layers import MLP
-from entry_points.dtensor_mesh import ClientTopology, HostCopy, build_mesh, initialize_devices
+from entry_points.dtensor_mesh import (
+    ClientTopology,
+    HostCopy,
+    build_mesh,
+    initialize_devices,
+    resolve_total_devices,
+)
 from entry_points.dtensor_optimizers import Adam
 from entry_points.dtensor_training import (
     MeshCheckpoint,
@@ -67,6 +74,7 @@ from entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     boolean,
+    non_negative_int,
     parse_hyperparameters,
     positive_float,
     positive_int,
@@ -207,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
     parser.add_argument("--hidden-units", type=positive_int, default=48)
     parser.add_argument("--max-tokens", type=positive_int, default=1200, help="tf-idf vocabulary size")
-    parser.add_argument("--devices", type=positive_int, default=8, help="mesh devices over all clients")
+    parser.add_argument("--devices", type=non_negative_int, default=0,
+                        help="mesh devices over all clients; 0: SMDDP_DTENSOR_DEVICES_PER_CLIENT x clients, else 8")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log-steps", type=positive_int, default=50)
     parser.add_argument("--eval-batch-size", type=positive_int, default=512)
@@ -222,9 +231,11 @@ def main() -> None:
     """Trains (continuing from any checkpoint), evaluates and exports the model (see the module docstring)."""
     args = parse_hyperparameters(build_parser())
     mode: ParallelMode = args.mode
+    topology = ClientTopology.from_environ()
+    args.devices = resolve_total_devices(args.devices, topology)
     mode.validate(devices=args.devices, batch_size=args.batch_size, hidden_units=args.hidden_units)
     env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir)
-    topology = initialize_devices(args.devices, ClientTopology.from_environ())
+    initialize_devices(args.devices, topology)
     mesh = build_mesh(mode.mesh_dims(args.devices), topology)
     log = MetricLogger(enabled=topology.is_chief)
     if topology.is_chief:

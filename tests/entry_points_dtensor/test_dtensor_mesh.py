@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from entry_points.dtensor_mesh import ClientTopology
+from entry_points.dtensor_mesh import DEFAULT_TOTAL_DEVICES, ClientTopology, resolve_total_devices
 from entry_points.errors import ClusterConfigError
 
 
@@ -30,3 +30,14 @@ def test_mistakes_are_named(environ: dict[str, str], fragment: str) -> None:
     with pytest.raises(ClusterConfigError) as caught:
         ClientTopology.from_environ(environ)
     assert fragment in str(caught.value)
+
+
+def test_total_devices_come_from_the_flag_then_the_launcher_then_the_default() -> None:
+    two = ClientTopology.from_environ({"DTENSOR_JOBS": "127.0.0.1:1,127.0.0.1:2", "DTENSOR_CLIENT_ID": "0"})
+    launcher = {"SMDDP_DTENSOR_DEVICES_PER_CLIENT": "3"}
+    assert resolve_total_devices(4, two, launcher) == 4
+    assert resolve_total_devices(0, two, launcher) == 6
+    assert resolve_total_devices(0, ClientTopology(), launcher) == 3
+    assert resolve_total_devices(0, two, {}) == DEFAULT_TOTAL_DEVICES == 8
+    with pytest.raises(ClusterConfigError, match="SMDDP_DTENSOR_DEVICES_PER_CLIENT='two'"):
+        resolve_total_devices(0, two, {"SMDDP_DTENSOR_DEVICES_PER_CLIENT": "two"})

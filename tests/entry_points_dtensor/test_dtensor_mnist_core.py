@@ -86,10 +86,11 @@ def test_sigterm_resume_plots_and_saved_model(job: Layout) -> None:
 
 
 def test_two_clients_on_loopback_match_one_client(tmp_path: Path) -> None:
-    args = ["--epochs", "1", "--devices", "4", "--log-steps", "10"]
+    args = ["--epochs", "1", "--log-steps", "10"]
     single = make_layout(tmp_path / "single")
-    alone = run_script(script_command(SCRIPT, [*args, "--checkpoint-dir", str(single.checkpoint_dir)]),
-                       single.env(), timeout=300)
+    alone = run_script(
+        script_command(SCRIPT, [*args, "--devices", "4", "--checkpoint-dir", str(single.checkpoint_dir)]),
+        single.env(), timeout=300)
     assert_ok(alone, single)
 
     multi = make_layout(tmp_path / "multi")
@@ -98,7 +99,9 @@ def test_two_clients_on_loopback_match_one_client(tmp_path: Path) -> None:
     processes = []
     logs = []
     for client in range(2):
-        env = multi.env({"DTENSOR_JOBS": jobs, "DTENSOR_CLIENT_ID": str(client), "DTENSOR_JOB_NAME": "worker"})
+        # As local mode and the estimator launcher start clients: the device count comes from the environment.
+        env = multi.env({"DTENSOR_JOBS": jobs, "DTENSOR_CLIENT_ID": str(client), "DTENSOR_JOB_NAME": "worker",
+                         "SMDDP_DTENSOR_DEVICES_PER_CLIENT": "2"})
         log = open(tmp_path / f"client{client}.log", "w+", encoding="utf-8")  # noqa: SIM115 - closed below
         logs.append(log)
         processes.append(subprocess.Popen(
