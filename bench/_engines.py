@@ -14,12 +14,9 @@ ENGINE_NAMES = {"gloo": "Horovod/Gloo", "mpi": "Horovod/MPI", "mwms": "TF MWMS r
 
 def default_engine() -> str:
     """The engine ``smddprun`` picks when neither ``--gloo`` nor ``--mpi`` is given (read from its parser)."""
-    from smddp_compat.launcher import _cli
+    from smddp_compat.launcher._cli import build_parser
 
-    resolve = getattr(_cli, "default_engine", None)
-    if resolve is not None:
-        return str(resolve())
-    return str(_cli.build_parser().get_default("engine"))
+    return str(build_parser().get_default("engine"))
 
 
 def engine_launcher(engine: str) -> Launcher:

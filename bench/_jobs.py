@@ -36,6 +36,7 @@ class Job:
         env: Extra environment variables, as sorted (name, value) pairs.
         parts: The program's parts to run (passed as ``--parts a,b``; empty: the program has no parts).
         repeat: Run in every round (its result is compared with another job's), not only in the first.
+        repeat_parts: The parts to run again in later rounds (empty: all of ``parts``).
     """
 
     program: str
@@ -45,6 +46,7 @@ class Job:
     env: tuple[tuple[str, str], ...] = ()
     parts: frozenset[str] = field(default_factory=frozenset)
     repeat: bool = False
+    repeat_parts: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -61,6 +63,12 @@ class Job:
     def args_dict(self) -> dict[str, str]:
         """``args`` read as ``--name value`` pairs."""
         return {self.args[i]: self.args[i + 1] for i in range(0, len(self.args) - 1, 2)}
+
+    def for_round(self, round_index: int) -> Job:
+        """The job as it runs in ``round_index``: later rounds run only ``repeat_parts`` when there are some."""
+        if round_index == 0 or not self.repeat_parts:
+            return self
+        return replace(self, parts=self.repeat_parts)
 
     def program_argv(self) -> list[str]:
         """The program's arguments, ``--parts`` included."""
@@ -105,12 +113,18 @@ class JobRun:
 
 
 def merge_jobs(jobs: Iterable[Job]) -> list[Job]:
-    """Merges jobs with the same key (union of parts, repeat if any asks), keeping first-seen order."""
+    """Merges jobs with the same key, keeping first-seen order.
+
+    The merged job runs the union of the parts; it repeats if any request repeats, and then runs again only the
+    parts of the requests that repeat.
+    """
     merged: dict[tuple[Any, ...], Job] = {}
     for job in jobs:
+        again = job.parts if job.repeat else frozenset()
         seen = merged.get(job.key)
         if seen is None:
-            merged[job.key] = job
+            merged[job.key] = replace(job, repeat_parts=again)
         else:
-            merged[job.key] = replace(seen, parts=seen.parts | job.parts, repeat=seen.repeat or job.repeat)
+            merged[job.key] = replace(seen, parts=seen.parts | job.parts, repeat=seen.repeat or job.repeat,
+                                      repeat_parts=seen.repeat_parts | again)
     return list(merged.values())

@@ -80,7 +80,7 @@ def _schedule(jobs: list[Job], rounds: int) -> list[tuple[int, Job]]:
     schedule = []
     for round_index in range(rounds):
         ordered = jobs if round_index % 2 == 0 else list(reversed(jobs))
-        schedule += [(round_index, job) for job in ordered if round_index == 0 or job.repeat]
+        schedule += [(round_index, job.for_round(round_index)) for job in ordered if round_index == 0 or job.repeat]
     return schedule
 
 

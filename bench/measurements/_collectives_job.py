@@ -22,19 +22,21 @@ def bandwidth_sizes(config: BenchConfig) -> list[int]:
     return [1 << (10 + 2 * i) for i in range(9)]
 
 
-def sweep_args(config: BenchConfig) -> tuple[str, ...]:
-    """Arguments of the bandwidth sweep, the same for every engine's program."""
+def sweep_args(config: BenchConfig, ranks: int) -> tuple[str, ...]:
+    """Arguments of the bandwidth sweep, the same for every engine's program (fewer repetitions on 3 ranks, which
+    only serve the curve, not the engine comparison)."""
     sizes = ",".join(str(size) for size in bandwidth_sizes(config))
     if config.quick:
         return ("--sizes", sizes, "--bytes-per-size", str(4 * _MB), "--min-reps", "2", "--max-reps", "4")
-    return ("--sizes", sizes, "--bytes-per-size", str(768 * _MB), "--min-reps", "7", "--max-reps", "25")
+    most = "15" if ranks == 2 else "8"
+    return ("--sizes", sizes, "--bytes-per-size", str(320 * _MB), "--min-reps", "5", "--max-reps", most)
 
 
 def _part_args(config: BenchConfig) -> tuple[str, ...]:
     if config.quick:
         return ("--small-count", "16", "--small-reps", "2", "--small-eager-reps", "1",
                 "--fp16-sizes", str(_MB), "--fp16-reps", "2")
-    return ("--small-count", "160", "--small-reps", "9", "--small-eager-reps", "3",
+    return ("--small-count", "160", "--small-reps", "9", "--small-eager-reps", "2",
             "--fp16-sizes", f"{4 * _MB},{64 * _MB}", "--fp16-reps", "7")
 
 
@@ -44,7 +46,7 @@ def collectives_job(config: BenchConfig, engine: str, ranks: int, parts: set[str
         program="collectives.py",
         launcher=engine_launcher(engine),
         ranks=ranks,
-        args=sweep_args(config) + _part_args(config),
+        args=sweep_args(config, ranks) + _part_args(config),
         parts=frozenset(parts),
         repeat=repeat,
     )

@@ -1,7 +1,8 @@
 """The ``train.py`` jobs shared by the scaling, start-up and memory measurements.
 
 All run the same script with the same arguments for a given number of processes on this machine, under tf-keras
-(so that raw Horovod can run it too), and repeat every round: their results are compared across jobs.
+(so that raw Horovod can run it too). The start-up comparison repeats its jobs every round (launch times vary the
+most); the others run once.
 """
 
 from __future__ import annotations
@@ -16,27 +17,27 @@ LEGACY_KERAS = (("TF_USE_LEGACY_KERAS", "1"),)
 
 
 def _args(config: BenchConfig, processes: int, api: str) -> tuple[str, ...]:
-    warmup, steps = ("1", "3") if config.quick else ("5", "60")
+    warmup, steps = ("1", "3") if config.quick else ("3", "40")
     return ("--api", api, "--warmup", warmup, "--steps", steps, "--batch", "32",
             "--threads", str(config.threads_per_rank(processes)))
 
 
-def smddprun_training(config: BenchConfig, ranks: int, api: str = "smddp_compat") -> Job:
+def smddprun_training(config: BenchConfig, ranks: int, api: str = "smddp_compat", repeat: bool = False) -> Job:
     """``smddprun -np ranks`` (default engine) running train.py with ``api``."""
     return Job("train.py", engine_launcher(default_engine()), ranks, _args(config, ranks, api), LEGACY_KERAS,
-               repeat=True)
+               repeat=repeat)
 
 
-def local_mode_training(config: BenchConfig, hosts: int) -> Job:
+def local_mode_training(config: BenchConfig, hosts: int, repeat: bool = False) -> Job:
     """``smddp local`` with ``hosts`` hosts x 1 process (distribution smddp) running train.py."""
     return Job("train.py", Launcher.LOCAL_MODE, hosts, _args(config, hosts, "smddp_compat"), LEGACY_KERAS,
-               repeat=True)
+               repeat=repeat)
 
 
-def horovodrun_training(config: BenchConfig, ranks: int) -> Job:
+def horovodrun_training(config: BenchConfig, ranks: int, repeat: bool = False) -> Job:
     """A bare ``horovodrun -np ranks --gloo`` running train.py (smddp_compat API, like the local-mode job)."""
     return Job("train.py", Launcher.HOROVODRUN, ranks, _args(config, ranks, "smddp_compat"), LEGACY_KERAS,
-               repeat=True)
+               repeat=repeat)
 
 
 def ranks_of(runs: list[JobRun]) -> list[tuple[int, dict]]:

@@ -38,7 +38,7 @@ def size_text(nbytes: int) -> str:
 
 
 def _mwms_job(config: BenchConfig, ranks: int) -> Job:
-    return Job(program="mwms_allreduce.py", launcher=Launcher.MWMS, ranks=ranks, args=sweep_args(config))
+    return Job(program="mwms_allreduce.py", launcher=Launcher.MWMS, ranks=ranks, args=sweep_args(config, ranks))
 
 
 def _engine_jobs(config: BenchConfig) -> dict[tuple[str, int], Job]:

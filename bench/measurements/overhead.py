@@ -22,7 +22,7 @@ MODEL_NAMES = {"cnn": "MNIST CNN", "mlp": "MLP 784-700-500-10"}
 
 
 def _job(config: BenchConfig) -> Job:
-    steps, blocks = ("3", "2") if config.quick else ("15", "8")
+    steps, blocks = ("2", "3") if config.quick else ("2", "40")
     return Job(
         program="overhead.py",
         launcher=engine_launcher(default_engine()),

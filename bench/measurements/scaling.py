@@ -46,15 +46,15 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     base = per_round["1 rank"]
     for name in ("2 ranks", "2 hosts x 1 (smddp local)"):
         values = per_round[name]
-        rounds = sorted(set(values) & set(base))
         comparison = f"samples/s {name} / 1 rank"
-        if not rounds:
+        if not values or not base:
             failed = next((run.reason for job in (layouts[name], layouts["1 rank"]) for run in runs(job)
                            if not run.ok), "not run")
             result.rows.append(Row(comparison, None, None, f"n/a: {failed}"))
             continue
-        ratio = summarise([values[r] / base[r] for r in rounds])
-        detail = (f"{summarise(list(values.values())).median:.0f} vs "
-                  f"{summarise(list(base.values())).median:.0f} samples/s")
+        # Same-round pairs when both ran in a round; runs of later rounds against the baseline's median.
+        reference = summarise(list(base.values())).median
+        ratio = summarise([value / base.get(round_, reference) for round_, value in values.items()])
+        detail = f"{summarise(list(values.values())).median:.0f} vs {reference:.0f} samples/s"
         result.rows.append(Row(comparison, ratio, None, detail))
     return result

@@ -20,7 +20,8 @@ TITLE = "6. Start-up: launch to first training step"
 
 
 def _jobs(config: BenchConfig) -> dict[str, Job]:
-    return {"smddp local": local_mode_training(config, 2), "horovodrun": horovodrun_training(config, 2)}
+    return {"smddp local": local_mode_training(config, 2, repeat=True),
+            "horovodrun": horovodrun_training(config, 2, repeat=True)}
 
 
 def jobs(config: BenchConfig) -> list[Job]:

@@ -1,7 +1,8 @@
 """What a rank reports back to the bench: its result file, and the process counters it reads.
 
 The bench starts each job with ``BENCH_RESULT_DIR`` set; every rank writes ``rank<N>.json`` there (atomically), and
-the bench reads them after the job ends.
+the bench reads them after the job ends. Progress lines (``progress``) go to the job's log, to show where the time
+of a slow job went.
 """
 
 from __future__ import annotations
@@ -9,9 +10,12 @@ from __future__ import annotations
 import json
 import os
 import resource
+import time
 from typing import Any
 
-__all__ = ["write_rank_result", "peak_rss_bytes", "bytes_written"]
+__all__ = ["write_rank_result", "peak_rss_bytes", "bytes_written", "progress"]
+
+_IMPORTED = time.monotonic()
 
 
 def write_rank_result(rank: int, payload: dict[str, Any]) -> None:
@@ -47,3 +51,21 @@ def bytes_written() -> int | None:
     except OSError:
         return None
     return None
+
+
+def process_age() -> float:
+    """Seconds since this process started (from ``/proc``; since this module's import where that fails)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as handle:
+            uptime = float(handle.read().split()[0])
+        return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: start time in ticks
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
+
+
+def progress(rank: int, message: str) -> None:
+    """Prints ``bench: <seconds since the process started> s: message`` on rank 0 (into the job's log)."""
+    if rank == 0:
+        print(f"bench: {process_age():6.1f} s: {message}", flush=True)

@@ -30,7 +30,7 @@ import smddp_compat.tensorflow as sdp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _alternation import alternate  # noqa: E402
 from _bandwidth_sweep import add_sweep_options, byte_list, sweep  # noqa: E402
-from _rank_result import bytes_written, write_rank_result  # noqa: E402
+from _rank_result import bytes_written, progress, write_rank_result  # noqa: E402
 
 PARTS = ("bandwidth", "small_tensors", "fp16")
 
@@ -147,11 +147,13 @@ def main() -> None:
         raise SystemExit(f"unknown --parts {unknown}; choose from {', '.join(PARTS)}")
     sdp.init()
     rank = hvd.rank()
+    progress(rank, f"initialised ({os.environ.get('HOROVOD_CONTROLLER', 'gloo')}, {hvd.size()} ranks)")
     engine = "mpi" if os.environ.get("HOROVOD_CONTROLLER") == "mpi" else "gloo"
     result: dict[str, Any] = {"rank": rank, "size": hvd.size(), "engine": engine}
     measures = {"bandwidth": measure_bandwidth, "small_tensors": measure_small_tensors, "fp16": measure_fp16}
     for part in parts:
         result[part] = measures[part](args, rank)
+        progress(rank, f"{part} done")
     write_rank_result(rank, result)
     sdp.shutdown()
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _bandwidth_sweep import add_sweep_options, sweep  # noqa: E402
-from _rank_result import write_rank_result  # noqa: E402
+from _rank_result import progress, write_rank_result  # noqa: E402
 
 
 def main() -> None:
@@ -32,6 +32,7 @@ def main() -> None:
         implementation=tf.distribute.experimental.CommunicationImplementation.RING
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    progress(rank, f"strategy ready ({strategy.num_replicas_in_sync} workers)")
 
     def make_reduce(nbytes: int) -> Callable[[], Any]:
         value = tf.fill([max(1, nbytes // 4)], tf.constant(1.0 + rank, tf.float32))
@@ -51,6 +52,7 @@ def main() -> None:
         return call
 
     result = {"rank": rank, "size": strategy.num_replicas_in_sync, "engine": "mwms", "bandwidth": sweep(args, make_reduce)}
+    progress(rank, "bandwidth done")
     write_rank_result(rank, result)
 
 

@@ -28,7 +28,7 @@ from entry_points.mnist_model import build_cnn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _alternation import alternate  # noqa: E402
-from _rank_result import write_rank_result  # noqa: E402
+from _rank_result import progress, write_rank_result  # noqa: E402
 
 MODELS = ("cnn", "mlp")
 
@@ -93,6 +93,7 @@ def main() -> None:
         tf.config.threading.set_inter_op_parallelism_threads(max(2, args.threads))
     sdp.init()  # initialises Horovod underneath: raw hvd.* calls work from here on
     rank, size = hvd.rank(), hvd.size()
+    progress(rank, f"initialised ({size} ranks, {tf.keras.__name__})")
     result: dict[str, Any] = {"rank": rank, "size": size, "keras": tf.keras.__name__, "models": {}}
     for model_name in [m for m in args.models.split(",") if m]:
         (x, y), _ = load_mnist(flatten=model_name == "mlp")
@@ -103,6 +104,7 @@ def main() -> None:
             "smddp_compat": make_block(model_name, sdp, x, y, args.batch, args.steps, steps["smddp_compat"]),
         }
         block_seconds = alternate(blocks, args.blocks, warmup=1)
+        progress(rank, f"{model_name} done")
         warm = args.steps  # the warm-up block's steps, tracing included
         result["models"][model_name] = {
             "block_seconds": block_seconds,

@@ -30,7 +30,7 @@ if os.environ.get("BENCH_REPO"):
 
 import tensorflow as tf  # noqa: E402
 
-from _rank_result import peak_rss_bytes, write_rank_result  # noqa: E402
+from _rank_result import peak_rss_bytes, progress, write_rank_result  # noqa: E402
 from entry_points.datasets import load_mnist  # noqa: E402
 from entry_points.mnist_model import build_cnn  # noqa: E402
 
@@ -80,8 +80,10 @@ def main() -> None:
         labels = tf.constant(y[index * args.batch:(index + 1) * args.batch])
         return float(train_step(images, labels, number == 0).numpy())
 
+    progress(rank, f"initialised ({args.api}, {size} ranks)")
     first_loss = step(0)
     first_step_done = time.time()
+    progress(rank, "first step done")
     for number in range(1, 1 + args.warmup):
         step(number)
     timed_from = time.perf_counter()

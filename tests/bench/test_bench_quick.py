@@ -1,0 +1,49 @@
+"""Smoke test: the whole bench in its tiny ``--quick`` configuration, every measurement, real jobs on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.measurements import MEASUREMENTS
+
+REPO = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
+    out = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(out), "--budget", "400", "--job-timeout", "150"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=480,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    for module in MEASUREMENTS.values():
+        assert module.TITLE in proc.stdout, (module.TITLE, output)
+    assert "Total bench time" in proc.stdout
+
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["measurements"]) == set(MEASUREMENTS)
+    assert all(run["ok"] for run in results["runs"]), results["runs"]
+    for name, measurement in results["measurements"].items():
+        assert measurement["rows"], name
+        for row in measurement["rows"]:
+            assert row["ratio"] is not None and row["ratio"]["count"] > 0, (name, row)
+            assert row["ratio"]["median"] > 0, (name, row)
+
+    # Measured facts that must hold whatever the load: fp16 halves what Gloo writes to its sockets, the MLP and the
+    # CNN ran on both APIs, and the raw-Horovod run did not load smddp_compat.
+    fp16_rows = {row["comparison"]: row for row in results["measurements"]["fp16"]["rows"]}
+    gloo_bytes = next(row for label, row in fp16_rows.items() if "bytes moved: Horovod/Gloo" in label)
+    assert 0.45 <= gloo_bytes["ratio"]["median"] <= 0.55, gloo_bytes
+    assert set(results["measurements"]["overhead"]["raw"]) >= {"cnn", "mlp"}
+    assert results["measurements"]["memory"]["raw"]["compat_loaded_in_raw_run"] is False
+
+    assert (out / "bandwidth.png").read_bytes()[:8] == PNG_MAGIC
+    report = (out / "report.md").read_text()
+    assert "| comparison |" in report and results["date"] in report
