@@ -134,6 +134,9 @@ class TrainingEnv:
             checkpoints = Path(checkpoint_dir)
         elif _writable_dir(Path(DEFAULT_CHECKPOINT_DIR)):
             checkpoints = Path(DEFAULT_CHECKPOINT_DIR)
+        elif env.get("SAGEMAKER_BASE_DIR") and _writable_dir(Path(env["SAGEMAKER_BASE_DIR"]) / "checkpoints"):
+            # Local mode's per-host tree: its checkpoints/ is linked to the job's --checkpoint-dir when given.
+            checkpoints = Path(env["SAGEMAKER_BASE_DIR"]) / "checkpoints"
         else:
             checkpoints = output_dir / "checkpoints"
 

@@ -45,7 +45,9 @@ def _tf_keras_apply_gradients(self: Any, grads_and_vars: Any, *args: Any, **kwar
 
 def _wrap_keras(optimizer: Any, reducer: GradientReducer, method: str, impl: Any) -> Any:
     base = type(optimizer)
-    subclass = type(base.__name__, (base,), {method: impl, "_smddp_base": None})
+    # Same name and module as the wrapped class: a saved model refers to the plain optimizer and loads without us.
+    namespace = {method: impl, "_smddp_base": None, "__module__": base.__module__, "__qualname__": base.__qualname__}
+    subclass = type(base.__name__, (base,), namespace)
     subclass._smddp_base = subclass
     wrapped = subclass.from_config(optimizer.get_config())
     wrapped._smddp_reducer = reducer

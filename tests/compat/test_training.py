@@ -23,3 +23,24 @@ def test_seed_004_example_runs_unchanged(run_ranks, tmp_path):
     assert job.returncode == 0, job.output
     assert "[0] Step #0" in job.output and "[1] Step" not in job.output
     assert list(tmp_path.glob("results-seed004_example.py-2/checkpoints-1.index")), job.output
+
+
+def test_model_with_distributed_optimizer_saves_and_loads(tmp_path):
+    """A .keras file saved with DistributedOptimizer names the plain optimizer, so it loads without smddp_compat."""
+    import subprocess
+    import sys
+
+    from tests.compat.conftest import quiet_env
+
+    code = f"""
+import numpy as np, tensorflow as tf, smddp_compat.tensorflow as hvd
+hvd.init()
+m = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+m.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(0.01)), loss="mse")
+m.fit(np.ones((8, 3)), np.ones((8, 1)), verbose=0)
+m.save({str(tmp_path / 'm.keras')!r})
+print(type(tf.keras.models.load_model({str(tmp_path / 'm.keras')!r}).optimizer).__name__)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], env=quiet_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("Adam")
