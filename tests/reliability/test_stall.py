@@ -58,6 +58,17 @@ def test_configuration_from_the_environment() -> None:
         _stall.StallConfig.from_environ({"SMDDP_STALL_TIMEOUT_SECONDS": "soon"})
 
 
+def test_smddprun_flags_become_the_watchdog_environment() -> None:
+    from smddp_compat.launcher._cli import stall_watchdog_env
+
+    assert stall_watchdog_env(None, None, "/d") == {"SMDDP_STALL_DIR": "/d"}
+    assert stall_watchdog_env(3, 8, "/d") == {"SMDDP_STALL_DIR": "/d", "SMDDP_STALL_WARNING_SECONDS": "3",
+                                              "SMDDP_STALL_TIMEOUT_SECONDS": "8"}
+    assert stall_watchdog_env(None, 8, "/d")["SMDDP_STALL_WARNING_SECONDS"] == "4"
+    config = _stall.StallConfig.from_environ(stall_watchdog_env(2.5, 6, "/d"))
+    assert (config.directory, config.warning_seconds, config.timeout_seconds) == ("/d", 2.5, 6.0)
+
+
 # -- the watchdog, driven by hand (no thread, no Horovod) -----------------------------------------------------------
 
 def test_stalled_rank_is_reported_then_ended_naming_tensor_and_missing_ranks(
