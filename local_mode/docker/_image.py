@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from local_mode.docker._commands import run_command
+from local_mode.docker._commands import capture, run_command
 from local_mode.docker._engine import Engine
 from local_mode.docker._rootfs import BaseImageRecipe, ensure_base_image, host_codename, image_exists
 from local_mode.docker.errors import ImageBuildError
@@ -226,4 +226,20 @@ def ensure_image(
     tagged = run_command([engine.docker, "tag", tag, LATEST_TAG], timeout=60, log_path=log_path)
     if not tagged.ok:
         raise ImageBuildError("docker tag", tagged.describe(), log_path)
+    _remove_older_images(engine, keep=tag, log_path=log_path)
     return ImageBuild(tag, True, time.monotonic() - start, wheel[1] if wheel else None)
+
+
+def _remove_older_images(engine: Engine, *, keep: str, log_path: str | None) -> None:
+    """Untags the kit's earlier images (each kit change makes one), so that their layers can go.
+
+    An image a container still uses is left alone (``docker rmi`` refuses it); failures are only logged.
+    """
+    code, listing = capture(
+        [engine.docker, "images", IMAGE_REPOSITORY, "--format", "{{.Repository}}:{{.Tag}}"], timeout=60
+    )
+    if code != 0:
+        return
+    older = [name for name in listing.split() if name not in (keep, LATEST_TAG) and not name.endswith(":<none>")]
+    if older:
+        run_command([engine.docker, "rmi", *older], timeout=300, log_path=log_path)
