@@ -57,3 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     function: Callable[[list[str]], int] = getattr(module, function_name)
     return int(function(args if keep_name else rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

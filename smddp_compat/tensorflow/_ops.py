@@ -221,7 +221,7 @@ def allreduce(
     check_device_arguments(device_dense, device_sparse)
     resolved_op = resolve_op(op, average)
     codec = resolve_compression(compression)
-    with collective_errors("allreduce"):
+    with collective_errors("allreduce", tensor=name):
         return _hvd.allreduce(
             tensor,
             compression=codec,
@@ -283,7 +283,7 @@ def allgather(tensor: Any, name: str | None = None, **horovod_kwargs: Any) -> tf
         NotInitializedError, CollectiveError.
     """
     require_init("allgather")
-    with collective_errors("allgather"):
+    with collective_errors("allgather", tensor=name):
         return _hvd.allgather(tensor, name=name, **horovod_kwargs)
 
 
@@ -304,7 +304,7 @@ def broadcast(tensor: Any, root_rank: int, name: str | None = None, **horovod_kw
     """
     require_init("broadcast")
     root = _check_root_rank(root_rank)
-    with collective_errors("broadcast", f"root rank {root}"):
+    with collective_errors("broadcast", f"root rank {root}", tensor=name):
         return _hvd.broadcast(tensor, root, name=name, **horovod_kwargs)
 
 
@@ -373,14 +373,14 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: str | None = None, **ho
     """Broadcasts a picklable Python object from ``root_rank`` (Horovod API)."""
     require_init("broadcast_object")
     root = _check_root_rank(root_rank)
-    with collective_errors("broadcast_object"):
+    with collective_errors("broadcast_object", tensor=name):
         return _hvd.broadcast_object(obj, root_rank=root, name=name, **horovod_kwargs)
 
 
 def allgather_object(obj: Any, name: str | None = None, **horovod_kwargs: Any) -> list[Any]:
     """Gathers a picklable Python object from every rank into a list (Horovod API)."""
     require_init("allgather_object")
-    with collective_errors("allgather_object"):
+    with collective_errors("allgather_object", tensor=name):
         return _hvd.allgather_object(obj, name=name, **horovod_kwargs)
 
 

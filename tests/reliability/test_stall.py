@@ -223,7 +223,7 @@ def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp
     assert 6.0 <= stall_to_end < 6.0 + 8.0, output
     assert "[0] smddp_compat: WARNING: rank 0 (host localhost) has waited 2." in output
     assert re.search(r"\[0\] smddp_compat: ERROR: Stalled collective: rank 0 \(host localhost\) has waited 6\.\d s in "
-                     r"allreduce.* for the other ranks; ranks not in it: 1\. \[rank 1 \(host localhost, pid \d+\): "
+                     r"allreduce of tensor 'gradients/dense_1/kernel'.* for the other ranks; ranks not in it: 1\. \[rank 1 \(host localhost, pid \d+\): "
                      r"not in any collective; it completed 2, the last \(allreduce\) [0-9.]+ s ago\]", output), output
     assert "process [0] on host localhost exited with code 70" in job.stderr
     assert "unreachable" not in output
