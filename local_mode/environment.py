@@ -64,6 +64,7 @@ _RESERVED_NAMES = frozenset(
     {
         "TF_CONFIG",
         "SMDDP_HOST_ADDRESSES",
+        "SMDDP_STALL_DIR",
         "SMDDP_DTENSOR_MESH",
         "SMDDP_DTENSOR_DEVICES_PER_CLIENT",
         "SAGEMAKER_BASE_DIR",

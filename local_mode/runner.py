@@ -9,6 +9,7 @@ process's failure file; pack and store the artifacts; print a summary; remove th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -148,8 +149,16 @@ def run(spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_S
         )
         out.flush()
         with _planned(spec) as process_plans:
+            # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,
+            # so a stall report names the ranks that are missing (SMDDP_STALL_TIMEOUT_SECONDS via --env enables it).
+            stall_dir = root / "stall"
+            stall_dir.mkdir(exist_ok=True)
             specs = [
-                _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files) for plan in process_plans
+                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)})
+                for s in (
+                    _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files)
+                    for plan in process_plans
+                )
             ]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
             group = run_process_group(
