@@ -35,6 +35,7 @@ from smddp_compat.tensorflow._ops import (
     overlap,
 )
 from smddp_compat.tensorflow._optimizer import DistributedOptimizer
+from smddp_compat.tensorflow._stall import watch as stall_watch
 from smddp_compat.tensorflow._state import (
     cross_rank,
     cross_size,
@@ -89,4 +90,6 @@ __all__ = [
     "nccl_built",
     "callbacks",
     "DEFAULT_BUCKET_CAP_MB",
+    # smddp_compat additions
+    "stall_watch",
 ]
