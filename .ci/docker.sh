@@ -4,9 +4,10 @@
 # Source it and call the functions (what .ci/run does):
 #     source .ci/docker.sh
 #     smddp_docker_start      # installs docker.io, docker-compose, debootstrap; starts dockerd; exports DOCKER_HOST
+#     smddp_docker_build_image  # after setup.sh: the kit's image (cached by digest in the persistent data root)
 #     ...                     # tests
 #     smddp_docker_stop       # stops that dockerd by its PID; removes the links it made
-# or run it:  bash .ci/docker.sh start|stop|status   (start prints the DOCKER_HOST line to export).
+# or run it:  bash .ci/docker.sh start|build|stop|status   (start prints the DOCKER_HOST line to export).
 #
 # The daemon is ours alone: its own data root (persistent, so built images survive between CI runs on the same
 # machine), exec root, pidfile and socket. It runs with --bridge=none and --iptables=false: containers use host
@@ -101,6 +102,20 @@ smddp_docker_stop() {
   return 0
 }
 
+# Builds the kit's training image if the engine does not hold it yet (after setup.sh: it reuses the host's Horovod
+# wheel), printing the tag and the time taken; the build output goes to $SMDDP_DOCKER_BUILD_LOG.
+smddp_docker_build_image() {
+  local python=${1:-.venv/bin/python} started log=${SMDDP_DOCKER_BUILD_LOG:-/tmp/smddp-docker-image-build.log}
+  started=$(date +%s)
+  echo "==> [docker] kit image (build log: $log)"
+  if ! "$python" -m local_mode.docker build --log "$log"; then
+    echo "!! [docker] image build failed; last lines of $log:" >&2
+    tail -30 "$log" >&2
+    return 1
+  fi
+  echo "==> [docker] kit image ready in $(( $(date +%s) - started )) s"
+}
+
 smddp_docker_status() {
   if _smddp_docker_pid_alive; then
     echo "dockerd running (pid $(cat "$SMDDP_DOCKER_PIDFILE")); export DOCKER_HOST=unix://$SMDDP_DOCKER_SOCKET"
@@ -114,8 +129,9 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail
   case "${1:-}" in
     start) smddp_docker_start; echo "export DOCKER_HOST=unix://$SMDDP_DOCKER_SOCKET" ;;
+    build) export DOCKER_HOST="unix://$SMDDP_DOCKER_SOCKET"; smddp_docker_build_image "${2:-.venv/bin/python}" ;;
     stop) smddp_docker_stop ;;
     status) smddp_docker_status ;;
-    *) echo "usage: bash .ci/docker.sh start|stop|status  (or: source .ci/docker.sh; smddp_docker_start)" >&2; exit 2 ;;
+    *) echo "usage: bash .ci/docker.sh start|build|stop|status  (or: source .ci/docker.sh; smddp_docker_start)" >&2; exit 2 ;;
   esac
 fi

@@ -3,8 +3,9 @@
 The context is assembled in a temporary folder from the kit's checkout:
 
 * ``Dockerfile`` and ``train`` from ``docker/``;
-* ``stack/``: ``setup.sh``, ``constraints.txt``, ``pyproject.toml`` and an empty ``README.md``: what the set-up needs
-  to install the whole stack, but none of the kit's code, so that the heavy layer survives code changes;
+* ``stack/``: ``setup.sh``, ``constraints.txt`` and a ``pyproject.toml`` holding only the project's name, version
+  and dependency lists (no packages): what the set-up needs to install the whole stack, but
+  none of the kit's code or other settings, so that the heavy layer survives every change but a dependency's;
 * ``stack/.wheels/<key>/``: the host's Horovod wheel from setup.sh's wheel cache, when it was built for the image's
   Debian release and Python (same glibc, libstdc++, OpenMPI and CPython ABI), which spares the ~3-minute build;
 * ``kit/``: ``pyproject.toml``, ``README.md``, ``constraints.txt`` and the packages pyproject installs.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -119,6 +121,25 @@ def _package_dirs(root: Path) -> list[Path]:
     )
 
 
+def stack_pyproject(root: Path) -> str:
+    """The project's ``pyproject.toml`` reduced to what installing its dependencies needs (and no package)."""
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    build = config.get("build-system", {})
+    project = config.get("project", {})
+    lines = ["# Generated from the kit's pyproject.toml: dependencies only (see local_mode/docker/_image.py).", ""]
+    lines += ["[build-system]"] + [f"{key} = {json.dumps(build[key])}" for key in sorted(build)] + [""]
+    lines += ["[project]"]
+    for key in ("name", "version", "requires-python", "dependencies"):
+        if key in project:
+            lines.append(f"{key} = {json.dumps(project[key])}")
+    extras = project.get("optional-dependencies", {})
+    if extras:
+        lines += ["", "[project.optional-dependencies]"]
+        lines += [f"{json.dumps(name)} = {json.dumps(extras[name])}" for name in sorted(extras)]
+    lines += ["", "[tool.setuptools]", "packages = []", ""]
+    return "\n".join(lines)
+
+
 def _ignore(_directory: str, names: list[str]) -> set[str]:
     return {name for name in names if any(fnmatch.fnmatch(name, pattern) for pattern in _SKIPPED)}
 
@@ -135,9 +156,9 @@ def assemble_context(root: Path, destination: Path, *, wheel: tuple[str, Path] |
     shutil.copy2(root / "docker/train", destination / "train")
     stack = destination / "stack"
     stack.mkdir()
-    for name in ("setup.sh", "constraints.txt", "pyproject.toml"):
+    for name in ("setup.sh", "constraints.txt"):
         shutil.copy2(root / name, stack / name)
-    (stack / "README.md").write_text("", encoding="utf-8")
+    (stack / "pyproject.toml").write_text(stack_pyproject(root), encoding="utf-8")
     if wheel is not None:
         key, path = wheel
         (stack / ".wheels" / key).mkdir(parents=True)

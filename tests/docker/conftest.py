@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
-from docker_job_helpers import BUILD_LOG, job_containers
+from tests.docker.docker_job_helpers import BUILD_LOG, job_containers
 
 from local_mode.docker import DockerBackend, DockerUnavailableError, Engine, find_engine
 from local_mode.docker._commands import capture

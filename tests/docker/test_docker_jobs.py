@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from docker_job_helpers import ENTRY_POINTS, LOCAL_MODE_SCRIPTS, ROOT, SCRIPTS, job_containers, run_in_docker
+from tests.docker.docker_job_helpers import ENTRY_POINTS, LOCAL_MODE_SCRIPTS, ROOT, SCRIPTS, job_containers, run_in_docker
 
 from local_mode import JobSpec
 from local_mode.docker import DockerBackend, Engine, ImageNotFoundError

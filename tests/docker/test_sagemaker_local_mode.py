@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_job_helpers import ENTRY_POINTS
+from tests.docker.docker_job_helpers import ENTRY_POINTS
 
 from local_mode.docker import DockerBackend, Engine
 from local_mode.docker._commands import capture
