@@ -11,6 +11,10 @@ from bench._engines import ENGINE_NAMES
 __all__ = ["write_bandwidth_chart"]
 
 
+def _size_label(nbytes: int) -> str:
+    return f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KB"
+
+
 def write_bandwidth_chart(bandwidth_raw: dict[str, Any], path: Path) -> bool:
     """Draws the chart from the bandwidth measurement's raw numbers into ``path`` (written atomically).
 
@@ -44,8 +48,9 @@ def write_bandwidth_chart(bandwidth_raw: dict[str, Any], path: Path) -> bool:
         axis.plot(copy_sizes, [sorted(copies[s])[len(copies[s]) // 2] for s in copy_sizes], linestyle="--",
                   color="black", label="memory copy (numpy)")
         axis.set_xscale("log", base=2)
+        axis.set_xticks(copy_sizes, [_size_label(size) for size in copy_sizes], rotation=45)
         axis.set_yscale("log")
-        axis.set_xlabel("message size (bytes)")
+        axis.set_xlabel("message size")
         axis.set_ylabel("bandwidth (GB/s, size / time)")
         axis.set_title(f"allreduce, {ranks} ranks on one host")
         axis.grid(True, which="both", alpha=0.3)

@@ -1,7 +1,8 @@
 """1. Compat overhead: training-step time on smddp_compat vs. the same loop on raw ``horovod.tensorflow``.
 
-Both run in one 2-rank job on the default engine under tf-keras (raw Horovod fails on Keras 3), in blocks of steps
-taken in turns; the ratio is computed block by block. Goal: at most 1.02.
+Both run in one 2-rank job on the default engine under tf-keras (raw Horovod fails on Keras 3), in blocks of two
+steps taken in turns (A B B A...); the ratio is computed block by block, so each pair of blocks saw the same load.
+Goal: at most 1.02.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ peak resident memory.
 ``--api smddp_compat`` imports ``smddp_compat.tensorflow``; ``--api horovod`` imports raw ``horovod.tensorflow``
 instead (nothing of smddp_compat is loaded), so the two runs differ only in the library. The loop: ``init``,
 threads per rank, model and Adam, ``DistributedGradientTape`` in a ``tf.function`` step, ``broadcast_variables``
-after the first step (as SMDDP's example does), ``--warmup`` untimed steps, then ``--steps`` timed steps.
+of the model and the optimizer after the first step (eagerly, so the step is traced once), ``--warmup`` untimed
+steps, then ``--steps`` timed steps.
 
 The same script runs under ``smddprun``, ``horovodrun`` and ``smddp local`` (which copies it into the job's code
 folder: ``BENCH_REPO`` names the repository for the shared modules). Rank 0 writes the wall-clock time (``time.time``)
@@ -62,23 +63,24 @@ def main() -> None:
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
 
     @tf.function
-    def train_step(images: tf.Tensor, labels: tf.Tensor, first: bool) -> tf.Tensor:
+    def train_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, model(images, training=True))
         tape = api.DistributedGradientTape(tape)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        if first:
-            api.broadcast_variables(model.variables, root_rank=0)
-            variables = optimizer.variables
-            api.broadcast_variables(variables() if callable(variables) else variables, root_rank=0)
         return loss
 
     def step(number: int) -> float:
         index = number % batches
         images = tf.constant(x[index * args.batch:(index + 1) * args.batch])
         labels = tf.constant(y[index * args.batch:(index + 1) * args.batch])
-        return float(train_step(images, labels, number == 0).numpy())
+        loss = float(train_step(images, labels).numpy())
+        if number == 0:
+            api.broadcast_variables(model.variables, root_rank=0)
+            variables = optimizer.variables
+            api.broadcast_variables(variables() if callable(variables) else variables, root_rank=0)
+        return loss
 
     progress(rank, f"initialised ({args.api}, {size} ranks)")
     first_loss = step(0)
@@ -90,6 +92,7 @@ def main() -> None:
     for number in range(1 + args.warmup, 1 + args.warmup + args.steps):
         last_loss = step(number)
     timed = time.perf_counter() - timed_from
+    progress(rank, f"{args.steps} timed steps done")
     write_rank_result(rank, {
         "rank": rank,
         "size": size,
