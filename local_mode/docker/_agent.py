@@ -27,6 +27,11 @@ import time
 
 _POLL_SECONDS = 0.1
 _PID_DIR = "/tmp/smddp-agent"
+# Signals whose default action ends a process without a core dump: a process killed by one is reported as such.
+RERAISED_SIGNALS = frozenset(
+    {signal.SIGHUP, signal.SIGINT, signal.SIGKILL, signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE, signal.SIGALRM,
+     signal.SIGTERM}
+)  # fmt: skip
 
 
 def _reap() -> None:
@@ -106,8 +111,11 @@ def run(name: str, argv: list[str]) -> int:
         os.killpg(child.pid, signal.SIGKILL)  # what the process left behind in its group
     except (ProcessLookupError, PermissionError):
         pass
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+    if -code in RERAISED_SIGNALS:
+        # Die of the same signal, so that docker exec reports 128+N. Signals that would dump core or stop this
+        # wrapper are reported as the exit code 128+N instead.
+        if code != -signal.SIGKILL:
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         time.sleep(1)
     return code if code >= 0 else 128 - code

@@ -10,17 +10,23 @@ starts the client in its own session (out of reach of the group's signals; its o
 SIGTERM/SIGINT runs ``docker exec CONTAINER python3 AGENT signal NAME SIGNUM`` (AGENT: ``_agent.py``'s path there) so that the process itself gets
 the signal, then keeps waiting: the process's output keeps flowing until it exits. Shortly before GRACE has passed it
 SIGKILLs the process the same way and ends the client, so nothing outlives the supervisor's own deadline. It exits
-with the client's code (a process killed by signal N: 128+N, as docker reports it).
+with the client's code, except that 128+N (how docker reports a process killed by signal N) makes it die of signal
+N itself, so that the supervisor reports "killed by signal N" as it does for a process run directly.
 
 Standard library only, run by path: it starts in milliseconds and imports nothing of the kit.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+
+# The in-container agent sits beside this file; it is imported by path (this script runs isolated, python3 -I).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _agent import RERAISED_SIGNALS  # noqa: E402
 
 _POLL_SECONDS = 0.05
 _SIGNAL_SECONDS = 10.0
@@ -75,7 +81,22 @@ def main(argv: list[str]) -> int:
             client.kill()
         client.wait()
     code = client.returncode
-    return code if code >= 0 else 128 - code
+    if code < 0:
+        code = 128 - code
+    if code - 128 in RERAISED_SIGNALS:
+        _die_of(code - 128)
+    return code
+
+
+def _die_of(signum: int) -> None:
+    """Ends this process by signal ``signum`` (returns only if that signal cannot end it)."""
+    try:
+        if signum != signal.SIGKILL:
+            signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    except (OSError, ValueError):
+        return
+    time.sleep(1)
 
 
 if __name__ == "__main__":

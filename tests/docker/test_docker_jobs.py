@@ -245,3 +245,51 @@ def test_an_image_that_is_not_there_is_refused_before_anything_starts(docker_eng
     with pytest.raises(ImageNotFoundError) as caught:
         DockerBackend(image="smddp-no-such-image:0", engine=docker_engine)
     assert "smddp-no-such-image:0" in str(caught.value) and "docker load" in str(caught.value)
+
+
+def test_kill_9_of_a_rank_in_its_container_ends_the_job_within_ten_seconds(
+    tmp_path: Path, docker_backend: DockerBackend, docker_engine: Engine, no_leftovers: None
+) -> None:
+    import threading
+
+    spec = JobSpec(
+        entry_point="fail_or_sleep.py",
+        source_dir=str(LOCAL_MODE_SCRIPTS),
+        instance_count=2,
+        hyperparameters={"sleep": 120},
+        output_path=str(tmp_path / "out"),
+        job_name="docker-kill-9",
+        max_run=300,
+    )
+    outcome: dict = {}
+    job = threading.Thread(target=lambda: outcome.update(zip(("result", "output"), run_in_docker(spec, docker_backend))))
+    job.start()
+    try:
+        # The rank's process as this machine sees it (docker top lists host pids): kill -9, as a crash would.
+        deadline = time.monotonic() + 120
+        victim = None
+        while victim is None and time.monotonic() < deadline:
+            code, names = capture(
+                [docker_engine.docker, "ps", "--quiet", "--filter", "label=org.smddp-compat.job", "--filter",
+                 "name=-algo-2"], timeout=30,
+            )  # fmt: skip
+            for container in names.split():
+                _, top = capture([docker_engine.docker, "top", container, "-eo", "pid,args"], timeout=30)
+                for line in top.splitlines()[1:]:
+                    pid, _, args = line.strip().partition(" ")
+                    if args.strip().startswith("python /opt/ml/code/fail_or_sleep.py"):
+                        victim = int(pid)
+            time.sleep(0.2)
+        assert victim is not None, "the rank never appeared in its container"
+        time.sleep(1.0)
+        killed = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        job.join(timeout=60)
+        ended_in = time.monotonic() - killed
+    finally:
+        job.join(timeout=120)
+    result = outcome["result"]
+    assert result.status == "Failed" and result.failed_label == "algo-2,1", outcome.get("output")
+    assert "algo-2" in result.failure_reason and "SIGKILL" in result.failure_reason, result.failure_reason
+    assert ended_in < 10.0, ended_in
+    assert job_containers(docker_engine) == []
