@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 import tempfile
 from pathlib import Path
+from typing import IO
 from unittest import mock
 
 import smddp_compat.launcher
@@ -22,16 +24,21 @@ ENTRY_POINTS = ROOT / "entry_points"
 BUILD_LOG = os.path.join(tempfile.gettempdir(), "smddp-docker-image-build.log")
 
 
-def run_in_docker(spec: JobSpec, backend: DockerBackend) -> tuple[JobResult, str]:
+def run_in_docker(spec: JobSpec, backend: DockerBackend, live: IO[str] | None = None) -> tuple[JobResult, str]:
     """Runs a local_mode job with the docker backend; returns its result and everything it printed.
 
-    local_mode's runner supervises processes through ``smddp_compat.launcher.run_process_group``; the docker backend's
-    method has the same signature, so it takes that place for the job.
+    With ``live``, the output goes there as it comes instead (and the returned text is empty).
+
+    Through ``run(spec, backend=...)`` once local_mode's runner takes a backend; until then the backend's
+    ``run_process_group`` (same signature) takes the place of the launcher's for the job.
     """
-    stream = io.StringIO()
+    stream = live if live is not None else io.StringIO()
+    captured = (lambda: "") if live is not None else stream.getvalue  # type: ignore[union-attr]
+    if "backend" in inspect.signature(run).parameters:
+        return run(spec, stream=stream, backend=backend), captured()
     with mock.patch.object(smddp_compat.launcher, "run_process_group", backend.run_process_group):
         result = run(spec, stream=stream)
-    return result, stream.getvalue()
+    return result, captured()
 
 
 def job_containers(engine: Engine) -> list[str]:

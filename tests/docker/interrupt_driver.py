@@ -1,17 +1,15 @@
 """Runs one local job with the docker backend in its own process, for the Ctrl-C test.
 
-Usage: python interrupt_driver.py SOURCE_DIR OUTPUT_PATH. The job: 2 hosts, every process sleeps 120 s. Exits with the
-job's exit code.
+Usage: python interrupt_driver.py SOURCE_DIR OUTPUT_PATH (with the repository root on PYTHONPATH). The job: 2 hosts,
+every process sleeps 120 s. Exits with the job's exit code.
 """
 
 import sys
-from unittest import mock
 
-import smddp_compat.launcher
-from local_mode import JobSpec, run
+from local_mode import JobSpec
 from local_mode.docker import DockerBackend
+from tests.docker.docker_job_helpers import run_in_docker
 
-backend = DockerBackend(job_name="interrupted")
 spec = JobSpec(
     entry_point="fail_or_sleep.py",
     source_dir=sys.argv[1],
@@ -21,6 +19,5 @@ spec = JobSpec(
     job_name="docker-interrupted",
     max_run=300,
 )
-with mock.patch.object(smddp_compat.launcher, "run_process_group", backend.run_process_group):
-    result = run(spec)
+result, _ = run_in_docker(spec, DockerBackend(job_name="interrupted"), live=sys.stdout)
 sys.exit(result.exit_code)

@@ -206,3 +206,16 @@ def test_importing_the_backend_loads_no_tensorflow() -> None:
     code = "import sys, local_mode.docker; sys.exit('tensorflow' in sys.modules or 'sagemaker' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert done.returncode == 0
+
+
+def test_the_maintenance_command_explains_a_stopped_daemon(tmp_path: Path) -> None:
+    import subprocess
+
+    if shutil.which("docker") is None:
+        pytest.skip("no docker CLI on this machine")
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/none.sock", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "local_mode.docker", "check"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "does not answer" in done.stderr and "--backend process" in done.stderr
