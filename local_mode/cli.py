@@ -77,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mesh", metavar="DIM=SIZE,...", help="dtensor: the global mesh, e.g. batch=4,model=2")
     parser.add_argument("--devices-per-process", type=int, metavar="N", help="dtensor: devices per client")
     parser.add_argument("--work-dir", metavar="DIR", help="keep the hosts' /opt/ml trees here (default: temporary)")
+    parser.add_argument(
+        "--backend",
+        choices=("process", "docker"),
+        default="process",
+        help="process: this machine's processes (default); docker: one container per host",
+    )
+    parser.add_argument("--image", metavar="URI", help="docker backend: run in this image (the kit is mounted in)")
     return parser
 
 
@@ -179,12 +186,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
+    if args.image and args.backend != "docker":
+        print(f"smddp local: error: --image {args.image!r} needs --backend docker; add it or drop --image.",
+              file=sys.stderr)
+        return _USAGE_ERROR
     from smddp_compat.errors import SmddpError
 
     from local_mode.runner import run
 
     try:
-        result = run(spec)
+        backend = None
+        if args.backend == "docker":
+            from local_mode.docker.backend import DockerBackend
+
+            backend = DockerBackend(image=args.image, stream=sys.stderr, job_name=spec.job_name or "job")
+        result = run(spec, backend=backend)
     except ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
