@@ -66,6 +66,13 @@ def format_markdown(results: Sequence[MeasurementResult], machine: dict[str, Any
     notes = [note for result in results for note in result.notes]
     if notes:
         out += [""] + [f"- {note}" for note in notes]
+    goals = [row for result in results for row in result.rows if row.goal is not None]
+    if goals:
+        out += ["", "Goals:"]
+        for row in goals:
+            status = {True: "met", False: "NOT met", None: "n/a"}[row.met]
+            value = f"{row.ratio.median:.2f}" if row.ratio is not None and row.ratio.count else "n/a"
+            out.append(f"- {status}: {row.comparison} = {value} (goal {row.goal.text()})")
     return "\n".join(out) + "\n"
 
 

@@ -1,8 +1,7 @@
 """The ``train.py`` jobs shared by the scaling, start-up and memory measurements.
 
 All run the same script with the same arguments for a given number of processes on this machine, under tf-keras
-(so that raw Horovod can run it too). The start-up comparison repeats its jobs every round (launch times vary the
-most); the others run once.
+(so that raw Horovod can run it too), and run every round: their results are compared across jobs.
 """
 
 from __future__ import annotations

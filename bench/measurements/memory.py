@@ -19,7 +19,7 @@ RANKS = 2
 
 
 def _jobs(config: BenchConfig) -> dict[str, Job]:
-    return {api: smddprun_training(config, RANKS, api) for api in ("smddp_compat", "horovod")}
+    return {api: smddprun_training(config, RANKS, api, repeat=True) for api in ("smddp_compat", "horovod")}
 
 
 def jobs(config: BenchConfig) -> list[Job]:

@@ -20,9 +20,9 @@ TITLE = "5. Scaling: MNIST CNN samples/s"
 
 def _jobs(config: BenchConfig) -> dict[str, Job]:
     return {
-        "1 rank": smddprun_training(config, 1),
-        "2 ranks": smddprun_training(config, 2),
-        "2 hosts x 1 (smddp local)": local_mode_training(config, 2),
+        "1 rank": smddprun_training(config, 1, repeat=True),
+        "2 ranks": smddprun_training(config, 2, repeat=True),
+        "2 hosts x 1 (smddp local)": local_mode_training(config, 2, repeat=True),
     }
 
 
