@@ -151,7 +151,7 @@ def run_job(job: Job, config: BenchConfig, round_index: int, *, timeout: float |
                           str(log_path))
     duration = time.time() - started
     if not group.ok:
-        reason = "timed out after %.0f s" % limit if getattr(group, "timed_out", False) else group.reason
+        reason = f"timed out after {limit:.0f} s" if group.timed_out else group.reason
         return JobRun(job, round_index, False, f"{reason} (log: {log_path})", started, duration, [], str(log_path))
     ranks, missing = _read_ranks(result_dir, job.ranks)
     if missing:

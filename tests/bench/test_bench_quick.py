@@ -47,3 +47,32 @@ def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
     assert (out / "bandwidth.png").read_bytes()[:8] == PNG_MAGIC
     report = (out / "report.md").read_text()
     assert "| comparison |" in report and results["date"] in report
+
+
+def test_a_job_that_times_out_is_stopped_and_reported_as_n_a(tmp_path):
+    out = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "memory", "--job-timeout", "4", "--out", str(out)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "n/a: timed out after 4 s" in proc.stdout and "some jobs did not run" in proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    row = results["measurements"]["memory"]["rows"][0]
+    assert row["ratio"] is None and row["met"] is None
+    assert processes_with_environment(f"BENCH_RESULT_DIR={out}") == []
+
+
+def processes_with_environment(prefix: str) -> list[int]:
+    """PIDs of the processes with an environment entry starting with ``prefix`` (each job's processes get
+    ``BENCH_RESULT_DIR=<out>/jobs/<job>/result``)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            entries = environ.read_bytes().split(b"\0")
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+        if any(entry.startswith(prefix.encode()) for entry in entries):
+            found.append(int(environ.parent.name))
+    return found
