@@ -1,5 +1,5 @@
 """Benchmarks of smddp-compat: compat overhead, allreduce bandwidth per engine, small tensors, fp16, scaling,
-start-up and memory, each as a ratio measured in one run. Run ``smddp bench`` (``python -m bench.run``).
+start-up and memory, each as a ratio measured in one run. Run ``smddp bench`` (``python -m bench``).
 
 Importing this package does not import TensorFlow: the measurements run in separate rank programs.
 """

@@ -1,4 +1,4 @@
-"""``smddp bench`` (or ``python -m bench.run``): runs every measurement and prints one table of ratios.
+"""``smddp bench`` (or ``python -m bench``): runs every measurement and prints one table of ratios.
 
     smddp bench                      # everything, ~10 minutes on a 2-core machine
     smddp bench --quick              # tiny workloads: checks that the bench works (a minute or two)
