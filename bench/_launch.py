@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from local_mode._ports import reserve_ports
 from smddp_compat.launcher import ProcessSpec, run_process_group
 
 from bench._config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
@@ -86,21 +86,8 @@ def launch_argv(job: Job, run_dir: Path, timeout: float, env: dict[str, str]) ->
     raise ValueError(f"no single launcher command for {job.launcher}")
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def _mwms_specs(job: Job, env: dict[str, str]) -> list[ProcessSpec]:
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(job.ranks)]
+    workers = [f"127.0.0.1:{port}" for port in reserve_ports(["127.0.0.1"] * job.ranks)]
     specs = []
     for index in range(job.ranks):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}

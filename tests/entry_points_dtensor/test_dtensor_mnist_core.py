@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 from entry_points.checkpoints import list_steps
+from local_mode._ports import reserve_ports
 from entry_points.datasets import load_mnist
 from tests.entry_points.script_runs import (
     REPO,
@@ -30,19 +30,6 @@ from tests.entry_points.script_runs import (
 SCRIPT = "dtensor_mnist_core.py"
 STEPS_PER_EPOCH = 4000 // 128
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def test_sigterm_resume_plots_and_saved_model(job: Layout) -> None:
@@ -94,7 +81,7 @@ def test_two_clients_on_loopback_match_one_client(tmp_path: Path) -> None:
     assert_ok(alone, single)
 
     multi = make_layout(tmp_path / "multi")
-    ports = _free_ports(2)
+    ports = reserve_ports(["127.0.0.1"] * 2)
     jobs = ",".join(f"127.0.0.1:{port}" for port in ports)
     processes = []
     logs = []
