@@ -110,7 +110,7 @@ def _job_root(spec: JobSpec) -> tuple[Path, bool]:
 
 
 def run(
-    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, backend: Any = None
+    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS
 ) -> JobResult:
     """Runs a training job on this machine as SageMaker would run it on H hosts of P processes.
 
@@ -118,8 +118,6 @@ def run(
         spec: The job (validated when it was built).
         stream: Where the processes' prefixed output and the summary go (``sys.stdout`` by default).
         grace: Seconds between SIGTERM and SIGKILL when the processes are stopped.
-        backend: None for this machine's processes, or an object with a ``run_process_group`` method of the
-            launcher's signature (``local_mode.docker.DockerBackend``: one container per host).
 
     Returns:
         The job's result; it does not raise when the job fails (see :meth:`JobResult.raise_for_status`).
@@ -165,7 +163,7 @@ def run(
                 )
             ]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
-            group = (backend.run_process_group if backend is not None else run_process_group)(
+            group = run_process_group(
                 specs,
                 timeout=spec.max_run,
                 grace=grace,

@@ -23,7 +23,6 @@ start sequence:
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
