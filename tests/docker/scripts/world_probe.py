@@ -18,6 +18,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--kind", default="smddp")
 parser.add_argument("--steps", type=int, default=3)
 parser.add_argument("--note", default="")
+parser.add_argument("--hold", type=float, default=0.0, help="seconds to wait after training (to be killed in)")
 args, unknown = parser.parse_known_args()
 
 if args.kind == "smddp":
@@ -66,6 +67,12 @@ elif args.kind == "mwms":
 else:
     rank, size, local_rank, local_size, total = 0, 1, 0, 1, 1.0
     w = tf.Variable(tf.ones([4, 1]))
+
+if args.hold:
+    import time
+
+    print(f"world_probe rank {rank} holding for {args.hold} s", flush=True)
+    time.sleep(args.hold)
 
 record = {
     "rank": rank, "size": size, "local_rank": local_rank, "local_size": local_size,
