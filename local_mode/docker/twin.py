@@ -24,6 +24,7 @@ start sequence:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -207,7 +208,7 @@ class SageMakerTwin:
             status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
             self.docker.wait_for_logs()
             self._sync_checkpoints(layouts, user_s3)
-            reason = _failure_reason(layouts, failed_host, codes) if status == "Failed" else None
+            reason = _failure_reason(layouts, failed_host, codes, root) if status == "Failed" else None
             if reason:
                 self._say(f"FailureReason: {reason}")
             artifacts = store_artifacts(
@@ -450,14 +451,27 @@ def _download_if_any(location: S3Location, destination: Path, client: Any) -> No
             raise
 
 
-def _failure_reason(layouts: dict[str, HostLayout], failed_host: str | None, codes: dict[str, int]) -> str:
-    """``FailureReason`` as SageMaker words it: ``AlgorithmError:`` and the failure file, naming the host."""
+# Open MPI's report of the process that ended the job: "... rank 2 with PID 0 on node algo-2 exited on signal 9".
+_MPI_CULPRIT = re.compile(r"rank \d+ with PID \d+ on node \S+ exited on signal \d+[^\n]*")
+
+
+def _failure_reason(layouts: dict[str, HostLayout], failed_host: str | None, codes: dict[str, int], root: Path) -> str:
+    """``FailureReason`` as SageMaker words it (``AlgorithmError:`` and the failure file), naming the host; when
+    mpirun reports which rank on which node ended the job, that comes first (the host that failed is then the one
+    that ran mpirun, not the one where the rank died)."""
+    culprit = ""
+    for host in layouts:
+        log = root / f"{host}.log"
+        found = _MPI_CULPRIT.search(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else None
+        if found:
+            culprit = f"mpirun: {found.group(0).strip()}. "
+            break
     order = [failed_host] if failed_host else []
     order += [host for host in layouts if host not in order]
     for host in order:
         failure = layouts[host].failure_file
-        if failure.is_file() and failure.read_text(encoding="utf-8", errors="replace").strip():
-            text = failure.read_text(encoding="utf-8", errors="replace").strip()
-            reason = f"AlgorithmError: {text} (on {host}, exit code {codes.get(host)})"
-            return reason[:FAILURE_REASON_LIMIT]
-    return f"AlgorithmError: {failed_host} exited with code {codes.get(failed_host or '')} and wrote no failure file"
+        text = failure.read_text(encoding="utf-8", errors="replace").strip() if failure.is_file() else ""
+        if text:
+            return f"AlgorithmError: {culprit}{text} (on {host}, exit code {codes.get(host)})"[:FAILURE_REASON_LIMIT]
+    code = codes.get(failed_host or "")
+    return f"AlgorithmError: {culprit}{failed_host} exited with code {code} and wrote no failure file"
