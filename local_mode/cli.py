@@ -190,15 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.request or args.job:
         return _replay(args)
-    try:
-        spec = spec_from_args(args)
-    except ConfigurationError as exc:
-        print(f"smddp local: error: {exc}", file=sys.stderr)
-        return _USAGE_ERROR
     if args.backend == "docker":
         print("smddp local: error: --backend docker replays a SageMaker request: give it with --request FILE (the "
               "CreateTrainingJob parameters as JSON) or --job NAME (read with DescribeTrainingJob). To run a script "
               "as it is, leave --backend out (the process backend).", file=sys.stderr)
+        return _USAGE_ERROR
+    try:
+        spec = spec_from_args(args)
+    except ConfigurationError as exc:
+        print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     from smddp_compat.errors import SmddpError
 

@@ -7,6 +7,8 @@ No Docker engine means these tests cannot run: they are skipped with the reason 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -14,8 +16,6 @@ import pytest
 from local_mode.docker import DockerUnavailableError, Engine, find_engine
 from local_mode.docker._commands import capture
 from local_mode.docker._containers import TWIN_LABEL
-from local_mode.docker._image import ensure_image
-from local_mode.docker._rootfs import host_base_recipe
 from tests.fake_aws import Aws, aws, moto_url  # noqa: F401 - fixtures
 
 BUILD_LOG = "/tmp/smddp-docker-image-build.log"
@@ -34,8 +34,14 @@ def docker_engine() -> Engine:
 
 @pytest.fixture(scope="session")
 def kit_image(docker_engine: Engine) -> str:
-    """The kit's training image (built when missing: ~10 minutes on 2 cores; CI builds it beforehand)."""
-    return ensure_image(docker_engine, base=host_base_recipe(), log_path=BUILD_LOG).tag
+    """The kit's training image, from ``smddp image`` (its tag is the last line it prints; built when missing:
+    ~10 minutes on 2 cores; CI builds it beforehand)."""
+    done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "image", "--log", BUILD_LOG],
+                          capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, f"smddp image failed: {done.stderr[-3000:]}"
+    tag = done.stdout.strip().splitlines()[-1]
+    assert tag.startswith("smddp-compat:"), done.stdout
+    return tag
 
 
 @pytest.fixture

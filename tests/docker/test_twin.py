@@ -48,7 +48,8 @@ def _replay(aws: Aws, **options: Any) -> tuple[Any, str]:
 
 def _worlds(aws: Aws, result: Any, tmp_path: Path) -> list[dict[str, Any]]:
     """Every process's world record from output.tar.gz (algo-1's at the top, the others' under algo-N/)."""
-    path = aws.download(result.output_artifacts, str(tmp_path / "output.tar.gz"))
+    uri = result if isinstance(result, str) else result.output_artifacts
+    path = aws.download(uri, str(tmp_path / "output.tar.gz"))
     with tarfile.open(path) as archive:
         return [
             json.loads(archive.extractfile(member).read())  # type: ignore[union-attr]
@@ -113,9 +114,23 @@ def test_mwms_gets_tf_config_from_the_toolkit(aws: Aws, kit_image: str, tmp_path
     est = _estimator(aws, kit_image, instance_type=CPU_TYPE, hyperparameters={"kind": "mwms"},
                      distribution={"multi_worker_mirrored_strategy": {"enabled": True}})
     est.fit(wait=False, job_name="twin-mwms")
-    result, printed = _replay(aws)
-    assert result.status == "Completed", printed[-4000:]
-    _assert_one_world(_worlds(aws, result, tmp_path), size=2, per_host=1)
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(aws.requests[-1]))
+    described = _cli(["--backend", "docker", "--request", str(request)], expect=0)
+    assert described["TrainingJobStatus"] == "Completed"
+    output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
+    _assert_one_world(_worlds(aws, output, tmp_path), size=2, per_host=1)
+
+
+def _cli(argv: list[str], expect: int) -> dict[str, Any]:
+    """``smddp local ARGV`` in a subprocess; returns the DescribeTrainingJob answer it prints."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "local", *argv],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == expect, done.stderr[-4000:]
+    return json.loads(done.stdout)
 
 
 def test_dtensor_builds_the_whole_mesh(aws: Aws, kit_image: str, tmp_path: Path) -> None:
@@ -165,9 +180,10 @@ def test_s3_source_with_requirements_and_an_s3_channel(aws: Aws, kit_image: str,
     est.fit({"train": "s3://twin-data/mnist/train"}, wait=False, job_name="twin-none")
     submitted = json.loads(aws.requests[-1]["HyperParameters"]["sagemaker_submit_directory"])
     assert submitted.startswith("s3://")  # the toolkit in the container downloads it from the twin's S3
-    result, printed = _replay(aws)
-    assert result.status == "Completed", printed[-4000:]
-    path = aws.download(result.output_artifacts, str(tmp_path / "output.tar.gz"))
+    described = _cli(["--backend", "docker", "--job", "twin-none"], expect=0)  # read back with DescribeTrainingJob
+    assert described["TrainingJobStatus"] == "Completed"
+    output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
+    path = aws.download(output, str(tmp_path / "output.tar.gz"))
     with tarfile.open(path) as archive:
         probes = [json.loads(archive.extractfile(m).read()) for m in archive.getmembers()  # type: ignore[union-attr]
                   if m.isfile() and m.name.endswith("probe.json")]
