@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,19 +200,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    from smddp_compat.errors import SmddpError
-
     from local_mode.runner import run
 
+    return _run_reporting_errors(lambda: run(spec).exit_code)
+
+
+def _run_reporting_errors(job: Callable[[], int]) -> int:
+    """Runs ``job`` and returns its exit code; a configuration error prints and gives 2, any other error of the
+    kit's prints and gives 1."""
+    from smddp_compat.errors import SmddpError
+
     try:
-        result = run(spec)
+        return job()
     except ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     except (LocalModeError, SmddpError) as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return 1
-    return result.exit_code
 
 
 #: Exit codes of a replayed request, by (status, secondary status).
@@ -221,7 +226,7 @@ _TWIN_EXIT = {"Completed": 0, "Failed": 1, "MaxRuntimeExceeded": 124, "Stopped":
 
 def _replay(args: argparse.Namespace) -> int:
     """``smddp local --backend docker --request FILE | --job NAME``: the request, replayed by the SageMaker twin."""
-    from local_mode.docker import DockerError, SageMakerTwin, TrainingJobRequest
+    from local_mode.docker import SageMakerTwin, TrainingJobRequest
 
     given = [f"--{name.replace('_', '-')}" for name in ("entry_point", "source_dir", "instance_count",
              "processes_per_host", "distribution") if getattr(args, name)]
@@ -231,18 +236,15 @@ def _replay(args: argparse.Namespace) -> int:
         print(f"smddp local: error: {problem}: the request defines the whole job. Use `smddp local --backend docker "
               f"{what} ...` alone (change the job in the request itself).", file=sys.stderr)
         return _USAGE_ERROR
-    try:
+
+    def replay() -> int:
         request = TrainingJobRequest.from_file(args.request) if args.request else _described_request(args.job)
         options = {} if args.stop_grace is None else {"stop_grace": args.stop_grace}
         result = SageMakerTwin(request, gpus_per_host=args.gpus_per_host, stream=sys.stderr, **options).run()
-    except ConfigurationError as exc:
-        print(f"smddp local: error: {exc}", file=sys.stderr)
-        return _USAGE_ERROR
-    except (LocalModeError, DockerError) as exc:
-        print(f"smddp local: error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result.describe(), indent=2, default=str))
-    return _TWIN_EXIT.get(result.secondary_status, _TWIN_EXIT.get(result.status, 1))
+        print(json.dumps(result.describe(), indent=2, default=str))
+        return _TWIN_EXIT.get(result.secondary_status, _TWIN_EXIT.get(result.status, 1))
+
+    return _run_reporting_errors(replay)
 
 
 def _described_request(job_name: str) -> Any:

@@ -129,17 +129,23 @@ class TwinEngine:
         template = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
         return self._run("inspect", "--format", template, self.container_name(host))
 
-    def state(self, host: str) -> ContainerState:
-        """Whether the container runs, and its exit code once it has stopped."""
+    def states(self, hosts: Sequence[str]) -> dict[str, ContainerState]:
+        """Whether each host's container runs, and its exit code once it has stopped (one ``docker inspect``).
+
+        A container that cannot be inspected (removed behind the twin's back) counts as stopped with code 255.
+        """
         code, out = capture(
-            [self.engine.docker, "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}} {{.State.OOMKilled}}",
-             self.container_name(host)],
+            [self.engine.docker, "inspect", "--format",
+             "{{.Config.Hostname}} {{.State.Running}} {{.State.ExitCode}} {{.State.OOMKilled}}",
+             *[self.container_name(host) for host in hosts]],
             timeout=_CALL_SECONDS,
         )
-        if code != 0:
-            return ContainerState(False, 255)
-        running, exit_code, oom = out.split()
-        return ContainerState(running == "true", int(exit_code), oom == "true")
+        found: dict[str, ContainerState] = {}
+        for line in out.splitlines() if code is not None else []:
+            parts = line.split()
+            if len(parts) == 4 and parts[0] in hosts:
+                found[parts[0]] = ContainerState(parts[1] == "true", int(parts[2]), parts[3] == "true")
+        return {host: found.get(host, ContainerState(False, 255)) for host in hosts}
 
     def signal(self, host: str, signal_name: str) -> None:
         """Sends a signal to the container's first process (``docker kill --signal``); a stopped one is skipped."""

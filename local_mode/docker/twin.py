@@ -358,13 +358,13 @@ class SageMakerTwin:
         next_sync = time.monotonic() + self.checkpoint_sync_seconds
         states: dict[str, ContainerState] = {}
         while True:
-            states = {host: self.docker.state(host) for host in hosts}
+            states = self.docker.states(hosts)
             failed = next((h for h in hosts if not states[h].running and states[h].exit_code != 0), None)
             if failed is not None:
                 for host in hosts:
                     if states[host].running:
                         self.docker.signal(host, "SIGKILL")
-                codes = {host: self.docker.state(host).exit_code for host in hosts}
+                codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
                 self._say(f"{failed} exited with code {states[failed].exit_code}: the job failed")
                 return "Failed", "Failed", failed, codes
             if not any(state.running for state in states.values()):
@@ -375,7 +375,7 @@ class SageMakerTwin:
                 self._say(f"MaxRuntimeInSeconds ({request.max_runtime} s) exceeded: stopping the job")
             if self._stop_requested.is_set():
                 self._stop_containers(hosts)
-                codes = {host: self.docker.state(host).exit_code for host in hosts}
+                codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
                 return "Stopped", self._stop_reason or "Stopped", None, codes
             if request.checkpoint_s3 is not None and time.monotonic() >= next_sync:
                 self._sync_checkpoints(layouts, user_s3)
@@ -387,10 +387,10 @@ class SageMakerTwin:
         for host in hosts:
             self.docker.signal(host, "SIGTERM")
         deadline = time.monotonic() + self.stop_grace
-        while time.monotonic() < deadline and any(self.docker.state(h).running for h in hosts):
+        while time.monotonic() < deadline and any(s.running for s in self.docker.states(hosts).values()):
             time.sleep(_POLL_SECONDS)
-        for host in hosts:
-            if self.docker.state(host).running:
+        for host, state in self.docker.states(hosts).items():
+            if state.running:
                 self.docker.signal(host, "SIGKILL")
 
     def _sync_checkpoints(self, layouts: dict[str, HostLayout], user_s3: Any) -> None:
