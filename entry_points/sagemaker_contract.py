@@ -298,7 +298,8 @@ def _normalise_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> lis
         if token.startswith("--") and len(token) > 2:
             name, eq, inline = token.partition("=")
             sdk_owned = name.lower().startswith(("--sagemaker_", "--sagemaker-")) or name in _SDK_MODEL_DIR
-            if sdk_owned and name not in known:
+            spellings = {name, name.replace("_", "-"), name.replace("-", "_")}
+            if sdk_owned and not spellings & known:
                 # SDK-internal hyperparameters (sagemaker_program, sagemaker_mpi_enabled, ...) are not the script's;
                 # neither is the TensorFlow estimator's model_dir (an S3 path for scripts that save there: these
                 # scripts save to SM_MODEL_DIR, which SageMaker uploads).
