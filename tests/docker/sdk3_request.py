@@ -13,6 +13,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import boto3  # noqa: E402
+from botocore.client import BaseClient  # noqa: E402
 from sagemaker.core.helper import session_helper  # noqa: E402
 from sagemaker.core.helper.session_helper import Session  # noqa: E402
 from sagemaker.train import ModelTrainer  # noqa: E402
@@ -24,11 +25,18 @@ out, image, kind, source_dir, entry_script = sys.argv[1:6]
 # The SDK builds its STS client with a regional endpoint that ignores AWS_ENDPOINT_URL (FACTS.md): point it at moto.
 session_helper.sts_regional_endpoint = lambda region: os.environ["AWS_ENDPOINT_URL"]
 session = Session(boto_session=boto3.Session(region_name="us-east-1"))
+# ModelTrainer sends CreateTrainingJob through a client of its own: every botocore client's calls are watched.
 captured = []
-session.sagemaker_client.meta.events.register(
-    "provide-client-params.sagemaker.CreateTrainingJob",
-    lambda params, **_: captured.append(json.loads(json.dumps(params, default=str))),
-)
+_make_api_call = BaseClient._make_api_call
+
+
+def _recording(self, operation_name, api_params):
+    if operation_name == "CreateTrainingJob":
+        captured.append(json.loads(json.dumps(api_params, default=str)))
+    return _make_api_call(self, operation_name, api_params)
+
+
+BaseClient._make_api_call = _recording
 if kind == "smddp":
     distributed, instance_type = SMDDPCompat(), "ml.p4d.24xlarge"
 else:

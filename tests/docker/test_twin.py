@@ -5,11 +5,13 @@ identical, and the artifacts must land in moto's S3."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +193,9 @@ def test_s3_source_with_requirements_and_an_s3_channel(aws: Aws, kit_image: str,
     assert {(p["marker"], p["data"]) for p in probes} == {("installed from requirements.txt", "channel data from S3")}
 
 
-def _run_in_thread(twin: SageMakerTwin) -> tuple[threading.Thread, dict[str, Any]]:
+@contextlib.contextmanager
+def _running(twin: SageMakerTwin) -> Iterator[tuple[threading.Thread, dict[str, Any]]]:
+    """Runs the twin's job in a thread; whatever happens in the block, the job is stopped and joined at the end."""
     outcome: dict[str, Any] = {}
 
     def target() -> None:
@@ -199,7 +203,12 @@ def _run_in_thread(twin: SageMakerTwin) -> tuple[threading.Thread, dict[str, Any
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
-    return thread, outcome
+    try:
+        yield thread, outcome
+    finally:
+        if thread.is_alive():
+            twin.stop()
+            thread.join(300)
 
 
 def test_spot_style_stop_then_resume_from_synced_checkpoints(aws: Aws, kit_image: str, tmp_path: Path) -> None:
@@ -214,14 +223,14 @@ def test_spot_style_stop_then_resume_from_synced_checkpoints(aws: Aws, kit_image
     request = TrainingJobRequest.from_params(aws.requests[-1])
     first_log = io.StringIO()
     twin = SageMakerTwin(request, gpus_per_host=1, stream=first_log, stop_grace=20, checkpoint_sync_seconds=1)
-    thread, outcome = _run_in_thread(twin)
-    deadline = time.monotonic() + 600
-    s3 = aws.client("s3")
-    while not s3.list_objects_v2(Bucket="twin-checkpoints", Prefix="mnist/").get("KeyCount"):
-        assert time.monotonic() < deadline and thread.is_alive(), first_log.getvalue()[-4000:]
-        time.sleep(0.5)
-    twin.stop()  # SIGTERM to every container, as a spot reclaim or StopTrainingJob does
-    thread.join(120)
+    with _running(twin) as (thread, outcome):
+        deadline = time.monotonic() + 600
+        s3 = aws.client("s3")
+        while not s3.list_objects_v2(Bucket="twin-checkpoints", Prefix="mnist/").get("KeyCount"):
+            assert time.monotonic() < deadline and thread.is_alive(), first_log.getvalue()[-4000:]
+            time.sleep(0.5)
+        twin.stop()  # SIGTERM to every container, as a spot reclaim or StopTrainingJob does
+        thread.join(120)
     first = outcome["result"]
     assert (first.status, first.secondary_status) == ("Stopped", "Stopped"), first_log.getvalue()[-4000:]
 
@@ -245,17 +254,22 @@ def test_kill_9_of_a_rank_on_algo_2_fails_the_job_naming_the_host(aws: Aws, kit_
     est.fit(wait=False, job_name="twin-kill")
     log = io.StringIO()
     twin = SageMakerTwin(TrainingJobRequest.from_params(aws.requests[-1]), gpus_per_host=2, stream=log)
-    thread, outcome = _run_in_thread(twin)
-    deadline = time.monotonic() + 600
-    while "holding for" not in log.getvalue() or log.getvalue().count("holding for") < 4:
-        assert time.monotonic() < deadline and thread.is_alive(), log.getvalue()[-4000:]
-        time.sleep(0.5)
-    code, pids = capture([docker_engine.docker, "exec", twin.container("algo-2"), "pgrep", "-f", "world_probe.py"],
-                         timeout=30)
-    assert code == 0 and pids, pids
-    killed = time.monotonic()
-    capture([docker_engine.docker, "exec", twin.container("algo-2"), "kill", "-9", pids.split()[0]], timeout=30)
-    thread.join(120)
+    with _running(twin) as (thread, outcome):
+        deadline = time.monotonic() + 600
+        while log.getvalue().count("holding for") < 4:
+            assert time.monotonic() < deadline and thread.is_alive(), log.getvalue()[-4000:]
+            time.sleep(0.5)
+        # One rank process on algo-2 (started there by mpirun's orted over ssh), killed with SIGKILL from inside.
+        finder = ("import os, psutil, sys\n"
+                  "ranks = [p for p in psutil.process_iter(['cmdline', 'name']) if p.info['name'].startswith('python')"
+                  " and 'world_probe.py' in ' '.join(p.info['cmdline'] or [])]\n"
+                  "print([' '.join(p.info['cmdline'] or []) for p in psutil.process_iter(['cmdline'])] if not ranks else '')\n"
+                  "os.kill(ranks[0].pid, 9) if ranks else sys.exit(1)\n")
+        code, listing = capture([docker_engine.docker, "exec", twin.container("algo-2"), "python", "-c", finder],
+                                timeout=60)
+        killed = time.monotonic()
+        assert code == 0, f"no rank process found on algo-2: {listing}"
+        thread.join(120)
     ended = time.monotonic() - killed
     result = outcome["result"]
     assert result.status == "Failed", log.getvalue()[-4000:]
