@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from tests.conftest import DOCKER_SKIP_REASON, docker_missing_is_an_error
 from tests.docker.docker_job_helpers import BUILD_LOG, job_containers
 
 from local_mode.docker import DockerBackend, DockerUnavailableError, Engine, find_engine
@@ -17,11 +18,14 @@ from local_mode.docker._commands import capture
 
 @pytest.fixture(scope="session")
 def docker_engine() -> Engine:
-    """A Docker engine that answers; skips the test (with the reason) when there is none."""
+    """A Docker engine that answers; without one, skips the test (counted in the terminal summary), or fails it
+    under CI."""
     try:
         return find_engine()
     except DockerUnavailableError as exc:
-        pytest.skip(f"no usable Docker engine: {exc}")
+        if docker_missing_is_an_error(dict(os.environ)):
+            pytest.fail(f"CI=true needs a Docker engine for the docker-backend tests ({DOCKER_SKIP_REASON}: {exc})")
+        pytest.skip(f"{DOCKER_SKIP_REASON}: {exc}")
 
 
 @pytest.fixture(scope="session")
