@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="process: this machine's processes (default); docker: one container per host",
     )
     parser.add_argument("--image", metavar="URI", help="docker backend: run in this image (the kit is mounted in)")
+    parser.add_argument(
+        "--show-tf-logs", action="store_true",
+        help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is set; "
+        "the per-host log files always keep them)",
+    )
     return parser
 
 
@@ -200,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from local_mode.docker.backend import DockerBackend
 
             backend = DockerBackend(image=args.image, stream=sys.stderr, job_name=spec.job_name or "job")
-        result = run(spec, backend=backend)
+        result = run(spec, backend=backend, show_tf_logs=args.show_tf_logs)
     except ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR

@@ -110,7 +110,12 @@ def _job_root(spec: JobSpec) -> tuple[Path, bool]:
 
 
 def run(
-    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, backend: Any = None
+    spec: JobSpec,
+    *,
+    stream: IO[str] | None = None,
+    grace: float = _GRACE_SECONDS,
+    backend: Any = None,
+    show_tf_logs: bool = False,
 ) -> JobResult:
     """Runs a training job on this machine as SageMaker would run it on H hosts of P processes.
 
@@ -120,6 +125,8 @@ def run(
         grace: Seconds between SIGTERM and SIGKILL when the processes are stopped.
         backend: None for this machine's processes, or an object with a ``run_process_group`` method of the
             launcher's signature (``local_mode.docker.DockerBackend``: one container per host).
+        show_tf_logs: Also show TensorFlow's C++ log lines in ``stream`` (by default they go to the per-host log
+            files only, unless the job's environment sets ``TF_CPP_MIN_LOG_LEVEL``).
 
     Returns:
         The job's result; it does not raise when the job fails (see :meth:`JobResult.raise_for_status`).
@@ -130,7 +137,7 @@ def run(
         ArtifactError: The artifacts could not be stored.
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
-    from smddp_compat.launcher import run_process_group
+    from smddp_compat.launcher import run_process_group, tensorflow_log_filter
 
     out = stream if stream is not None else sys.stdout
     assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
@@ -158,7 +165,8 @@ def run(
             stall_dir = root / "stall"
             stall_dir.mkdir(exist_ok=True)
             specs = [
-                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)})
+                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)},
+                                    console_hides=tensorflow_log_filter(s.env, show=show_tf_logs))
                 for s in (
                     _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files)
                     for plan in process_plans

@@ -139,5 +139,6 @@ def exec_spec(
             client_env[name] = variables[name]
     argv += [container, "python3", AGENT_PATH, "run", process, "--"]
     argv += [paths.argument(arg) for arg in spec.argv]
-    return ProcessSpec(argv=argv, env=client_env, label=spec.label, cwd=None, log_path=spec.log_path, host=spec.host)
+    return ProcessSpec(argv=argv, env=client_env, label=spec.label, cwd=None, log_path=spec.log_path, host=spec.host,
+                       console_hides=spec.console_hides)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shutil
 import sys
@@ -20,6 +21,7 @@ from typing import Iterator, Sequence
 
 from smddp_compat import smdistributed_shim
 from smddp_compat.errors import SmddpError, UsageError
+from smddp_compat.launcher._console import tensorflow_log_filter
 from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
 from smddp_compat.launcher._supervisor import GroupResult, ProcessSpec, run_process_group
@@ -84,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH"
     )
     parser.add_argument("--log-dir", default=None, help="also write each rank's output to LOG_DIR/rank.N.log")
+    parser.add_argument(
+        "--show-tf-logs",
+        action="store_true",
+        help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is "
+        "set; --log-dir files always keep them)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program to run and its arguments")
     parser.set_defaults(engine="gloo")
     return parser
@@ -240,10 +248,15 @@ def _launch(
             label="mpirun",
             log_path=os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None,
         )
-        return run_process_group([spec], timeout=args.timeout, grace=args.grace)
+        return run_process_group(_quiet([spec], args), timeout=args.timeout, grace=args.grace)
     with HorovodRendezvous(hosts, timeout=args.gloo_timeout) as rendezvous:
         specs = rank_specs(command, base_env, rendezvous.rank_envs(), args.log_dir)
-        return run_process_group(specs, timeout=args.timeout, grace=args.grace)
+        return run_process_group(_quiet(specs, args), timeout=args.timeout, grace=args.grace)
+
+
+def _quiet(specs: list[ProcessSpec], args: argparse.Namespace) -> list[ProcessSpec]:
+    """``specs`` whose console output leaves out TensorFlow's C++ log lines, unless the user wants them."""
+    return [dataclasses.replace(s, console_hides=tensorflow_log_filter(s.env, show=args.show_tf_logs)) for s in specs]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

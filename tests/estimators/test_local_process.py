@@ -11,7 +11,6 @@ import uuid
 import pytest
 
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-pytest.importorskip("local_mode", reason="local_mode is not importable")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMDDP = {"smdistributed": {"dataparallel": {"enabled": True}}}

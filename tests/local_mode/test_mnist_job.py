@@ -14,8 +14,9 @@ from local_mode.cli import main
 
 @pytest.mark.slow
 def test_smddp_local_default_job_trains_mnist_on_two_hosts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_leftover_job_dirs: None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_leftover_job_dirs: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # a first run: TensorFlow's C++ lines are not asked for
     code = main(["--hyperparameters", "epochs=1", "log-steps=10", "--output", str(tmp_path / "out"),
                  "--job-name", "mnist", "--max-run", "600"])
     output = capsys.readouterr().out
@@ -32,3 +33,6 @@ def test_smddp_local_default_job_trains_mnist_on_two_hosts(
         names = archive.getnames()
     assert "1/saved_model.pb" in names  # a SavedModel under a numeric version folder, as TF Serving wants
     assert (job / "logs" / "algo-2.log").read_text().strip()  # rank 1's log is kept too
+    # A quiet console: TensorFlow's C++ start-up lines (e.g. "E0000 ... failed call to cuInit") are in the logs only.
+    assert not re.search(r"^\[algo-\d,\d\] [IWE]\d{4} ", output, flags=re.M), output[:4000]
+    assert re.search(r"^I\d{4} .*\] ", (job / "logs" / "algo-1.log").read_text(), flags=re.M)

@@ -18,8 +18,8 @@ import pytest
 
 from tests.reliability.conftest import PROGRAMS, alive, launch, quiet_env, smddprun
 
-_stall = pytest.importorskip("smddp_compat.tensorflow._stall")
-from smddp_compat.errors import UsageError  # noqa: E402
+from smddp_compat.errors import UsageError
+from smddp_compat.tensorflow import _stall
 
 
 def _me(rank: int = 0, size: int = 3) -> "_stall.Identity":
