@@ -137,7 +137,7 @@ def run(
         ArtifactError: The artifacts could not be stored.
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
-    from smddp_compat.launcher import run_process_group, tensorflow_log_filter
+    from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
 
     out = stream if stream is not None else sys.stdout
     assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
@@ -158,6 +158,9 @@ def run(
             f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
             f"process(es), distribution {spec.distribution.value}; logs in {log_dir}\n"
         )
+        crowded = oversubscription_warning(spec.instance_count * spec.processes_per_host, usable_cores())
+        if crowded:
+            out.write(f"[local_mode] warning: {crowded}\n")
         out.flush()
         with _planned(spec) as process_plans:
             # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,

@@ -22,7 +22,13 @@ from typing import Iterator, Sequence
 from smddp_compat import smdistributed_shim
 from smddp_compat.errors import SmddpError, UsageError
 from smddp_compat.launcher._console import tensorflow_log_filter
-from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
+from smddp_compat.launcher._hosts import (
+    assign_ranks,
+    is_this_machine,
+    oversubscription_warning,
+    parse_hosts,
+    usable_cores,
+)
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
 from smddp_compat.launcher._supervisor import GroupResult, ProcessSpec, run_process_group
 
@@ -228,6 +234,9 @@ def _run(args: argparse.Namespace) -> GroupResult:
     if not command:
         raise UsageError("smddprun needs a command to run, e.g. `smddprun -np 2 python train.py`.")
     hosts = _resolve_hosts(args)
+    crowded = oversubscription_warning(args.num_proc, usable_cores())
+    if crowded:
+        print(f"smddprun: warning: {crowded}", file=sys.stderr)
     base_env = with_shim_on_path(dict(os.environ), enabled=not args.no_shim)
     base_env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     with stall_directory() as directory:
