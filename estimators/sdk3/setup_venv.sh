@@ -15,7 +15,7 @@ VENV=${SDK3_VENV:-$ROOT/.venv-sdk3}
 PY="$VENV/bin/python"
 PYTHON=${PYTHON:-python3}
 SAGEMAKER_SPEC=${SDK3_SAGEMAKER_SPEC:-"sagemaker==3.27.0"}
-PINS=("$SAGEMAKER_SPEC" "moto[server]==5.2.5" "boto3" "pytest>=8" "pytest-timeout>=2.3")
+PINS=("$SAGEMAKER_SPEC" "moto[server]==5.2.5" "boto3" "psutil" "pytest>=8" "pytest-timeout>=2.3")
 
 if [ ! -x "$PY" ]; then
   echo "==> [sdk3] creating $VENV"
