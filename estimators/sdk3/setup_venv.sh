@@ -26,7 +26,7 @@ fi
 if "$PY" - "$SAGEMAKER_SPEC" <<'PYCHK' 2>/dev/null
 import sys
 from importlib.metadata import version
-import sagemaker.train, moto, pytest  # noqa: F401  (the imports themselves are the check)
+import sagemaker.train, moto, psutil, pytest  # noqa: F401  (the imports themselves are the check)
 wanted = sys.argv[1].split("==", 1)
 sys.exit(0 if len(wanted) < 2 or version("sagemaker") == wanted[1] else 1)
 PYCHK
