@@ -14,6 +14,7 @@ Every row checks what the README promises:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import resource
@@ -202,6 +203,14 @@ def aws_requests(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
     }.items():
         monkeypatch.setenv(name, value)
+    # The SageMaker SDK sends STS calls to a regional endpoint of its own, not to AWS_ENDPOINT_URL: point it here too.
+    for module_name in ("sagemaker.session", "sagemaker.core.helper.session_helper"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if hasattr(module, "sts_regional_endpoint"):
+            monkeypatch.setattr(module, "sts_regional_endpoint", lambda region: os.environ["AWS_ENDPOINT_URL"])
     try:
         yield requests
     finally:
