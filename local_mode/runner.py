@@ -110,12 +110,7 @@ def _job_root(spec: JobSpec) -> tuple[Path, bool]:
 
 
 def run(
-    spec: JobSpec,
-    *,
-    stream: IO[str] | None = None,
-    grace: float = _GRACE_SECONDS,
-    backend: Any = None,
-    show_tf_logs: bool = False,
+    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, show_tf_logs: bool = False
 ) -> JobResult:
     """Runs a training job on this machine as SageMaker would run it on H hosts of P processes.
 
@@ -123,8 +118,6 @@ def run(
         spec: The job (validated when it was built).
         stream: Where the processes' prefixed output and the summary go (``sys.stdout`` by default).
         grace: Seconds between SIGTERM and SIGKILL when the processes are stopped.
-        backend: None for this machine's processes, or an object with a ``run_process_group`` method of the
-            launcher's signature (``local_mode.docker.DockerBackend``: one container per host).
         show_tf_logs: Also show TensorFlow's C++ log lines in ``stream`` (by default they go to the per-host log
             files only, unless the job's environment sets ``TF_CPP_MIN_LOG_LEVEL``).
 
@@ -176,7 +169,7 @@ def run(
                 )
             ]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
-            group = (backend.run_process_group if backend is not None else run_process_group)(
+            group = run_process_group(
                 specs,
                 timeout=spec.max_run,
                 grace=grace,

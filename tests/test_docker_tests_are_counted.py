@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ONE_DOCKER_TEST = "tests/docker/test_docker_jobs.py::test_an_image_that_is_not_there_is_refused_before_anything_starts"
+ONE_DOCKER_TEST = "tests/docker/test_twin.py::test_smdistributed_through_the_kits_estimator"
 
 
 def _pytest_without_docker(ci: str | None) -> subprocess.CompletedProcess[str]:

@@ -100,8 +100,10 @@ CLI_CASES = [
     Bad("local-output-in-proc", "local", ("local", "train.py", "--output", "/proc/x"),
         ("output_path='/proc/x': cannot be written",), ("choose a writable directory",)),
     Bad("local-max-run-0", "local", ("local", "train.py", "--max-run", "0"), ("max_run=0",), ("e.g. max_run=3600",)),
-    Bad("local-image-without-docker-backend", "local", ("local", "train.py", "--image", "my/image:1"),
-        ("--image 'my/image:1'",), ("needs --backend docker; add it or drop --image",)),
+    Bad("local-docker-backend-without-a-request", "local", ("local", "train.py", "--backend", "docker"),
+        ("--backend docker replays a SageMaker request",), ("give it with --request FILE", "leave --backend out")),
+    Bad("local-request-without-docker-backend", "local", ("local", "--request", "request.json"),
+        ("--request needs --backend docker",), ("Use `smddp local --backend docker --request ...` alone",)),
     Bad("local-unknown-backend", "local", ("local", "train.py", "--backend", "kubernetes"),
         ("invalid choice: 'kubernetes'",), ("choose from", "process", "docker")),
     # smddp submit (estimators)
