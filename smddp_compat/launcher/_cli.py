@@ -115,7 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
         "set; --log-dir files always keep them)",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program to run and its arguments")
-    parser.set_defaults(engine="gloo")  # bench reads the default engine from here
     return parser
 
 
