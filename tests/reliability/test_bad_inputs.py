@@ -14,7 +14,6 @@ Every row checks what the README promises:
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import resource
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_aws import _patch_sts as patch_sts
 from tests.reliability.conftest import PROGRAMS, REPO, launch, quiet_env, smddp, smddprun
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -206,13 +206,7 @@ def aws_requests(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     }.items():
         monkeypatch.setenv(name, value)
     # The SageMaker SDK sends STS calls to a regional endpoint of its own, not to AWS_ENDPOINT_URL: point it here too.
-    for module_name in ("sagemaker.session", "sagemaker.core.helper.session_helper"):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        if hasattr(module, "sts_regional_endpoint"):
-            monkeypatch.setattr(module, "sts_regional_endpoint", lambda region: os.environ["AWS_ENDPOINT_URL"])
+    patch_sts(monkeypatch, os.environ["AWS_ENDPOINT_URL"])
     try:
         yield requests
     finally:
