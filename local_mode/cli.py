@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="process",
         help="process: this machine's processes (default); docker: the SageMaker twin (with --request or --job)",
     )
+    parser.add_argument(
+        "--show-tf-logs", action="store_true",
+        help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is set; "
+        "the per-host log files always keep them)",
+    )
     twin = parser.add_argument_group("the SageMaker twin (--backend docker): replay a CreateTrainingJob request")
     source = twin.add_mutually_exclusive_group()
     source.add_argument("--request", metavar="FILE", help="the CreateTrainingJob parameters as JSON")
@@ -202,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _USAGE_ERROR
     from local_mode.runner import run
 
-    return _run_reporting_errors(lambda: run(spec).exit_code)
+    return _run_reporting_errors(lambda: run(spec, show_tf_logs=args.show_tf_logs).exit_code)
 
 
 def _run_reporting_errors(job: Callable[[], int]) -> int:

@@ -110,7 +110,7 @@ def _job_root(spec: JobSpec) -> tuple[Path, bool]:
 
 
 def run(
-    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS
+    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, show_tf_logs: bool = False
 ) -> JobResult:
     """Runs a training job on this machine as SageMaker would run it on H hosts of P processes.
 
@@ -118,6 +118,8 @@ def run(
         spec: The job (validated when it was built).
         stream: Where the processes' prefixed output and the summary go (``sys.stdout`` by default).
         grace: Seconds between SIGTERM and SIGKILL when the processes are stopped.
+        show_tf_logs: Also show TensorFlow's C++ log lines in ``stream`` (by default they go to the per-host log
+            files only, unless the job's environment sets ``TF_CPP_MIN_LOG_LEVEL``).
 
     Returns:
         The job's result; it does not raise when the job fails (see :meth:`JobResult.raise_for_status`).
@@ -128,7 +130,7 @@ def run(
         ArtifactError: The artifacts could not be stored.
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
-    from smddp_compat.launcher import run_process_group
+    from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
 
     out = stream if stream is not None else sys.stdout
     assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
@@ -149,6 +151,9 @@ def run(
             f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
             f"process(es), distribution {spec.distribution.value}; logs in {log_dir}\n"
         )
+        crowded = oversubscription_warning(spec.instance_count * spec.processes_per_host, usable_cores())
+        if crowded:
+            out.write(f"[local_mode] warning: {crowded}\n")
         out.flush()
         with _planned(spec) as process_plans:
             # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,
@@ -156,7 +161,8 @@ def run(
             stall_dir = root / "stall"
             stall_dir.mkdir(exist_ok=True)
             specs = [
-                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)})
+                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)},
+                                    console_hides=tensorflow_log_filter(s.env, show=show_tf_logs))
                 for s in (
                     _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files)
                     for plan in process_plans

@@ -15,13 +15,21 @@ Started by mpirun without ``-np``, smddprun is one rank: it prepares that rank a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
 from typing import Sequence
 
 from smddp_compat.errors import SmddpError, UsageError
-from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
+from smddp_compat.launcher._console import tensorflow_log_filter
+from smddp_compat.launcher._hosts import (
+    assign_ranks,
+    is_this_machine,
+    oversubscription_warning,
+    parse_hosts,
+    usable_cores,
+)
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
 from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
@@ -100,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH"
     )
     parser.add_argument("--log-dir", default=None, help="also write each rank's output to LOG_DIR/rank.N.log")
+    parser.add_argument(
+        "--show-tf-logs",
+        action="store_true",
+        help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is "
+        "set; --log-dir files always keep them)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program to run and its arguments")
     return parser
 
@@ -165,6 +179,9 @@ def _command(args: argparse.Namespace) -> list[str]:
 
 def _run(args: argparse.Namespace, command: list[str]) -> GroupResult:
     hosts = _resolve_hosts(args)
+    crowded = oversubscription_warning(args.num_proc, usable_cores())
+    if crowded:
+        print(f"smddprun: warning: {crowded}", file=sys.stderr)
     base_env = with_shim_on_path(dict(os.environ), enabled=not args.no_shim)
     base_env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     with stall_directory() as directory:
@@ -186,11 +203,16 @@ def _launch(
             label="mpirun",
             log_path=os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None,
         )
-        return run_process_group([spec], timeout=args.timeout, grace=grace)
+        return run_process_group(_quiet([spec], args), timeout=args.timeout, grace=grace)
     gloo_timeout = args.gloo_timeout if args.gloo_timeout is not None else float(DEFAULT_GLOO_TIMEOUT_SECONDS)
     with HorovodRendezvous(hosts, timeout=gloo_timeout) as rendezvous:
         specs = rank_specs(command, base_env, rendezvous.rank_envs(), args.log_dir)
-        return run_process_group(specs, timeout=args.timeout, grace=grace)
+        return run_process_group(_quiet(specs, args), timeout=args.timeout, grace=grace)
+
+
+def _quiet(specs: list[ProcessSpec], args: argparse.Namespace) -> list[ProcessSpec]:
+    """``specs`` whose console output leaves out TensorFlow's C++ log lines, unless the user wants them."""
+    return [dataclasses.replace(s, console_hides=tensorflow_log_filter(s.env, show=args.show_tf_logs)) for s in specs]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -98,8 +98,9 @@ def test_custom_mpi_options_with_shell_metacharacters_pass_literally(aws, tiny_s
         "smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": options}}})
     est.fit(wait=False, job_name="smddp-metachar")
     hps = aws.client("sagemaker").describe_training_job(TrainingJobName="smddp-metachar")["HyperParameters"]
+    # Submitting runs nothing here: what can be checked is that the string travels to SageMaker unchanged. What the
+    # container does with it is tested where it is used (the drivers' and the twin's tests).
     assert json.loads(hps["sagemaker_distributed_dataparallel_custom_mpi_options"]) == options
-    assert not os.path.exists("/tmp/pwned-smddp-estimator")
 
 
 def test_dtensor_ships_launcher_as_entry_point(aws, tiny_script, tmp_path):
