@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from typing import Sequence
 
 from smddp_compat.errors import SmddpError, UsageError
 from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
+from smddp_compat.launcher._mpi_group import run_mpi_group
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
 from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH"
     )
     parser.add_argument("--log-dir", default=None, help="also write each rank's output to LOG_DIR/rank.N.log")
+    # Internal: a rank of smddprun's own MPI engine reads its command and environment from DIR (_mpi_group).
+    parser.add_argument("--rank-specs", metavar="DIR", default=None, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program to run and its arguments")
     return parser
 
@@ -120,38 +122,19 @@ def _resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
 def rank_specs(
     command: Sequence[str], base_env: dict[str, str], rank_envs: list[dict[str, str]], log_dir: str | None
 ) -> list[ProcessSpec]:
-    """One ProcessSpec per rank: the same command, the base environment plus that rank's variables."""
+    """One ProcessSpec per rank, in rank order: the same command, the base environment plus that rank's variables."""
     specs = []
-    for env in rank_envs:
-        rank = env["HOROVOD_RANK"]
+    for rank, env in enumerate(rank_envs):
         specs.append(
             ProcessSpec(
                 argv=list(command),
                 env={**base_env, **env},
-                label=rank,
+                label=str(rank),
                 log_path=os.path.join(log_dir, f"rank.{rank}.log") if log_dir else None,
                 host=env.get("HOROVOD_HOSTNAME", "localhost"),
             )
         )
     return specs
-
-
-def _mpirun_argv(num_proc: int, hosts: list[HostSlots], env_names: list[str], command: Sequence[str]) -> list[str]:
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        raise UsageError(
-            "--mpi needs mpirun, which is not on PATH: install Debian's openmpi-bin (setup.sh does) or use --gloo."
-        )
-    argv = [mpirun, "-np", str(num_proc), "-H", ",".join(f"localhost:{h.slots}" for h in hosts)]
-    if os.geteuid() == 0:
-        argv.append("--allow-run-as-root")
-    argv += ["--bind-to", "none", "--map-by", "slot", "--tag-output", "--mca", "btl", "self,vader"]
-    # Ranks share the CPU with their Horovod background threads and TensorFlow's pools: without yielding, a rank
-    # waiting in an MPI call spins and takes the core its peer needs (bench: 64 MB allreduce 2.2x slower on 2 cores).
-    argv += ["--mca", "mpi_yield_when_idle", "1"]
-    for name in env_names:
-        argv += ["-x", name]
-    return argv + list(command)
 
 
 def _command(args: argparse.Namespace) -> list[str]:
@@ -177,16 +160,10 @@ def _launch(
 ) -> GroupResult:
     grace = args.grace if args.grace is not None else DEFAULT_GRACE_SECONDS
     if args.engine == "mpi":
-        mpi_env = {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi"}
-        env = {**base_env, **mpi_env}
-        names = sorted(n for n in env if n.startswith(("HOROVOD_", "PYTHONPATH", "TF_", "SM_", "SMDDP_")))
-        spec = ProcessSpec(
-            argv=_mpirun_argv(args.num_proc, hosts, names, command),
-            env=env,
-            label="mpirun",
-            log_path=os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None,
-        )
-        return run_process_group([spec], timeout=args.timeout, grace=grace)
+        names = [{"HOROVOD_HOSTNAME": host.name} for host in hosts for _ in range(host.slots)]
+        specs = rank_specs(command, base_env, names, args.log_dir)
+        mpirun_log = os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None
+        return run_mpi_group(specs, timeout=args.timeout, grace=grace, mpirun_log=mpirun_log)
     gloo_timeout = args.gloo_timeout if args.gloo_timeout is not None else float(DEFAULT_GLOO_TIMEOUT_SECONDS)
     with HorovodRendezvous(hosts, timeout=gloo_timeout) as rendezvous:
         specs = rank_specs(command, base_env, rendezvous.rank_envs(), args.log_dir)
@@ -205,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.rank_specs is not None:
+            exec_rank([], args)
         command = _command(args)
         if args.num_proc is None:
             if not launched_by_mpi(os.environ):

@@ -19,6 +19,7 @@ import sys
 from typing import IO, Mapping, NoReturn, Sequence
 
 from smddp_compat.errors import UsageError
+from smddp_compat.launcher._mpi_group import load_rank_spec
 from smddp_compat.launcher._rendezvous import GLOO_RANK_VARIABLES
 from smddp_compat.launcher._rank_settings import stall_env, stall_watchdog_env, with_shim_on_path
 
@@ -27,12 +28,16 @@ __all__ = [
     "MPI_THREAD_LEVEL_VARIABLE",
     "launched_by_mpi",
     "mpi_job_directory",
+    "mpi_rank",
     "rank_environment",
     "exec_rank",
 ]
 
 #: Variables an MPI launcher gives each process it starts: Open MPI (``mpirun``), MPICH/Intel MPI (Hydra's PMI).
 MPI_RANK_MARKERS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
+# Prefixes of the variables through which an MPI launcher reaches its ranks (kept when a rank spec replaces the
+# rest of the environment).
+_MPI_VARIABLE_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "PMI_", "HYDRA_", "MPI_LOCAL")
 
 #: mpi4py's setting of the thread level it asks MPI_Init_thread for. Horovod's MPI controller runs collectives on
 #: its own background thread, so when mpi4py initializes MPI first (``python -m mpi4py``) it must ask for
@@ -122,16 +127,41 @@ def rank_environment(
     return env
 
 
+def mpi_rank(environ: Mapping[str, str]) -> int:
+    """This process's rank in the MPI job (``OMPI_COMM_WORLD_RANK`` or ``PMI_RANK``).
+
+    Raises:
+        UsageError: No MPI launcher started this process.
+    """
+    for marker in MPI_RANK_MARKERS:
+        if environ.get(marker, "").isdigit():
+            return int(environ[marker])
+    raise UsageError(
+        "--rank-specs is for ranks started by mpirun (OMPI_COMM_WORLD_RANK or PMI_RANK must be set); "
+        "start jobs with `smddprun -np N --mpi ...`."
+    )
+
+
 def exec_rank(command: Sequence[str], args: argparse.Namespace) -> NoReturn:
     """Prepares this rank and replaces this process with ``command`` (never returns).
+
+    With ``--rank-specs DIR`` (smddprun's own MPI engine), the command, environment and working directory are
+    this rank's spec in DIR, plus the variables through which mpirun reaches the rank.
 
     Raises:
         UsageError: As :func:`rank_environment`, or the command cannot be run (not found, not executable).
     """
-    env = rank_environment(os.environ, args)
+    environ: Mapping[str, str] = os.environ
+    cwd = None
+    if args.rank_specs:
+        command, spec_env, cwd = load_rank_spec(args.rank_specs, mpi_rank(os.environ))
+        environ = {**spec_env, **{k: v for k, v in os.environ.items() if k.startswith(_MPI_VARIABLE_PREFIXES)}}
+    env = rank_environment(environ, args)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
+        if cwd:
+            os.chdir(cwd)
         os.execvpe(command[0], list(command), env)
     except OSError as exc:
         raise UsageError(

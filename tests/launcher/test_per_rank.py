@@ -55,10 +55,12 @@ def test_gloo_launch_variables_do_not_leak_into_an_mpi_rank():
     # A job started inside another smddprun / local-mode rank inherits that rank's Gloo variables.
     with HorovodRendezvous([HostSlots("localhost", 2)]) as rendezvous:
         gloo = rendezvous.rank_envs()[0]
-    assert set(gloo) - {"NCCL_SOCKET_IFNAME"} <= set(GLOO_RANK_VARIABLES)
+    # The host name stays: it names the host in stall reports on either controller.
+    assert set(gloo) - {"NCCL_SOCKET_IFNAME", "HOROVOD_HOSTNAME"} <= set(GLOO_RANK_VARIABLES)
     env = rank_environment({**MPIRUN_ENV, **gloo, "NCCL_SOCKET_IFNAME": "eth0"}, parse("--no-shim"))
     assert env == {
         **MPIRUN_ENV,
+        "HOROVOD_HOSTNAME": "localhost",
         "HOROVOD_CONTROLLER": "mpi",
         "HOROVOD_CPU_OPERATIONS": "mpi",
         "MPI4PY_RC_THREAD_LEVEL": "multiple",
@@ -72,7 +74,7 @@ def test_stall_options_reach_horovod_and_the_watchdog():
     )
     expected = {
         "HOROVOD_STALL_CHECK_TIME_SECONDS": "5",
-        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "20",
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "25",
         "SMDDP_STALL_DIR": "/shared/stall",
         "SMDDP_STALL_WARNING_SECONDS": "5",
         "SMDDP_STALL_TIMEOUT_SECONDS": "20",
