@@ -20,6 +20,7 @@ import sys
 from typing import Sequence
 
 from smddp_compat.errors import SmddpError, UsageError
+from smddp_compat.launcher._engine import choose_engine
 from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
 from smddp_compat.launcher._mpi_group import run_mpi_group
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
@@ -69,8 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-H", "--hosts", default=None, help="host:slots[,host:slots...] (hosts must be this machine; default localhost:N)"
     )
     engine = parser.add_mutually_exclusive_group()
-    engine.add_argument("--gloo", dest="engine", action="store_const", const="gloo", help="Gloo controller (default)")
-    engine.add_argument("--mpi", dest="engine", action="store_const", const="mpi", help="MPI controller via mpirun")
+    engine.add_argument(
+        "--gloo", dest="engine", action="store_const", const="gloo", help="Horovod over Gloo (TCP loopback)"
+    )
+    engine.add_argument(
+        "--mpi",
+        dest="engine",
+        action="store_const",
+        const="mpi",
+        help="Horovod over MPI via mpirun (shared memory; the default when every rank has a core, see SMDDP_ENGINE)",
+    )
     parser.add_argument("--timeout", type=_positive_float, default=None, help="stop the job after this many seconds")
     parser.add_argument(
         "--grace",
@@ -159,7 +168,9 @@ def _launch(
     args: argparse.Namespace, command: list[str], hosts: list[HostSlots], base_env: dict[str, str]
 ) -> GroupResult:
     grace = args.grace if args.grace is not None else DEFAULT_GRACE_SECONDS
-    if args.engine == "mpi":
+    choice = choose_engine(args.num_proc, args.engine)
+    print(f"smddprun: {choice.describe()}", file=sys.stderr, flush=True)
+    if choice.engine == "mpi":
         names = [{"HOROVOD_HOSTNAME": host.name} for host in hosts for _ in range(host.slots)]
         specs = rank_specs(command, base_env, names, args.log_dir)
         mpirun_log = os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None

@@ -75,6 +75,29 @@ def mpi_job_directory(environ: Mapping[str, str]) -> str | None:
     return None
 
 
+# Horovod's rank variables and the MPI launchers' own names for them (Open MPI, then Hydra's PMI).
+_IDENTITY_SOURCES = {
+    "HOROVOD_RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK"),
+    "HOROVOD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"),
+    "HOROVOD_LOCAL_RANK": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"),
+    "HOROVOD_LOCAL_SIZE": ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"),
+}
+
+
+def _horovod_identity(environ: Mapping[str, str]) -> dict[str, str]:
+    """HOROVOD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE from what MPI gave this rank.
+
+    Horovod's MPI controller asks MPI, not these; they are set so that a script reading them (as under the Gloo
+    launcher) sees the same numbers as ``hvd.rank()``.
+    """
+    identity = {}
+    for name, sources in _IDENTITY_SOURCES.items():
+        value = next((environ[s] for s in sources if environ.get(s, "").isdigit()), None)
+        if value is not None:
+            identity[name] = value
+    return identity
+
+
 def _reject_launch_options(args: argparse.Namespace) -> None:
     for attribute, (option, instead) in _LAUNCH_ONLY_OPTIONS.items():
         if getattr(args, attribute) is not None:
@@ -101,7 +124,8 @@ def rank_environment(
         stream: Where a note about a real SMDDP installation goes.
 
     Returns:
-        ``environ`` without any Gloo launch variable, with Horovod's MPI controller and CPU operations, the
+        ``environ`` without any Gloo launch variable, with Horovod's MPI controller and CPU operations, the rank
+        variables (HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) as MPI numbered this rank, the
         ``smdistributed`` alias first on ``PYTHONPATH`` (unless a real SMDDP is installed, or ``--no-shim``),
         mpi4py asking for MPI_THREAD_MULTIPLE, and the stall settings of the launcher.
 
@@ -118,6 +142,7 @@ def rank_environment(
         )
     env = {name: value for name, value in environ.items() if name not in GLOO_RANK_VARIABLES}
     env.update({"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi", MPI_THREAD_LEVEL_VARIABLE: "multiple"})
+    env.update(_horovod_identity(environ))
     env = with_shim_on_path(env, enabled=not args.no_shim, stream=stream)
     env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     directory = environ.get("SMDDP_STALL_DIR") or mpi_job_directory(environ)

@@ -22,12 +22,15 @@ MPIRUN_ENV = {
     "OMPI_COMM_WORLD_RANK": "1",
     "OMPI_COMM_WORLD_SIZE": "2",
     "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
     "OMPI_MCA_ess_base_jobid": "2076573697",
     "PATH": "/usr/bin:/bin",
     "PYTHONPATH": "/code",
     "SMDATAPARALLEL_USE_SINGLENODE": "1",
     "NCCL_SOCKET_IFNAME": "eth0",
 }
+# Horovod's rank variables as MPI numbered that rank (the Gloo launcher's ones are replaced).
+RANK_1_OF_2 = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"}
 
 
 def parse(*argv: str):
@@ -45,6 +48,7 @@ def test_rank_environment_is_exact(tmp_path):
         "PYTHONPATH": os.pathsep.join([smdistributed_shim.path(), "/code"]),
         "HOROVOD_CONTROLLER": "mpi",
         "HOROVOD_CPU_OPERATIONS": "mpi",
+        **RANK_1_OF_2,
         "MPI4PY_RC_THREAD_LEVEL": "multiple",
         "SMDDP_STALL_DIR": stall_dir,
     }
@@ -53,8 +57,8 @@ def test_rank_environment_is_exact(tmp_path):
 
 def test_gloo_launch_variables_do_not_leak_into_an_mpi_rank():
     # A job started inside another smddprun / local-mode rank inherits that rank's Gloo variables.
-    with HorovodRendezvous([HostSlots("localhost", 2)]) as rendezvous:
-        gloo = rendezvous.rank_envs()[0]
+    with HorovodRendezvous([HostSlots("localhost", 3)]) as rendezvous:
+        gloo = rendezvous.rank_envs()[2]
     # The host name stays: it names the host in stall reports on either controller.
     assert set(gloo) - {"NCCL_SOCKET_IFNAME", "HOROVOD_HOSTNAME"} <= set(GLOO_RANK_VARIABLES)
     env = rank_environment({**MPIRUN_ENV, **gloo, "NCCL_SOCKET_IFNAME": "eth0"}, parse("--no-shim"))
@@ -63,6 +67,7 @@ def test_gloo_launch_variables_do_not_leak_into_an_mpi_rank():
         "HOROVOD_HOSTNAME": "localhost",
         "HOROVOD_CONTROLLER": "mpi",
         "HOROVOD_CPU_OPERATIONS": "mpi",
+        **RANK_1_OF_2,
         "MPI4PY_RC_THREAD_LEVEL": "multiple",
     }
 
@@ -99,6 +104,18 @@ def test_launch_options_are_refused_under_mpirun(option, message):
 def test_a_thread_level_horovod_cannot_use_is_refused():
     with pytest.raises(UsageError, match="MPI4PY_RC_THREAD_LEVEL='serialized'.*MPI_THREAD_MULTIPLE"):
         rank_environment({**MPIRUN_ENV, "MPI4PY_RC_THREAD_LEVEL": "serialized"}, parse())
+
+
+def test_engine_choice():
+    from smddp_compat.launcher._engine import choose_engine
+
+    assert choose_engine(2, cores=2, environ={}).engine == "mpi"
+    assert choose_engine(3, cores=2, environ={}).engine == "gloo"
+    assert choose_engine(2, "gloo", cores=2, environ={}).why == "forced by --gloo"
+    assert choose_engine(3, cores=2, environ={"SMDDP_ENGINE": "MPI"}).describe().startswith(
+        "engine mpi (Horovod over MPI (shared memory)): forced by SMDDP_ENGINE=MPI")
+    with pytest.raises(UsageError, match="SMDDP_ENGINE='tcp' names no engine"):
+        choose_engine(2, environ={"SMDDP_ENGINE": "tcp"})
 
 
 def test_mpi_detection():
