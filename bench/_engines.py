@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 from bench._jobs import Launcher
 
 __all__ = ["default_engine", "engine_launcher", "horovod_engines", "mpi_unavailable_reason", "ENGINE_NAMES"]
@@ -12,11 +10,15 @@ __all__ = ["default_engine", "engine_launcher", "horovod_engines", "mpi_unavaila
 ENGINE_NAMES = {"gloo": "Horovod/Gloo", "mpi": "Horovod/MPI", "mwms": "TF MWMS ring"}
 
 
-def default_engine() -> str:
-    """The engine ``smddprun`` picks when neither ``--gloo`` nor ``--mpi`` is given (read from its parser)."""
-    from smddp_compat.launcher._cli import build_parser
+def default_engine(ranks: int) -> str:
+    """The engine ``smddprun -np ranks`` picks on this machine when neither ``--gloo`` nor ``--mpi`` is given.
 
-    return str(build_parser().get_default("engine"))
+    Judged on an idle machine (the bench's own jobs are the load it measures): the engine its rows are labelled
+    with and its goals apply to, whatever the load when the bench started.
+    """
+    from smddp_compat.launcher._engine import choose_engine
+
+    return choose_engine(ranks, environ={}, load=0.0).engine
 
 
 def engine_launcher(engine: str) -> Launcher:
@@ -26,9 +28,9 @@ def engine_launcher(engine: str) -> Launcher:
 
 def mpi_unavailable_reason() -> str | None:
     """Why Horovod over MPI cannot run here (None when it can)."""
-    if shutil.which("mpirun") is None:
-        return "mpirun is not on PATH (install Debian's openmpi-bin: setup.sh does)"
-    return None
+    from smddp_compat.launcher._mpi_group import mpirun_unavailable_reason
+
+    return mpirun_unavailable_reason()
 
 
 def horovod_engines() -> list[str]:

@@ -1,9 +1,10 @@
 """Which collective engine a job's ranks use: Horovod over MPI (shared memory) or Horovod over Gloo (TCP loopback).
 
 The default is the one bench measured faster (bench/LATEST.md, "Engines"): MPI, whose ranks exchange data through
-shared memory, wherever every rank has a core of its own; Gloo when there are more ranks than cores (a waiting MPI
-rank polls and takes the core a peer needs, where a Gloo rank sleeps in the kernel), or when mpirun is missing.
-``--gloo`` / ``--mpi`` or ``SMDDP_ENGINE=gloo|mpi`` force either.
+shared memory, wherever every rank has an idle core of its own; Gloo otherwise (more ranks than idle cores, judged
+by the cores and the load average at start), or when mpirun is missing. A waiting MPI rank polls, and on a busy
+core it takes the time its peers need, where a waiting Gloo rank sleeps in the kernel: bench measured MPI far
+slower than Gloo on a loaded 2-core machine. ``--gloo`` / ``--mpi`` or ``SMDDP_ENGINE=gloo|mpi`` force either.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def choose_engine(
     *,
     environ: Mapping[str, str] | None = None,
     cores: int | None = None,
+    load: float | None = None,
 ) -> EngineChoice:
     """The engine for ``num_ranks`` ranks on this machine.
 
@@ -56,6 +58,7 @@ def choose_engine(
         requested: ``gloo`` or ``mpi`` from the command line, or None.
         environ: Where ``SMDDP_ENGINE`` is read (default ``os.environ``).
         cores: Cores of this machine (default ``os.cpu_count()``).
+        load: Runnable processes already on the machine (default: the 1-minute load average).
 
     Returns:
         The engine and the reason.
@@ -80,13 +83,17 @@ def choose_engine(
         return EngineChoice(requested, f"forced by {forced_by}")
     if missing:
         return EngineChoice("gloo", f"the default would be mpi, but {missing}")
-    available = cores if cores is not None else (os.cpu_count() or 1)
-    if num_ranks > available:
+    total = cores if cores is not None else (os.cpu_count() or 1)
+    busy = load if load is not None else os.getloadavg()[0]
+    idle = max(0, int(total - busy + 0.5))
+    if num_ranks > idle:
         return EngineChoice(
             "gloo",
-            f"{num_ranks} ranks > {available} cores, where Gloo's sleeping waits leave the cores to the busy ranks "
-            "(force MPI with --mpi)",
+            f"{num_ranks} rank(s) > {idle} idle core(s) ({total} cores, load {busy:.1f}): Gloo's ranks sleep while "
+            "they wait, MPI's poll (force MPI with --mpi)",
         )
     return EngineChoice(
-        "mpi", f"{num_ranks} rank(s) on {available} cores: shared memory is the faster engine (force Gloo with --gloo)"
+        "mpi",
+        f"{num_ranks} rank(s) on {idle} idle core(s) ({total} cores, load {busy:.1f}): shared memory is faster "
+        "(force Gloo with --gloo)",
     )

@@ -298,8 +298,14 @@ def run_process_group(
     group: list[_Running] = []
     previous_handlers: dict[int, object] = {}
 
+    signalled: list[int] = []
+
     def on_signal(signum: int, _frame: object) -> None:
-        raise _Interrupted(signum)
+        # The first SIGINT/SIGTERM stops the group; a repeat (a second Ctrl-C, the caller's own stop) must not
+        # break off the stopping half-way and leave processes running.
+        if not signalled:
+            signalled.append(signum)
+            raise _Interrupted(signum)
 
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -52,7 +52,7 @@ def test_every_measurement_asks_for_jobs_in_full_and_quick_mode(tmp_path):
         assert {Launcher.MWMS, Launcher.LOCAL_MODE, Launcher.HOROVODRUN} <= launchers
     # the default engine's 2-rank collectives job serves bandwidth, small tensors and fp16 at once, and repeats
     # only the bandwidth sweep (the engine comparison) in later rounds
-    default = engine_launcher(default_engine())
+    default = engine_launcher(default_engine(2))
     shared = [job for job in jobs if job.program == "collectives.py" and job.ranks == 2 and job.launcher == default]
     assert len(shared) == 1 and shared[0].parts == {"bandwidth", "small_tensors", "fp16"}, shared
     assert shared[0].for_round(1).parts == {"bandwidth"}

@@ -109,9 +109,11 @@ def test_a_thread_level_horovod_cannot_use_is_refused():
 def test_engine_choice():
     from smddp_compat.launcher._engine import choose_engine
 
-    assert choose_engine(2, cores=2, environ={}).engine == "mpi"
-    assert choose_engine(3, cores=2, environ={}).engine == "gloo"
-    assert choose_engine(2, "gloo", cores=2, environ={}).why == "forced by --gloo"
+    assert choose_engine(2, cores=2, load=0.2, environ={}).engine == "mpi"
+    assert choose_engine(3, cores=2, load=0.0, environ={}).engine == "gloo"
+    busy = choose_engine(2, cores=4, load=2.6, environ={})
+    assert busy.engine == "gloo" and busy.why.startswith("2 rank(s) > 1 idle core(s) (4 cores, load 2.6)")
+    assert choose_engine(2, "gloo", cores=2, load=0, environ={}).why == "forced by --gloo"
     assert choose_engine(3, cores=2, environ={"SMDDP_ENGINE": "MPI"}).describe().startswith(
         "engine mpi (Horovod over MPI (shared memory)): forced by SMDDP_ENGINE=MPI")
     with pytest.raises(UsageError, match="SMDDP_ENGINE='tcp' names no engine"):
