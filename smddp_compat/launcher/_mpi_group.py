@@ -11,7 +11,8 @@ the same :class:`GroupResult`, so callers choose an engine and keep everything e
 * mpirun ends the job when a rank exits with an error or is killed, and reports which rank it was: that rank is
   the failed process of the result, with its exit code and the reason it recorded (its failure file);
 * the time limit, Ctrl-C and SIGTERM stop mpirun, which stops the ranks; whatever is left is killed after
-  ``grace`` seconds.
+  ``grace`` seconds, and when mpirun has ended, so is what is left in the ranks' process groups (the children
+  a rank started), as the Gloo path does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -42,6 +44,7 @@ __all__ = [
     "mpirun_unavailable_reason",
     "write_rank_specs",
     "load_rank_spec",
+    "record_process_group",
     "MpirunOutput",
     "run_mpi_group",
 ]
@@ -72,6 +75,7 @@ _ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \S+")
 _ABORT_CODE = re.compile(r"with errorcode (-?\d+)")
 
 _SPEC_FILE = "rank-{rank}.json"
+_GROUP_FILE = "rank-{rank}.pgid"
 
 
 def mpirun_unavailable_reason() -> str | None:
@@ -134,6 +138,28 @@ def load_rank_spec(directory: str, rank: int) -> tuple[list[str], dict[str, str]
             f"--rank-specs {directory}: cannot read rank {rank}'s spec {path} ({exc}); the folder is written by "
             "smddprun's MPI engine for the ranks it starts, and is not meant to be given by hand."
         ) from exc
+
+
+def record_process_group(directory: str, rank: int) -> None:
+    """Notes this rank's process group (mpirun gives each rank its own) where the launcher finds it at the end."""
+    with open(os.path.join(directory, _GROUP_FILE.format(rank=rank)), "w", encoding="ascii") as out:
+        out.write(str(os.getpgrp()))
+
+
+def _kill_rank_groups(directory: str, num_ranks: int) -> None:
+    """SIGKILL what is left in the ranks' process groups: children a rank started outlive it when mpirun ends it."""
+    own = os.getpgrp()
+    for rank in range(num_ranks):
+        try:
+            with open(os.path.join(directory, _GROUP_FILE.format(rank=rank)), encoding="ascii") as handle:
+                group = int(handle.read().strip())
+        except (OSError, ValueError):
+            continue
+        if group > 1 and group != own:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 @dataclass
@@ -261,6 +287,7 @@ def run_mpi_group(
         )
         group = run_process_group([mpirun], timeout=timeout, grace=grace, stream=stream)
     finally:
+        _kill_rank_groups(directory, len(specs))
         shutil.rmtree(directory, ignore_errors=True)
     return _per_rank_result(group, specs, output, failure_reason)
 

@@ -19,7 +19,7 @@ import sys
 from typing import IO, Mapping, NoReturn, Sequence
 
 from smddp_compat.errors import UsageError
-from smddp_compat.launcher._mpi_group import load_rank_spec
+from smddp_compat.launcher._mpi_group import load_rank_spec, record_process_group
 from smddp_compat.launcher._rendezvous import GLOO_RANK_VARIABLES
 from smddp_compat.launcher._rank_settings import stall_env, stall_watchdog_env, with_shim_on_path
 
@@ -179,7 +179,9 @@ def exec_rank(command: Sequence[str], args: argparse.Namespace) -> NoReturn:
     environ: Mapping[str, str] = os.environ
     cwd = None
     if args.rank_specs:
-        command, spec_env, cwd = load_rank_spec(args.rank_specs, mpi_rank(os.environ))
+        rank = mpi_rank(os.environ)
+        command, spec_env, cwd = load_rank_spec(args.rank_specs, rank)
+        record_process_group(args.rank_specs, rank)
         environ = {**spec_env, **{k: v for k, v in os.environ.items() if k.startswith(_MPI_VARIABLE_PREFIXES)}}
     env = rank_environment(environ, args)
     sys.stdout.flush()
