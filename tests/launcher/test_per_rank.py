@@ -30,7 +30,8 @@ MPIRUN_ENV = {
     "NCCL_SOCKET_IFNAME": "eth0",
 }
 # Horovod's rank variables as MPI numbered that rank (the Gloo launcher's ones are replaced).
-RANK_1_OF_2 = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"}
+RANK_1_OF_2 = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
+               "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}  # and large allocations on huge pages
 
 
 def parse(*argv: str):
@@ -99,6 +100,11 @@ def test_stall_options_reach_horovod_and_the_watchdog():
 def test_launch_options_are_refused_under_mpirun(option, message):
     with pytest.raises(UsageError, match=message):
         rank_environment(MPIRUN_ENV, parse(*option))
+
+
+def test_the_users_malloc_tunables_are_kept():
+    env = rank_environment({**MPIRUN_ENV, "GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, parse("--no-shim"))
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2"
 
 
 def test_a_thread_level_horovod_cannot_use_is_refused():
