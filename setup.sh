@@ -32,7 +32,7 @@ gpu_build() {
 }
 
 # 1. Debian packages: compilers and headers Horovod needs, OpenMPI (second engine), a Python venv.
-APT_PACKAGES=(build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev openmpi-bin python3-venv)
+APT_PACKAGES=(build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev openmpi-bin python3-venv python3-dev)
 step "Debian packages: ${APT_PACKAGES[*]}"
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

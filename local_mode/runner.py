@@ -10,6 +10,7 @@ process's failure file; pack and store the artifacts; print a summary; remove th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import subprocess
@@ -110,7 +111,7 @@ def _job_root(spec: JobSpec) -> tuple[Path, bool]:
 
 
 def run(
-    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, backend: Any = None
+    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, show_tf_logs: bool = False
 ) -> JobResult:
     """Runs a training job on this machine as SageMaker would run it on H hosts of P processes.
 
@@ -118,8 +119,8 @@ def run(
         spec: The job (validated when it was built).
         stream: Where the processes' prefixed output and the summary go (``sys.stdout`` by default).
         grace: Seconds between SIGTERM and SIGKILL when the processes are stopped.
-        backend: None for this machine's processes, or an object with a ``run_process_group`` method of the
-            launcher's signature (``local_mode.docker.DockerBackend``: one container per host).
+        show_tf_logs: Also show TensorFlow's C++ log lines in ``stream`` (by default they go to the per-host log
+            files only, unless the job's environment sets ``TF_CPP_MIN_LOG_LEVEL``).
 
     Returns:
         The job's result; it does not raise when the job fails (see :meth:`JobResult.raise_for_status`).
@@ -130,7 +131,7 @@ def run(
         ArtifactError: The artifacts could not be stored.
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
-    from smddp_compat.launcher import run_process_group
+    from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
     from smddp_compat.launcher._mpi_group import run_mpi_group
 
     out = stream if stream is not None else sys.stdout
@@ -148,12 +149,15 @@ def run(
         log_dir = destination / "logs" if isinstance(destination, Path) else root / "logs"
         layouts, host_envs = _prepare_hosts(spec, root)
         log_files = {host: log_dir / f"{host}.log" for host in layouts}
-        engine = _horovod_engine(spec) if backend is None else None
+        engine = _horovod_engine(spec)
         out.write(
             f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
             f"process(es), distribution {spec.distribution.value}; logs in {log_dir}\n"
             + (f"[local_mode] {engine.describe()}\n" if engine is not None else "")
         )
+        crowded = oversubscription_warning(spec.instance_count * spec.processes_per_host, usable_cores())
+        if crowded:
+            out.write(f"[local_mode] warning: {crowded}\n")
         out.flush()
         with _planned(spec) as process_plans:
             # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,
@@ -161,18 +165,17 @@ def run(
             stall_dir = root / "stall"
             stall_dir.mkdir(exist_ok=True)
             specs = [
-                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)})
+                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)},
+                                    console_hides=tensorflow_log_filter(s.env, show=show_tf_logs))
                 for s in (
                     _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files)
                     for plan in process_plans
                 )
             ]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
-            group_runner = run_process_group
-            if backend is not None:
-                group_runner = backend.run_process_group
-            elif engine is not None and engine.engine == "mpi":
-                group_runner = run_mpi_group
+            group_runner: Any = run_process_group
+            if engine is not None and engine.engine == "mpi":
+                group_runner = functools.partial(run_mpi_group, console_hides=specs[0].console_hides)
             group = group_runner(
                 specs,
                 timeout=spec.max_run,

@@ -15,13 +15,21 @@ Started by mpirun without ``-np``, smddprun is one rank: it prepares that rank a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from typing import Sequence
 
 from smddp_compat.errors import SmddpError, UsageError
+from smddp_compat.launcher._console import tensorflow_log_filter
 from smddp_compat.launcher._engine import choose_engine
-from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
+from smddp_compat.launcher._hosts import (
+    assign_ranks,
+    is_this_machine,
+    oversubscription_warning,
+    parse_hosts,
+    usable_cores,
+)
 from smddp_compat.launcher._mpi_group import run_mpi_group
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
 from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
@@ -109,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH"
     )
     parser.add_argument("--log-dir", default=None, help="also write each rank's output to LOG_DIR/rank.N.log")
+    parser.add_argument(
+        "--show-tf-logs",
+        action="store_true",
+        help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is "
+        "set; --log-dir files always keep them)",
+    )
     # Internal: a rank of smddprun's own MPI engine reads its command and environment from DIR (_mpi_group).
     parser.add_argument("--rank-specs", metavar="DIR", default=None, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program to run and its arguments")
@@ -157,6 +171,9 @@ def _command(args: argparse.Namespace) -> list[str]:
 
 def _run(args: argparse.Namespace, command: list[str]) -> GroupResult:
     hosts = _resolve_hosts(args)
+    crowded = oversubscription_warning(args.num_proc, usable_cores())
+    if crowded:
+        print(f"smddprun: warning: {crowded}", file=sys.stderr)
     base_env = with_shim_on_path(dict(os.environ), enabled=not args.no_shim)
     base_env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     with stall_directory() as directory:
@@ -172,13 +189,20 @@ def _launch(
     print(f"smddprun: {choice.describe()}", file=sys.stderr, flush=True)
     if choice.engine == "mpi":
         names = [{"HOROVOD_HOSTNAME": host.name} for host in hosts for _ in range(host.slots)]
-        specs = rank_specs(command, base_env, names, args.log_dir)
+        specs = _quiet(rank_specs(command, base_env, names, args.log_dir), args)
         mpirun_log = os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None
-        return run_mpi_group(specs, timeout=args.timeout, grace=grace, mpirun_log=mpirun_log)
+        return run_mpi_group(
+            specs, timeout=args.timeout, grace=grace, mpirun_log=mpirun_log, console_hides=specs[0].console_hides
+        )
     gloo_timeout = args.gloo_timeout if args.gloo_timeout is not None else float(DEFAULT_GLOO_TIMEOUT_SECONDS)
     with HorovodRendezvous(hosts, timeout=gloo_timeout) as rendezvous:
         specs = rank_specs(command, base_env, rendezvous.rank_envs(), args.log_dir)
-        return run_process_group(specs, timeout=args.timeout, grace=grace)
+        return run_process_group(_quiet(specs, args), timeout=args.timeout, grace=grace)
+
+
+def _quiet(specs: list[ProcessSpec], args: argparse.Namespace) -> list[ProcessSpec]:
+    """``specs`` whose console output leaves out TensorFlow's C++ log lines, unless the user wants them."""
+    return [dataclasses.replace(s, console_hides=tensorflow_log_filter(s.env, show=args.show_tf_logs)) for s in specs]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

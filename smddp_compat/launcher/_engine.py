@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from smddp_compat.errors import UsageError
+from smddp_compat.launcher._hosts import usable_cores
 from smddp_compat.launcher._mpi_group import mpirun_unavailable_reason
 
 __all__ = ["ENGINES", "ENGINE_VARIABLE", "EngineChoice", "choose_engine"]
@@ -57,7 +58,7 @@ def choose_engine(
         num_ranks: Ranks of the job on this machine.
         requested: ``gloo`` or ``mpi`` from the command line, or None.
         environ: Where ``SMDDP_ENGINE`` is read (default ``os.environ``).
-        cores: Cores of this machine (default ``os.cpu_count()``).
+        cores: Cores this process may run on (default: its CPU affinity, see ``usable_cores``).
         load: Runnable processes already on the machine (default: the 1-minute load average).
 
     Returns:
@@ -83,7 +84,7 @@ def choose_engine(
         return EngineChoice(requested, f"forced by {forced_by}")
     if missing:
         return EngineChoice("gloo", f"the default would be mpi, but {missing}")
-    total = cores if cores is not None else (os.cpu_count() or 1)
+    total = cores if cores is not None else (usable_cores() or 1)
     busy = load if load is not None else os.getloadavg()[0]
     idle = max(0, int(total - busy + 0.5))
     if num_ranks > idle:

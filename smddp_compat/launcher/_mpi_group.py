@@ -247,6 +247,7 @@ def run_mpi_group(
     mpirun_log: str | None = None,
     extra_mca: Mapping[str, str] | None = None,
     python: str = sys.executable,
+    console_hides: Callable[[str], bool] | None = None,
 ) -> GroupResult:
     """Runs the ranks under one mpirun on this machine: all succeed, or all are stopped.
 
@@ -259,6 +260,7 @@ def run_mpi_group(
         mpirun_log: Log file of mpirun's own lines, or None.
         extra_mca: Open MPI settings added to :data:`MPIRUN_TUNING`.
         python: The interpreter that runs the per-rank wrapper (one with smddp_compat importable).
+        console_hides: Rank lines for which it returns True go to the logs but not to the console.
 
     Returns:
         How the job ended, one result per rank: the failed rank carries its exit code, the others the code mpirun
@@ -284,6 +286,7 @@ def run_mpi_group(
             label=MPIRUN_LABEL,
             cwd=specs[0].cwd,
             route_output=output.route,
+            console_hides=console_hides,
         )
         group = run_process_group([mpirun], timeout=timeout, grace=grace, stream=stream)
     finally:

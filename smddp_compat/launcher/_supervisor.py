@@ -44,6 +44,8 @@ class ProcessSpec:
         host: Host name used in failure messages.
         route_output: For a process carrying several ranks' output: where each line goes (its label and log
             file replace ``label`` and ``log_path``); None for a process that is one rank.
+        console_hides: Lines for which it returns True go to the log file but not to the console (e.g.
+            :func:`~smddp_compat.launcher.tensorflow_log_filter`); None shows every line.
     """
 
     argv: list[str]
@@ -53,6 +55,7 @@ class ProcessSpec:
     log_path: str | None = None
     host: str = "localhost"
     route_output: OutputRoute | None = None
+    console_hides: Callable[[str], bool] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.argv, (list, tuple)) or not self.argv or not all(isinstance(a, str) for a in self.argv):
@@ -166,6 +169,8 @@ def _write_line(running: _Running, label: str, text: str, log: IO[bytes] | None,
     if log is not None:
         log.write(text.encode("utf-8", errors="replace") + b"\n")
         log.flush()
+    if running.spec.console_hides is not None and running.spec.console_hides(text):
+        return
     with stream_lock:
         stream.write(f"[{label}] {text}\n")
         stream.flush()
