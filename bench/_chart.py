@@ -39,7 +39,8 @@ def write_bandwidth_chart(bandwidth_raw: dict[str, Any], path: Path) -> bool:
             sizes = sorted(int(size) for size in value["sizes"])
             speeds = [value["sizes"][str(size)]["allreduce_gbps"] for size in sizes]
             name = ENGINE_NAMES.get(value["engine"], value["engine"])
-            if value["engine"] == bandwidth_raw.get("default_engine"):
+            defaults = bandwidth_raw.get("default_engines", {})
+            if value["engine"] == defaults.get(ranks, defaults.get(str(ranks), bandwidth_raw.get("default_engine"))):
                 name += " (default)"
             axis.plot(sizes, speeds, marker="o", label=name)
             for size in sizes:

@@ -56,7 +56,7 @@ class Job:
     @property
     def label(self) -> str:
         """A short unique-enough name for logs, e.g. ``collectives-smddprun-gloo-2``."""
-        tag = "-".join(value for name, value in self.args_dict().items() if name == "--api")
+        tag = "-".join(value for name, value in self.args_dict().items() if name in ("--api", "--variant"))
         base = f"{self.program.removesuffix('.py')}-{self.launcher.value}-{self.ranks}"
         return f"{base}-{tag}" if tag else base
 

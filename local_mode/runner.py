@@ -10,6 +10,7 @@ process's failure file; pack and store the artifacts; print a summary; remove th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import subprocess
@@ -131,6 +132,7 @@ def run(
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
     from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
+    from smddp_compat.launcher._mpi_group import run_mpi_group
 
     out = stream if stream is not None else sys.stdout
     assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
@@ -147,9 +149,11 @@ def run(
         log_dir = destination / "logs" if isinstance(destination, Path) else root / "logs"
         layouts, host_envs = _prepare_hosts(spec, root)
         log_files = {host: log_dir / f"{host}.log" for host in layouts}
+        engine = _horovod_engine(spec)
         out.write(
             f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
             f"process(es), distribution {spec.distribution.value}; logs in {log_dir}\n"
+            + (f"[local_mode] {engine.describe()}\n" if engine is not None else "")
         )
         crowded = oversubscription_warning(spec.instance_count * spec.processes_per_host, usable_cores())
         if crowded:
@@ -169,7 +173,10 @@ def run(
                 )
             ]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
-            group = run_process_group(
+            group_runner: Any = run_process_group
+            if engine is not None and engine.engine == "mpi":
+                group_runner = functools.partial(run_mpi_group, console_hides=specs[0].console_hides)
+            group = group_runner(
                 specs,
                 timeout=spec.max_run,
                 grace=grace,
@@ -212,6 +219,30 @@ def run(
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _horovod_engine(spec: JobSpec) -> Any:
+    """The engine of a Horovod job on this machine's processes (None for other distributions).
+
+    One host: smddprun's rule (MPI when every rank has an idle core; ``SMDDP_ENGINE`` forces either). Several
+    simulated hosts: Gloo, whose rendezvous gives each host its own local ranks; MPI would see one machine.
+
+    Raises:
+        ConfigurationError: ``SMDDP_ENGINE=mpi`` for a job of several hosts.
+    """
+    if spec.distribution not in (Distribution.SMDDP, Distribution.MPI):
+        return None
+    from smddp_compat.launcher._engine import ENGINE_VARIABLE, EngineChoice, choose_engine
+
+    if spec.instance_count == 1:
+        return choose_engine(spec.processes_per_host)
+    if os.environ.get(ENGINE_VARIABLE, "").strip().lower() == "mpi":
+        raise ConfigurationError(
+            ENGINE_VARIABLE, os.environ[ENGINE_VARIABLE],
+            f"the MPI engine runs one host's ranks, and this job has {spec.instance_count} hosts",
+            "unset SMDDP_ENGINE (multi-host jobs use Gloo), or use instance_count=1",
+        )
+    return EngineChoice("gloo", f"{spec.instance_count} hosts: Gloo gives each simulated host its own local ranks")
 
 
 def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], dict[str, dict[str, str]]]:

@@ -4,11 +4,23 @@ Each module has ``NAME``, ``TITLE``, ``jobs(config) -> list[Job]`` (the jobs it 
 ``summarise_runs(config, runs) -> MeasurementResult`` (its rows of the table from those jobs' runs).
 """
 
-from bench.measurements import bandwidth, compression, memory, overhead, scaling, small_tensors, startup
+from bench.measurements import (
+    bandwidth,
+    compression,
+    memory,
+    overhead,
+    profile,
+    scaling,
+    small_tensors,
+    startup,
+)
 
-__all__ = ["MEASUREMENTS", "bandwidth", "compression", "memory", "overhead", "scaling", "small_tensors", "startup"]
+__all__ = [
+    "MEASUREMENTS", "bandwidth", "compression", "memory", "overhead", "profile", "scaling", "small_tensors", "startup",
+]
 
 #: Name -> module, in the order of the table.
 MEASUREMENTS = {
-    module.NAME: module for module in (overhead, bandwidth, small_tensors, compression, scaling, startup, memory)
+    module.NAME: module
+    for module in (overhead, bandwidth, small_tensors, compression, scaling, startup, memory, profile)
 }

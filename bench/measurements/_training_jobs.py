@@ -22,8 +22,8 @@ def _args(config: BenchConfig, processes: int, api: str) -> tuple[str, ...]:
 
 
 def smddprun_training(config: BenchConfig, ranks: int, api: str = "smddp_compat", repeat: bool = False) -> Job:
-    """``smddprun -np ranks`` (default engine) running train.py with ``api``."""
-    return Job("train.py", engine_launcher(default_engine()), ranks, _args(config, ranks, api), LEGACY_KERAS,
+    """``smddprun -np ranks`` (its default engine for that many ranks) running train.py with ``api``."""
+    return Job("train.py", engine_launcher(default_engine(ranks)), ranks, _args(config, ranks, api), LEGACY_KERAS,
                repeat=repeat)
 
 

@@ -9,7 +9,7 @@ wire format) beside it, which is computed, not measured.
 from __future__ import annotations
 
 from bench._config import BenchConfig
-from bench._engines import ENGINE_NAMES, default_engine
+from bench._engines import ENGINE_NAMES, default_engine, horovod_engines
 from bench._jobs import Job, JobRun
 from bench._results import MeasurementResult, Row, RunsByJob
 from bench._statistics import paired_ratios, summarise
@@ -24,12 +24,12 @@ RANKS = 2
 
 
 def _jobs(config: BenchConfig) -> dict[str, Job]:
-    engine = default_engine()
-    return {engine: collectives_job(config, engine, RANKS, {NAME})}
+    # Both engines: the time on the default one, the bytes that really move on Gloo's sockets.
+    return {engine: collectives_job(config, engine, RANKS, {NAME}) for engine in horovod_engines()}
 
 
 def jobs(config: BenchConfig) -> list[Job]:
-    """The 2-rank collectives job of the default engine, with this part."""
+    """The 2-rank collectives job of each engine, with this part."""
     return list(_jobs(config).values())
 
 
@@ -45,7 +45,7 @@ def _pooled(runs: list[JobRun], size: str, field: str) -> dict[str, list[float]]
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     """fp16 / none for time and bytes, per size and engine."""
     result = MeasurementResult(NAME, TITLE)
-    default = default_engine()
+    default = default_engine(RANKS)
     for engine, job in _jobs(config).items():
         name = ENGINE_NAMES[engine] + (" (default)" if engine == default else "")
         ok = [run for run in runs(job) if run.ok and NAME in run.ranks[0]]  # later rounds skip this part

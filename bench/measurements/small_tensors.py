@@ -22,7 +22,7 @@ RANKS = 2
 
 
 def _jobs(config: BenchConfig) -> dict[str, Job]:
-    engine = default_engine()
+    engine = default_engine(RANKS)
     return {engine: collectives_job(config, engine, RANKS, {NAME})}
 
 
@@ -43,7 +43,7 @@ def _pooled(runs: list[JobRun]) -> dict[str, list[float]]:
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     """Per-tensor (tf.function) / grouped, and eager per-tensor / grouped, per engine."""
     result = MeasurementResult(NAME, TITLE)
-    default = default_engine()
+    default = default_engine(RANKS)
     for engine, job in _jobs(config).items():
         ok = [run for run in runs(job) if run.ok and NAME in run.ranks[0]]  # later rounds skip this part
         name = ENGINE_NAMES[engine] + (" (default)" if engine == default else "")

@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shutil
 import sys
 from typing import Sequence
 
 from smddp_compat.errors import SmddpError, UsageError
 from smddp_compat.launcher._console import tensorflow_log_filter
+from smddp_compat.launcher._engine import choose_engine
 from smddp_compat.launcher._hosts import (
     assign_ranks,
     is_this_machine,
@@ -30,6 +30,7 @@ from smddp_compat.launcher._hosts import (
     parse_hosts,
     usable_cores,
 )
+from smddp_compat.launcher._mpi_group import run_mpi_group
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
 from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
@@ -77,8 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-H", "--hosts", default=None, help="host:slots[,host:slots...] (hosts must be this machine; default localhost:N)"
     )
     engine = parser.add_mutually_exclusive_group()
-    engine.add_argument("--gloo", dest="engine", action="store_const", const="gloo", help="Gloo controller (default)")
-    engine.add_argument("--mpi", dest="engine", action="store_const", const="mpi", help="MPI controller via mpirun")
+    engine.add_argument(
+        "--gloo", dest="engine", action="store_const", const="gloo", help="Horovod over Gloo (TCP loopback)"
+    )
+    engine.add_argument(
+        "--mpi",
+        dest="engine",
+        action="store_const",
+        const="mpi",
+        help="Horovod over MPI via mpirun (shared memory; the default when every rank has a core, see SMDDP_ENGINE)",
+    )
     parser.add_argument("--timeout", type=_positive_float, default=None, help="stop the job after this many seconds")
     parser.add_argument(
         "--grace",
@@ -114,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is "
         "set; --log-dir files always keep them)",
     )
+    # Internal: a rank of smddprun's own MPI engine reads its command and environment from DIR (_mpi_group).
+    parser.add_argument("--rank-specs", metavar="DIR", default=None, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program to run and its arguments")
     return parser
 
@@ -134,38 +145,19 @@ def _resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
 def rank_specs(
     command: Sequence[str], base_env: dict[str, str], rank_envs: list[dict[str, str]], log_dir: str | None
 ) -> list[ProcessSpec]:
-    """One ProcessSpec per rank: the same command, the base environment plus that rank's variables."""
+    """One ProcessSpec per rank, in rank order: the same command, the base environment plus that rank's variables."""
     specs = []
-    for env in rank_envs:
-        rank = env["HOROVOD_RANK"]
+    for rank, env in enumerate(rank_envs):
         specs.append(
             ProcessSpec(
                 argv=list(command),
                 env={**base_env, **env},
-                label=rank,
+                label=str(rank),
                 log_path=os.path.join(log_dir, f"rank.{rank}.log") if log_dir else None,
                 host=env.get("HOROVOD_HOSTNAME", "localhost"),
             )
         )
     return specs
-
-
-def _mpirun_argv(num_proc: int, hosts: list[HostSlots], env_names: list[str], command: Sequence[str]) -> list[str]:
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        raise UsageError(
-            "--mpi needs mpirun, which is not on PATH: install Debian's openmpi-bin (setup.sh does) or use --gloo."
-        )
-    argv = [mpirun, "-np", str(num_proc), "-H", ",".join(f"localhost:{h.slots}" for h in hosts)]
-    if os.geteuid() == 0:
-        argv.append("--allow-run-as-root")
-    argv += ["--bind-to", "none", "--map-by", "slot", "--tag-output", "--mca", "btl", "self,vader"]
-    # Ranks share the CPU with their Horovod background threads and TensorFlow's pools: without yielding, a rank
-    # waiting in an MPI call spins and takes the core its peer needs (bench: 64 MB allreduce 2.2x slower on 2 cores).
-    argv += ["--mca", "mpi_yield_when_idle", "1"]
-    for name in env_names:
-        argv += ["-x", name]
-    return argv + list(command)
 
 
 def _command(args: argparse.Namespace) -> list[str]:
@@ -193,17 +185,15 @@ def _launch(
     args: argparse.Namespace, command: list[str], hosts: list[HostSlots], base_env: dict[str, str]
 ) -> GroupResult:
     grace = args.grace if args.grace is not None else DEFAULT_GRACE_SECONDS
-    if args.engine == "mpi":
-        mpi_env = {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi"}
-        env = {**base_env, **mpi_env}
-        names = sorted(n for n in env if n.startswith(("HOROVOD_", "PYTHONPATH", "TF_", "SM_", "SMDDP_")))
-        spec = ProcessSpec(
-            argv=_mpirun_argv(args.num_proc, hosts, names, command),
-            env=env,
-            label="mpirun",
-            log_path=os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None,
+    choice = choose_engine(args.num_proc, args.engine)
+    print(f"smddprun: {choice.describe()}", file=sys.stderr, flush=True)
+    if choice.engine == "mpi":
+        names = [{"HOROVOD_HOSTNAME": host.name} for host in hosts for _ in range(host.slots)]
+        specs = _quiet(rank_specs(command, base_env, names, args.log_dir), args)
+        mpirun_log = os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None
+        return run_mpi_group(
+            specs, timeout=args.timeout, grace=grace, mpirun_log=mpirun_log, console_hides=specs[0].console_hides
         )
-        return run_process_group(_quiet([spec], args), timeout=args.timeout, grace=grace)
     gloo_timeout = args.gloo_timeout if args.gloo_timeout is not None else float(DEFAULT_GLOO_TIMEOUT_SECONDS)
     with HorovodRendezvous(hosts, timeout=gloo_timeout) as rendezvous:
         specs = rank_specs(command, base_env, rendezvous.rank_envs(), args.log_dir)
@@ -227,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.rank_specs is not None:
+            exec_rank([], args)
         command = _command(args)
         if args.num_proc is None:
             if not launched_by_mpi(os.environ):

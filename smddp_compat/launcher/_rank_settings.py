@@ -18,9 +18,9 @@ __all__ = ["with_shim_on_path", "stall_env", "stall_watchdog_env", "stall_direct
 
 def with_shim_on_path(env: dict[str, str], *, enabled: bool = True, stream=sys.stderr) -> dict[str, str]:
     """Returns ``env`` with the smdistributed alias first on PYTHONPATH, unless a real SMDDP is installed."""
-    if not enabled:
-        return env
     existing = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if not enabled or existing[:1] == [smdistributed_shim.path()]:
+        return env
     real = smdistributed_shim.real_smddp_location(existing + sys.path)
     if real:
         print(
@@ -34,15 +34,24 @@ def with_shim_on_path(env: dict[str, str], *, enabled: bool = True, stream=sys.s
     return out
 
 
+#: Seconds Horovod's own stall shutdown waits beyond smddp_compat's watchdog: the watchdog ends a rank stalled in
+#: an eager collective first (naming the collective and the missing ranks, writing the failure file); Horovod's
+#: inspector, which works under the MPI controller only, still ends a rank stalled in a ``tf.function`` step.
+HOROVOD_SHUTDOWN_MARGIN_SECONDS = 5
+
+
 def stall_env(check_seconds: float | None, shutdown_seconds: float | None) -> dict[str, str]:
-    """Horovod's stall-inspector variables for the given limits (empty when both are None)."""
+    """Horovod's stall-inspector variables for the given limits (empty when both are None).
+
+    The shutdown comes :data:`HOROVOD_SHUTDOWN_MARGIN_SECONDS` after ``shutdown_seconds``.
+    """
     env: dict[str, str] = {}
     if check_seconds is not None:
         env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(int(max(1, check_seconds)))
     if shutdown_seconds is not None:
         if check_seconds is None:
             env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(int(max(1, shutdown_seconds / 2)))
-        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(int(max(1, shutdown_seconds)))
+        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(int(max(1, shutdown_seconds)) + HOROVOD_SHUTDOWN_MARGIN_SECONDS)
     return env
 
 

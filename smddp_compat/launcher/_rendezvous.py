@@ -19,8 +19,9 @@ __all__ = ["HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS", "GL
 #: How long a rank waits for its peers during Gloo set-up and collectives before it gives up.
 DEFAULT_GLOO_TIMEOUT_SECONDS = 60
 
-#: Every variable :meth:`HorovodRendezvous.rank_envs` gives a rank (an MPI-launched rank must not inherit them:
-#: they would make Horovod wait for a Gloo rendezvous, or report a rank that is not its MPI rank).
+#: The variables :meth:`HorovodRendezvous.rank_envs` gives a rank that an MPI-launched rank must not inherit (they
+#: would make Horovod wait for a Gloo rendezvous, or report a rank that is not its MPI rank). ``HOROVOD_HOSTNAME``
+#: and ``NCCL_SOCKET_IFNAME`` are not among them: they mean the same under MPI.
 GLOO_RANK_VARIABLES = (
     "HOROVOD_GLOO_RENDEZVOUS_ADDR",
     "HOROVOD_GLOO_RENDEZVOUS_PORT",
@@ -28,7 +29,6 @@ GLOO_RANK_VARIABLES = (
     "HOROVOD_CPU_OPERATIONS",
     "HOROVOD_GLOO_IFACE",
     "HOROVOD_GLOO_TIMEOUT_SECONDS",
-    "HOROVOD_HOSTNAME",
     "HOROVOD_RANK",
     "HOROVOD_SIZE",
     "HOROVOD_LOCAL_RANK",

@@ -7,6 +7,7 @@ the first process that fails (or a timeout, or a signal to the supervisor) stops
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,9 +17,15 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Callable, Sequence
 
+import psutil
+
 from smddp_compat.errors import LaunchError, UsageError
 
-__all__ = ["ProcessSpec", "ProcessResult", "GroupResult", "run_process_group"]
+__all__ = ["ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "run_process_group", "describe_failure"]
+
+#: For a process carrying several ranks' output (mpirun): called with each line it prints (None at the end of its
+#: output), returns the lines that are complete, each as (label of its prefix, text, log file or None).
+OutputRoute = Callable[["str | None"], "list[tuple[str, str, str | None]]"]
 
 _POLL_SECONDS = 0.05
 _PUMP_JOIN_SECONDS = 5.0
@@ -35,7 +42,9 @@ class ProcessSpec:
         cwd: Working directory, or None for the supervisor's.
         log_path: File that every output line (without prefix) is appended to, or None.
         host: Host name used in failure messages.
-        console_hides: Lines for which it returns True go to ``log_path`` but not to the console (e.g.
+        route_output: For a process carrying several ranks' output: where each line goes (its label and log
+            file replace ``label`` and ``log_path``); None for a process that is one rank.
+        console_hides: Lines for which it returns True go to the log file but not to the console (e.g.
             :func:`~smddp_compat.launcher.tensorflow_log_filter`); None shows every line.
     """
 
@@ -45,6 +54,7 @@ class ProcessSpec:
     cwd: str | None = None
     log_path: str | None = None
     host: str = "localhost"
+    route_output: OutputRoute | None = None
     console_hides: Callable[[str], bool] | None = None
 
     def __post_init__(self) -> None:
@@ -113,6 +123,22 @@ class _Running:
     ended: float | None = None
     log: IO[bytes] | None = None
     output_lock: threading.Lock = field(default_factory=threading.Lock)
+    routed_logs: dict[str, IO[bytes]] = field(default_factory=dict)
+    descendants: list[psutil.Process] = field(default_factory=list)
+
+    def routed_log(self, path: str | None) -> IO[bytes] | None:
+        """The open log file at ``path`` (opened on first use), or None."""
+        if path is None:
+            return None
+        if path not in self.routed_logs:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self.routed_logs[path] = open(path, "ab")  # noqa: SIM115 - closed by run_process_group
+        return self.routed_logs[path]
+
+    def close_logs(self) -> None:
+        for log in [self.log, *self.routed_logs.values()]:
+            if log is not None:
+                log.close()
 
 
 class _Interrupted(Exception):
@@ -130,19 +156,39 @@ def _describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
+def describe_failure(spec: ProcessSpec, returncode: int, recorded: str | None) -> str:
+    """The reason a job failed, naming the process that failed first and what it recorded (its failure file)."""
+    reason = f"process [{spec.label}] on host {spec.host} {_describe_exit(returncode)}"
+    if recorded:
+        reason += f": {recorded.strip()}"
+    return reason + "; the other processes were stopped"
+
+
+def _write_line(running: _Running, label: str, text: str, log: IO[bytes] | None, stream: IO[str],
+                stream_lock: threading.Lock) -> None:
+    if log is not None:
+        log.write(text.encode("utf-8", errors="replace") + b"\n")
+        log.flush()
+    if running.spec.console_hides is not None and running.spec.console_hides(text):
+        return
+    with stream_lock:
+        stream.write(f"[{label}] {text}\n")
+        stream.flush()
+
+
 def _pump_output(running: _Running, stream: IO[str], stream_lock: threading.Lock) -> None:
-    prefix = f"[{running.spec.label}] "
+    route = running.spec.route_output
     assert running.popen.stdout is not None
     for raw in iter(running.popen.stdout.readline, b""):
         text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        if running.log is not None:
-            running.log.write(raw if raw.endswith(b"\n") else raw + b"\n")
-            running.log.flush()
-        if running.spec.console_hides is not None and running.spec.console_hides(text):
+        if route is None:
+            _write_line(running, running.spec.label, text, running.log, stream, stream_lock)
             continue
-        with stream_lock:
-            stream.write(prefix + text + "\n")
-            stream.flush()
+        for label, line, log_path in route(text):
+            _write_line(running, label, line, running.routed_log(log_path), stream, stream_lock)
+    if route is not None:
+        for label, line, log_path in route(None):
+            _write_line(running, label, line, running.routed_log(log_path), stream, stream_lock)
     running.popen.stdout.close()
 
 
@@ -153,10 +199,27 @@ def _signal_group(running: _Running, signum: int) -> None:
         pass
 
 
+def _descendants_elsewhere(running: _Running) -> list[psutil.Process]:
+    """Live descendants of a process that are not in its process group (mpirun gives each rank its own)."""
+    try:
+        children = psutil.Process(running.popen.pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for child in children:
+        try:
+            if os.getpgid(child.pid) != running.popen.pid:
+                out.append(child)
+        except OSError:
+            pass
+    return out
+
+
 def _stop_all(group: list[_Running], grace: float) -> None:
     """SIGTERM every live process group, SIGKILL what is left after ``grace`` s, reap everything."""
     for running in group:
         if running.popen.poll() is None:
+            running.descendants = _descendants_elsewhere(running)
             _signal_group(running, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(r.popen.poll() is None for r in group):
@@ -164,6 +227,9 @@ def _stop_all(group: list[_Running], grace: float) -> None:
     for running in group:
         # Kill the whole group even if its leader is gone: children it forked may still hold resources.
         _signal_group(running, signal.SIGKILL)
+        for child in running.descendants:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
     for running in group:
         try:
             running.popen.wait(timeout=grace)
@@ -237,8 +303,14 @@ def run_process_group(
     group: list[_Running] = []
     previous_handlers: dict[int, object] = {}
 
+    signalled: list[int] = []
+
     def on_signal(signum: int, _frame: object) -> None:
-        raise _Interrupted(signum)
+        # The first SIGINT/SIGTERM stops the group; a repeat (a second Ctrl-C, the caller's own stop) must not
+        # break off the stopping half-way and leave processes running.
+        if not signalled:
+            signalled.append(signum)
+            raise _Interrupted(signum)
 
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -280,8 +352,7 @@ def run_process_group(
             signal.signal(signum, handler)  # type: ignore[arg-type]
         for running in group:
             running.pump.join(timeout=_PUMP_JOIN_SECONDS)
-            if running.log is not None:
-                running.log.close()
+            running.close_logs()
 
     end = time.monotonic()
     results = [
@@ -293,14 +364,8 @@ def run_process_group(
     if failed is not None:
         failed_result = results[group.index(failed)]
         assert failed_result.returncode is not None
-        reason = (
-            f"process [{failed.spec.label}] on host {failed.spec.host} "
-            f"{_describe_exit(failed_result.returncode)}"
-        )
         recorded = failure_reason(failed.spec) if failure_reason is not None else None
-        if recorded:
-            reason += f": {recorded.strip()}"
-        reason += "; the other processes were stopped"
+        reason = describe_failure(failed.spec, failed_result.returncode, recorded)
     elif timed_out:
         reason = f"the job exceeded its time limit of {timeout:g} s and was stopped"
     elif interrupted is not None:

@@ -22,12 +22,16 @@ MPIRUN_ENV = {
     "OMPI_COMM_WORLD_RANK": "1",
     "OMPI_COMM_WORLD_SIZE": "2",
     "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
     "OMPI_MCA_ess_base_jobid": "2076573697",
     "PATH": "/usr/bin:/bin",
     "PYTHONPATH": "/code",
     "SMDATAPARALLEL_USE_SINGLENODE": "1",
     "NCCL_SOCKET_IFNAME": "eth0",
 }
+# Horovod's rank variables as MPI numbered that rank (the Gloo launcher's ones are replaced).
+RANK_1_OF_2 = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
+               "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}  # and large allocations on huge pages
 
 
 def parse(*argv: str):
@@ -45,6 +49,7 @@ def test_rank_environment_is_exact(tmp_path):
         "PYTHONPATH": os.pathsep.join([smdistributed_shim.path(), "/code"]),
         "HOROVOD_CONTROLLER": "mpi",
         "HOROVOD_CPU_OPERATIONS": "mpi",
+        **RANK_1_OF_2,
         "MPI4PY_RC_THREAD_LEVEL": "multiple",
         "SMDDP_STALL_DIR": stall_dir,
     }
@@ -53,14 +58,17 @@ def test_rank_environment_is_exact(tmp_path):
 
 def test_gloo_launch_variables_do_not_leak_into_an_mpi_rank():
     # A job started inside another smddprun / local-mode rank inherits that rank's Gloo variables.
-    with HorovodRendezvous([HostSlots("localhost", 2)]) as rendezvous:
-        gloo = rendezvous.rank_envs()[0]
-    assert set(gloo) - {"NCCL_SOCKET_IFNAME"} <= set(GLOO_RANK_VARIABLES)
+    with HorovodRendezvous([HostSlots("localhost", 3)]) as rendezvous:
+        gloo = rendezvous.rank_envs()[2]
+    # The host name stays: it names the host in stall reports on either controller.
+    assert set(gloo) - {"NCCL_SOCKET_IFNAME", "HOROVOD_HOSTNAME"} <= set(GLOO_RANK_VARIABLES)
     env = rank_environment({**MPIRUN_ENV, **gloo, "NCCL_SOCKET_IFNAME": "eth0"}, parse("--no-shim"))
     assert env == {
         **MPIRUN_ENV,
+        "HOROVOD_HOSTNAME": "localhost",
         "HOROVOD_CONTROLLER": "mpi",
         "HOROVOD_CPU_OPERATIONS": "mpi",
+        **RANK_1_OF_2,
         "MPI4PY_RC_THREAD_LEVEL": "multiple",
     }
 
@@ -72,7 +80,7 @@ def test_stall_options_reach_horovod_and_the_watchdog():
     )
     expected = {
         "HOROVOD_STALL_CHECK_TIME_SECONDS": "5",
-        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "20",
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "25",
         "SMDDP_STALL_DIR": "/shared/stall",
         "SMDDP_STALL_WARNING_SECONDS": "5",
         "SMDDP_STALL_TIMEOUT_SECONDS": "20",
@@ -94,9 +102,28 @@ def test_launch_options_are_refused_under_mpirun(option, message):
         rank_environment(MPIRUN_ENV, parse(*option))
 
 
+def test_the_users_malloc_tunables_are_kept():
+    env = rank_environment({**MPIRUN_ENV, "GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, parse("--no-shim"))
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2"
+
+
 def test_a_thread_level_horovod_cannot_use_is_refused():
     with pytest.raises(UsageError, match="MPI4PY_RC_THREAD_LEVEL='serialized'.*MPI_THREAD_MULTIPLE"):
         rank_environment({**MPIRUN_ENV, "MPI4PY_RC_THREAD_LEVEL": "serialized"}, parse())
+
+
+def test_engine_choice():
+    from smddp_compat.launcher._engine import choose_engine
+
+    assert choose_engine(2, cores=2, load=0.2, environ={}).engine == "mpi"
+    assert choose_engine(3, cores=2, load=0.0, environ={}).engine == "gloo"
+    busy = choose_engine(2, cores=4, load=2.6, environ={})
+    assert busy.engine == "gloo" and busy.why.startswith("2 rank(s) > 1 idle core(s) (4 cores, load 2.6)")
+    assert choose_engine(2, "gloo", cores=2, load=0, environ={}).why == "forced by --gloo"
+    assert choose_engine(3, cores=2, environ={"SMDDP_ENGINE": "MPI"}).describe().startswith(
+        "engine mpi (Horovod over MPI (shared memory)): forced by SMDDP_ENGINE=MPI")
+    with pytest.raises(UsageError, match="SMDDP_ENGINE='tcp' names no engine"):
+        choose_engine(2, environ={"SMDDP_ENGINE": "tcp"})
 
 
 def test_mpi_detection():
@@ -144,7 +171,8 @@ total = sdp.allreduce(np.full(1000, rank + 1.0, dtype=np.float32), average=False
 assert np.all(total == size * (size + 1) / 2), total
 mean = sdp.allreduce(np.full(4, float(rank), dtype=np.float32)).numpy()
 assert np.allclose(mean, (size - 1) / 2), mean
-print(f"rank {rank} of {size} ok, alias {'_shim_root' in sdp.__file__}", flush=True)
+with open(f"result-{rank}.txt", "w") as out:  # ranks' prints may interleave on mpirun's output
+    out.write(f"rank {rank} of {size} ok, alias {'_shim_root' in sdp.__file__}")
 """
 
 
@@ -161,5 +189,5 @@ def test_mpirun_runs_smddprun_per_rank_as_sagemaker_does(tmp_path, ranks):
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=tmp_path,
                           env=_smddprun_env(OMPI_MCA_mpi_yield_when_idle="1"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = sorted(line for line in proc.stdout.splitlines() if line.startswith("rank "))
+    lines = [(tmp_path / f"result-{r}.txt").read_text() for r in range(ranks)]
     assert lines == [f"rank {r} of {ranks} ok, alias True" for r in range(ranks)]

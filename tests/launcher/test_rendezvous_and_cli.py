@@ -76,7 +76,7 @@ def test_real_smddp_is_never_shadowed(tmp_path, capsys):
 
 def test_stall_env():
     assert stall_env(None, None) == {}
-    assert stall_env(5, 20) == {"HOROVOD_STALL_CHECK_TIME_SECONDS": "5", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "20"}
+    assert stall_env(5, 20) == {"HOROVOD_STALL_CHECK_TIME_SECONDS": "5", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "25"}
     assert stall_env(None, 20)["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "10"
 
 

@@ -151,3 +151,41 @@ def test_a_signal_to_smddp_local_stops_every_process(
     assert f"interrupted by {signal.Signals(signum).name}" in output
     assert "local job interrupted: Stopped" in output
     assert not [pid for pid in pids if _alive(pid)], "a process survived the interruption"
+
+
+@pytest.mark.parametrize("engine", ["gloo", "mpi"])
+def test_one_host_job_is_supervised_alike_on_both_engines(
+    tmp_path: Path, scripts_dir: Path, no_leftover_job_dirs: None, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    from smddp_compat.launcher._mpi_group import mpirun_unavailable_reason
+
+    if engine == "mpi" and mpirun_unavailable_reason():
+        pytest.skip(str(mpirun_unavailable_reason()))
+    monkeypatch.setenv("SMDDP_ENGINE", engine)
+    spec = JobSpec(
+        entry_point="fail_or_sleep.py",
+        source_dir=str(scripts_dir),
+        instance_count=1,
+        processes_per_host=2,
+        distribution="smddp",
+        hyperparameters={"fail-index": 1, "delay": 1.5, "sleep": 120, "spawn-child": 1},
+        output_path=str(tmp_path / "out"),
+        job_name=f"fails-{engine}",
+        max_run=120,
+    )
+    stream = io.StringIO()
+    started = time.monotonic()
+    result = run(spec, stream=stream)
+    elapsed = time.monotonic() - started
+    output = stream.getvalue()
+    assert f"[local_mode] engine {engine} (" in output
+    assert all(f"[algo-1,{rank}] process {rank} started" in output for rank in range(2)), output
+    assert result.status == "Failed" and result.exit_code == 3
+    assert result.failed_label == "algo-1,1"
+    assert result.failure_reason.startswith("process [algo-1,1] on host algo-1 exited with code 3: ValueError: the loss")
+    assert elapsed < 1.5 + STOP_LIMIT_SECONDS, f"the job took {elapsed:.1f} s to stop"
+    log = (tmp_path / "out" / f"fails-{engine}" / "logs" / "algo-1.log").read_text()
+    assert "process 1 started" in log
+    pids = _pids_from(result.artifacts.output, "pid-") + _pids_from(result.artifacts.output, "child-")
+    assert len(pids) == 4
+    assert not [pid for pid in pids if _alive(pid)], "a process or grandchild survived the job"

@@ -2,7 +2,7 @@
 exit, a reason naming the rank and its host, and no process left.
 
 (The launcher's own tests kill plain Python processes; tests/local_mode/test_reliability.py kills a process of a
-local job. Here the ranks are TensorFlow + Horovod processes in the middle of Gloo all-reduces.)
+local job. Here the ranks are TensorFlow + Horovod processes in the middle of all-reduces, on both engines.)
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ import signal
 import sys
 import time
 
+import pytest
+
 from tests.reliability.conftest import PROGRAMS, alive, launch, processes_running, smddprun
 
 STOP_LIMIT_SECONDS = 10.0
 
 
-def test_kill_9_of_a_training_rank_ends_the_job(private_tmp) -> None:
+@pytest.mark.parametrize("engine", ["gloo", "mpi"])
+def test_kill_9_of_a_training_rank_ends_the_job(private_tmp, engine: str) -> None:
     program = str(PROGRAMS / "train_forever.py")
     pids: dict[str, int] = {}
     killed_at: list[float] = []
@@ -31,10 +34,11 @@ def test_kill_9_of_a_training_rank_ends_the_job(private_tmp) -> None:
             killed_at.append(time.time())
             os.kill(pids["1"], signal.SIGKILL)
 
-    job = launch(smddprun("-np", "2", "--timeout", "240", sys.executable, program), timeout=300, on_line=on_line)
+    job = launch(smddprun("-np", "2", f"--{engine}", "--timeout", "240", sys.executable, program), timeout=300,
+                 on_line=on_line)
     assert killed_at, job.output
     kill_to_end = job.ended - killed_at[0]
-    print(f"rank death: kill -9 of rank 1 -> smddprun ended {kill_to_end:.2f} s later")
+    print(f"rank death ({engine}): kill -9 of rank 1 -> smddprun ended {kill_to_end:.2f} s later")
     assert kill_to_end < STOP_LIMIT_SECONDS, job.output
     assert job.returncode == 128 + signal.SIGKILL, job.output
     assert "smddprun: job failed after" in job.stderr

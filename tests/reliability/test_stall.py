@@ -220,11 +220,12 @@ def test_watch_is_a_no_op_when_the_watchdog_is_off() -> None:
 
 # -- real ranks under smddprun --------------------------------------------------------------------------------------
 
-def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp: Path) -> None:
+@pytest.mark.parametrize("engine", ["gloo", "mpi"])
+def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp: Path, engine: str) -> None:
     entered: list[float] = []
     output_dir = tmp_path / "output"
     job = launch(
-        smddprun("-np", "2", "--timeout", "150", "--grace", "3", "--stall-check-seconds", "2",
+        smddprun("-np", "2", f"--{engine}", "--timeout", "150", "--grace", "3", "--stall-check-seconds", "2",
                  "--stall-shutdown-seconds", "6", sys.executable, str(PROGRAMS / "stall.py")),
         env=quiet_env(SM_OUTPUT_DIR=str(output_dir)),
         timeout=200,

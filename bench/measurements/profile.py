@@ -1,0 +1,100 @@
+"""8. Where a 64 MB allreduce spends its time on the default 2-rank engine (Horovod over MPI), and one tuning.
+
+The parts of the path (``bench/programs/allreduce_profile.py``) are timed in turns with the whole Horovod allreduce
+in one job; each row is a part's time over the whole's, so the rows show which part is the largest. The job runs
+with the kit's settings (MPI ranks get large buffers on transparent huge pages, ``GLIBC_TUNABLES=glibc.malloc.
+hugetlb=1``: a fresh 64 MB output tensor faults in 2 MB pages instead of 4 KB ones) and, alternating round by round,
+without them (``hugetlb=0``): the before/after of that tuning.
+"""
+
+from __future__ import annotations
+
+from bench._config import BenchConfig
+from bench._engines import engine_launcher, mpi_unavailable_reason
+from bench._jobs import Job, JobRun
+from bench._results import MeasurementResult, Row, RunsByJob
+from bench._statistics import paired_ratios, summarise
+from bench.measurements.bandwidth import size_text
+
+__all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "NO_HUGE_PAGES"]
+
+NAME = "profile"
+TITLE = "8. Where a 64 MB allreduce spends its time: Horovod/MPI, 2 ranks (part / whole Horovod allreduce)"
+RANKS = 2
+#: The settings compared with the kit's: no huge pages (the kit's MPI ranks have them).
+NO_HUGE_PAGES = (("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0"),)
+_PARTS = {
+    "mpi": "MPI_Allreduce alone (transport + reduction, mpi4py)",
+    "output_alloc": "allocating and first touching the output",
+    "copy": "one copy of the tensor (Horovod's input-to-output copy)",
+    "add": "the reduction's arithmetic (a + b)",
+}
+
+
+def _job(config: BenchConfig, env: tuple[tuple[str, str], ...] = ()) -> Job:
+    size, reps = (1 << 20, "3") if config.quick else (64 << 20, "6")
+    variant = "no-huge-pages" if env else "kit-settings"
+    return Job("allreduce_profile.py", engine_launcher("mpi"), RANKS,
+               ("--size", str(size), "--reps", reps, "--variant", variant), env, repeat=True)
+
+
+def jobs(config: BenchConfig) -> list[Job]:
+    """The profile job with the kit's settings and without huge pages (none without mpirun)."""
+    if mpi_unavailable_reason():
+        return []
+    return [_job(config), _job(config, NO_HUGE_PAGES)]
+
+
+def _pooled(runs: list[JobRun]) -> dict[str, list[float]]:
+    pooled: dict[str, list[float]] = {}
+    for run in runs:
+        for rank in run.ranks:
+            for variant, values in rank["seconds"].items():
+                pooled.setdefault(variant, []).extend(values)
+    return pooled
+
+
+def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
+    """Each part over the whole, the whole against a copy, and huge pages against the defaults."""
+    result = MeasurementResult(NAME, TITLE)
+    if mpi_unavailable_reason():
+        result.rows.append(Row("profile of Horovod/MPI", None, None, f"n/a: {mpi_unavailable_reason()}"))
+        return result
+    base_runs = [run for run in runs(_job(config)) if run.ok]
+    before_runs = [run for run in runs(_job(config, NO_HUGE_PAGES)) if run.ok]
+    if not base_runs:
+        reason = next((run.reason for run in runs(_job(config))), "not run")
+        result.rows.append(Row("profile of Horovod/MPI", None, None, f"n/a: {reason}"))
+        return result
+    nbytes = int(base_runs[0].ranks[0]["bytes"])
+    pooled = _pooled(base_runs)
+    whole_ms = summarise(pooled["horovod"]).median * 1e3
+    for part, label in _PARTS.items():
+        result.rows.append(Row(
+            f"{size_text(nbytes)}: {label} / Horovod allreduce", paired_ratios(pooled[part], pooled["horovod"]),
+            None, f"{summarise(pooled[part]).median * 1e3:.1f} ms vs {whole_ms:.1f} ms",
+        ))
+    result.rows.append(Row(
+        f"{size_text(nbytes)}: copy bandwidth fraction, Horovod allreduce / MPI_Allreduce alone",
+        paired_ratios(pooled["copy"], pooled["horovod"]), None,
+        f"Horovod {paired_ratios(pooled['copy'], pooled['horovod']).median:.2f}, MPI alone "
+        f"{paired_ratios(pooled['copy'], pooled['mpi']).median:.2f} of the copy's bandwidth",
+    ))
+    result.raw = {"bytes": nbytes, "default": pooled, "runs": [run.to_json() for run in runs(_job(config))]}
+    if before_runs:
+        before = _pooled(before_runs)
+        rounds = sorted({run.round for run in base_runs} & {run.round for run in before_runs})
+        per_round = [
+            summarise(_pooled([r for r in base_runs if r.round == n])["horovod"]).median
+            / summarise(_pooled([r for r in before_runs if r.round == n])["horovod"]).median
+            for n in rounds
+        ]
+        result.rows.append(Row(
+            f"{size_text(nbytes)} Horovod allreduce time, with huge pages (kit) / without (hugetlb=0)",
+            summarise(per_round), None,
+            f"{whole_ms:.1f} ms vs {summarise(before['horovod']).median * 1e3:.1f} ms; copy fraction "
+            f"{paired_ratios(pooled['copy'], pooled['horovod']).median:.2f} vs "
+            f"{paired_ratios(before['copy'], before['horovod']).median:.2f}",
+        ))
+        result.raw["no_huge_pages"] = before
+    return result

@@ -1,0 +1,83 @@
+"""Rank program: where a large allreduce on Horovod over MPI spends its time, its parts timed in turns.
+
+Variants (all on ``--size`` bytes of float32, each call blocking until done):
+
+- ``horovod``: ``hvd.allreduce(tensor, op=Sum).numpy()``: the whole path a training step takes (TensorFlow to
+  Horovod, Horovod's background thread and negotiation, the copy of the input into the output, the transport and
+  reduction in MPI, the output tensor back to TensorFlow);
+- ``mpi``: ``MPI_Allreduce`` of preallocated numpy buffers through mpi4py (the transport and the reduction alone);
+- ``output_alloc``: allocating and first touching a buffer of that size (what a fresh output tensor costs);
+- ``copy``: a copy of that size between touched buffers (Horovod's input-to-output copy; the bandwidth baseline);
+- ``add``: the reduction's arithmetic on one rank (``a + b`` into a touched buffer).
+
+Started by the bench under ``smddprun --mpi`` (mpi4py initialises MPI first, asking for MPI_THREAD_MULTIPLE, as
+under SageMaker's ``python -m mpi4py``); writes ``rank<N>.json`` into ``$BENCH_RESULT_DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import horovod.tensorflow as hvd
+import smddp_compat.tensorflow as sdp
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _alternation import MemoryCopy, alternate  # noqa: E402
+from _rank_result import progress, write_rank_result  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The program's options."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=64 << 20, help="bytes per allreduce")
+    parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--variant", default="defaults", help="name of the settings this run has (for its result)")
+    return parser
+
+
+def main() -> None:
+    """Times the variants in turns and writes this rank's result."""
+    args = build_parser().parse_args()
+    sdp.init()
+    rank, size = hvd.rank(), hvd.size()
+    if not hvd.mpi_enabled():
+        raise SystemExit("allreduce_profile.py profiles Horovod over MPI: start it with `smddprun --mpi`.")
+    comm = MPI.COMM_WORLD
+    count = max(1, args.size // 4)
+    tensor = tf.fill([count], tf.constant(1.0 + rank, tf.float32))
+    source = np.full(count, 1.0 + rank, dtype=np.float32)
+    target = np.empty_like(source)
+    other = np.ones_like(source)
+
+    def horovod() -> None:
+        hvd.allreduce(tensor, op=hvd.Sum).numpy()
+
+    def mpi() -> None:
+        comm.Allreduce(source, target, op=MPI.SUM)
+
+    def output_alloc() -> None:
+        np.empty(count, dtype=np.float32).fill(0.0)
+
+    def add() -> None:
+        np.add(source, other, out=target)
+
+    variants = {"horovod": horovod, "mpi": mpi, "output_alloc": output_alloc, "copy": MemoryCopy(args.size),
+                "add": add}
+    seconds = alternate(variants, args.reps, warmup=1)
+    expected = size * (size + 1) / 2
+    if float(hvd.allreduce(tensor, op=hvd.Sum)[0]) != expected or (mpi(), float(target[0]))[1] != expected:
+        raise RuntimeError(f"allreduce sums differ from {expected}")
+    progress(rank, "profile done")
+    write_rank_result(rank, {"rank": rank, "size": size, "bytes": args.size, "seconds": seconds,
+                             "variant": args.variant, "malloc_tunables": os.environ.get("GLIBC_TUNABLES", "")})
+    sdp.shutdown()
+
+
+if __name__ == "__main__":
+    main()
