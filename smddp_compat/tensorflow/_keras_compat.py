@@ -1,7 +1,13 @@
 """What differs between Keras 3 (``tf.keras`` in TF 2.21) and tf-keras (Keras 2, ``TF_USE_LEGACY_KERAS=1``).
 
-SMDDP-era scripts call ``opt.variables()``: a method in Keras 2, a list property in Keras 3. After ``init()``, the
-Keras 3 property returns a list that can also be called, so those scripts run unchanged on both.
+Keras 2-era scripts (SMDDP's and Horovod's documented recipes) use three things Keras 3 dropped; after ``init()``
+they work again on Keras 3 (nothing changes on tf-keras):
+
+- ``opt.variables()``: a method in Keras 2, a list property in Keras 3. The property returns a list that can also
+  be called.
+- ``opt.lr``: Keras 2's alias of ``opt.learning_rate`` (Horovod's learning-rate callbacks read and set it).
+- ``model.compile(..., experimental_run_tf_function=False)``: Horovod's documentation tells every Keras script to
+  pass it; Keras 3 refuses unknown arguments. It only ever mattered to Keras 2, so Keras 3 now ignores it.
 """
 
 from __future__ import annotations
@@ -10,7 +16,11 @@ from typing import Any
 
 __all__ = [
     "CallableList",
+    "adapt_keras3_for_keras2_scripts",
     "make_optimizer_variables_callable",
+    "keras3_module",
+    "is_keras3_variable",
+    "keras_layer_types",
     "is_keras3_optimizer",
     "optimizer_variables",
     "unwrap_variable",
@@ -24,14 +34,87 @@ class CallableList(list):
         return self
 
 
-def _keras3_optimizer_base() -> type | None:
+def keras3_module() -> Any:
+    """The ``keras`` package when it is Keras 3, else None."""
     try:
         import keras
     except ImportError:
         return None
     if not str(getattr(keras, "__version__", "0")).startswith("3"):
         return None
-    return keras.optimizers.Optimizer
+    return keras
+
+
+def _keras3_optimizer_base() -> type | None:
+    keras = keras3_module()
+    return None if keras is None else keras.optimizers.Optimizer
+
+
+def is_keras3_variable(value: Any) -> bool:
+    """True for a Keras 3 variable (which wraps a ``tf.Variable`` and has no ``.ref()``)."""
+    keras = keras3_module()
+    return keras is not None and isinstance(value, keras.Variable)
+
+
+def keras_layer_types() -> tuple[type, ...]:
+    """The Layer base classes of every Keras in this process (Keras 3 and, when installed, tf-keras)."""
+    types: list[type] = []
+    keras = keras3_module()
+    if keras is not None:
+        types.append(keras.layers.Layer)
+    try:
+        import tf_keras
+    except ImportError:
+        pass
+    else:
+        types.append(tf_keras.layers.Layer)
+    return tuple(types)
+
+
+def adapt_keras3_for_keras2_scripts() -> None:
+    """Applies the three Keras 3 adaptations listed in the module docstring (idempotent; no-op without Keras 3)."""
+    make_optimizer_variables_callable()
+    _add_optimizer_lr_alias()
+    _accept_legacy_compile_arguments()
+
+
+def _add_optimizer_lr_alias() -> None:
+    base = _keras3_optimizer_base()
+    if base is None or hasattr(base, "lr"):
+        return
+
+    def get_lr(self: Any) -> Any:
+        return self.learning_rate
+
+    def set_lr(self: Any, value: Any) -> None:
+        self.learning_rate = value
+
+    base.lr = property(get_lr, set_lr, doc="Keras 2's name of ``learning_rate``.")
+
+
+#: Arguments of Keras 2's ``Model.compile`` that have no meaning in Keras 3.
+_LEGACY_COMPILE_ARGUMENTS = ("experimental_run_tf_function",)
+
+
+def _accept_legacy_compile_arguments() -> None:
+    keras = keras3_module()
+    if keras is None:
+        return
+    for klass in keras.Model.__mro__:
+        if "compile" in klass.__dict__:
+            break
+    original = klass.__dict__["compile"]
+    if getattr(original, "_smddp_legacy_arguments", False):
+        return
+
+    def compile(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A001 - Keras's name
+        for name in _LEGACY_COMPILE_ARGUMENTS:
+            kwargs.pop(name, None)
+        return original(self, *args, **kwargs)
+
+    compile._smddp_legacy_arguments = True  # type: ignore[attr-defined]
+    compile.__doc__ = original.__doc__
+    setattr(klass, "compile", compile)
 
 
 def make_optimizer_variables_callable() -> None:
