@@ -6,7 +6,8 @@ Horovod 0.28.1 wraps a Keras optimizer in a subclass that all-reduces in ``_aggr
 Horovod-made subclass (its reduction, ``groups``, process sets, local variables and gradient aggregation over
 ``backward_passes_per_step``) gets the Keras 3 entry points: ``apply`` (what ``model.fit`` and
 ``apply_gradients`` call) reduces first; ``_compute_gradients``/``compute_gradients`` (Keras 2 API used by
-Horovod scripts) compute with a tape and reduce; variables are handed to Horovod as ``tf.Variable``.
+Horovod scripts) compute with a tape and reduce, and the ``apply_gradients`` that follows them does not reduce
+again (as in Horovod on Keras 2); variables are handed to Horovod as ``tf.Variable``.
 
 tf-keras (Keras 2) optimizers and ``tf.compat.v1`` optimizers go to Horovod unchanged.
 """
@@ -32,7 +33,12 @@ def _apply(self: Any, grads: Any, trainable_variables: Any = None) -> Any:
     """Keras 3 ``apply``: all-reduce (or aggregate) the gradients, then apply them with the optimizer's own apply."""
     base = super(type(self), self)
     variables = list(self._trainable_variables if trainable_variables is None else trainable_variables)
-    reduced = list(self._allreduce(list(grads), unwrap_all(variables)))
+    if getattr(self, "_smddp_gradients_reduced", False):
+        # They come from _compute_gradients, which reduced (or accumulated) them already.
+        self._smddp_gradients_reduced = False
+        reduced = list(grads)
+    else:
+        reduced = list(self._allreduce(list(grads), unwrap_all(variables)))
     if self._agg_helper is None:
         return base.apply(reduced, variables)
     if not self.built:
@@ -74,7 +80,9 @@ def _compute_gradients(self: Any, loss: Any, var_list: Any, grad_loss: Any = Non
         var_list = var_list()
     variables = tf.nest.flatten(var_list)
     grads = tape.gradient(loss, unwrap_all(variables), grad_loss)
-    return list(zip(self._allreduce(list(grads), unwrap_all(variables)), variables))
+    reduced = self._allreduce(list(grads), unwrap_all(variables))
+    self._smddp_gradients_reduced = True  # the apply_gradients that follows must not reduce them again
+    return list(zip(reduced, variables))
 
 
 def _adapt_to_keras3(optimizer_class: type, wrapped_base: type) -> None:
