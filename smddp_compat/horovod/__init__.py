@@ -63,10 +63,11 @@ OVERRIDES: tuple[Override, ...] = (
              "Horovod does), `apply_gradients`, and Keras 2's `_compute_gradients`."),
     Override(_KERAS, "PartialDistributedOptimizer", "Only in `horovod.keras`; needs `.ref()` on Keras 3 variables.",
              "Built on the optimizer above; also in `tensorflow.keras`."),
-    Override(_KERAS, "load_model", "Keras 3 looks optimizers up by class name, not Horovod's lower-cased names: "
-             "the model comes back with a plain, non-distributed optimizer.",
+    Override(_KERAS, "load_model", "Horovod passes lower-cased optimizer names in `custom_objects`; Keras 3 and "
+             "tf-keras 2.21 look optimizers up by class name: the model comes back with a plain, non-distributed "
+             "optimizer (ranks silently diverge).",
              "Loads with Keras, then replaces the optimizer by a DistributedOptimizer of the same class and config "
-             "holding the loaded state."),
+             "holding the loaded state (`legacy_opts=True`: Horovod's own)."),
     Override(_KERAS, "callbacks", "Horovod hands its callbacks `keras.backend`, which in Keras 3 has no "
              "`get_value`/`set_value`/`constant` (metric average and learning-rate callbacks fail, on tf-keras "
              "too); the broadcast callback calls `.ref()` and Horovod's broadcast on Keras 3 variables.",

@@ -169,5 +169,3 @@ out["load_model"] = [type(loaded.optimizer).__name__, iterations,
 
 write_result(rank, **out)
 hvd.shutdown()
-hvd.init()  # Horovod allows init again after shutdown
-hvd.shutdown()
