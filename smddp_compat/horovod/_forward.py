@@ -9,6 +9,7 @@ name, as the very same module objects.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import sys
 from types import ModuleType
 from typing import Any, Callable, Iterable
@@ -44,7 +45,12 @@ def forward_to(
     overrides = tuple(overrides)
     namespace[_OVERRIDES_ATTRIBUTE] = overrides
 
+    # The face's own submodules (e.g. ``keras``, ``elastic``) win over Horovod's modules of the same name.
+    own_submodules = {info.name for info in pkgutil.iter_modules(namespace.get("__path__", []))}
+
     def __getattr__(name: str) -> Any:  # noqa: N807 - module attribute hook (PEP 562)
+        if name in own_submodules:
+            return importlib.import_module(f"{face_name}.{name}")
         try:
             return getattr(horovod_module, name)
         except AttributeError:

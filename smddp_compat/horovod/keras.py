@@ -4,8 +4,7 @@ With TensorFlow as Keras's only backend, Horovod's ``horovod.keras`` and ``horov
 functions; this module is :mod:`smddp_compat.horovod.tensorflow.keras` under Horovod's other name.
 """
 
+import importlib
 import sys
 
-from smddp_compat.horovod.tensorflow import keras as _tensorflow_keras
-
-sys.modules[__name__] = _tensorflow_keras
+sys.modules[__name__] = importlib.import_module("smddp_compat.horovod.tensorflow.keras")

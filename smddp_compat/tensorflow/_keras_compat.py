@@ -1,13 +1,17 @@
 """What differs between Keras 3 (``tf.keras`` in TF 2.21) and tf-keras (Keras 2, ``TF_USE_LEGACY_KERAS=1``).
 
-Keras 2-era scripts (SMDDP's and Horovod's documented recipes) use three things Keras 3 dropped; after ``init()``
-they work again on Keras 3 (nothing changes on tf-keras):
+Keras 2-era scripts (SMDDP's and Horovod's documented recipes, Horovod's own tests) use things Keras 3 dropped;
+after ``init()`` they work again on Keras 3 (nothing changes on tf-keras):
 
 - ``opt.variables()``: a method in Keras 2, a list property in Keras 3. The property returns a list that can also
   be called.
 - ``opt.lr``: Keras 2's alias of ``opt.learning_rate`` (Horovod's learning-rate callbacks read and set it).
 - ``model.compile(..., experimental_run_tf_function=False)``: Horovod's documentation tells every Keras script to
   pass it; Keras 3 refuses unknown arguments. It only ever mattered to Keras 2, so Keras 3 now ignores it.
+- ``variable.ref()``: Keras 2 variables were ``tf.Variable``s, whose ``ref()`` gives a hashable key (Horovod and
+  scripts key gradients and local variables by it); a Keras 3 variable now gives its ``tf.Variable``'s.
+- ``BatchNormalization(fused=False)``: Keras 2's choice of kernel, which Keras 3 refuses; Keras 3 has one kernel,
+  so the argument is accepted and ignored (Horovod's SyncBatchNormalization recipe passes it).
 """
 
 from __future__ import annotations
@@ -72,10 +76,45 @@ def keras_layer_types() -> tuple[type, ...]:
 
 
 def adapt_keras3_for_keras2_scripts() -> None:
-    """Applies the three Keras 3 adaptations listed in the module docstring (idempotent; no-op without Keras 3)."""
+    """Applies the Keras 3 adaptations listed in the module docstring (idempotent; no-op without Keras 3)."""
     make_optimizer_variables_callable()
     _add_optimizer_lr_alias()
     _accept_legacy_compile_arguments()
+    _add_variable_ref()
+    _accept_batch_normalization_fused()
+
+
+def _add_variable_ref() -> None:
+    keras = keras3_module()
+    if keras is None or hasattr(keras.Variable, "ref"):
+        return
+    import tensorflow as tf
+
+    def ref(self: Any) -> Any:
+        inner = getattr(self, "_value", None)
+        if not isinstance(inner, tf.Variable):
+            raise TypeError(f"{self.path!r} is not backed by a tf.Variable, so it has no ref()")
+        return inner.ref()
+
+    ref.__doc__ = "The ``ref()`` of the ``tf.Variable`` behind this variable (a hashable key, as in Keras 2)."
+    keras.Variable.ref = ref
+
+
+def _accept_batch_normalization_fused() -> None:
+    keras = keras3_module()
+    if keras is None:
+        return
+    klass = keras.layers.BatchNormalization
+    original = klass.__dict__["__init__"]
+    if getattr(original, "_smddp_accepts_fused", False):
+        return
+
+    def __init__(self: Any, *args: Any, fused: Any = None, **kwargs: Any) -> None:  # noqa: N807
+        original(self, *args, **kwargs)
+
+    __init__._smddp_accepts_fused = True  # type: ignore[attr-defined]
+    __init__.__doc__ = original.__doc__
+    klass.__init__ = __init__
 
 
 def _add_optimizer_lr_alias() -> None:
