@@ -132,3 +132,25 @@ def test_init_twice_is_allowed_alone(tmp_path):
                           timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["0", "1", "0", "False", "True"]
+
+
+def test_keras2_spellings_work_on_keras3_after_init():
+    """After init(), Keras 3 takes what Horovod's Keras 2-era recipes and tests write (see _keras_compat)."""
+    code = """
+import tensorflow as tf, keras, smddp_compat.horovod.tensorflow as hvd
+hvd.init()
+variable = keras.Variable(2.0)
+assert variable.ref() == variable.value.ref() and {variable.ref(): 1}[variable.ref()] == 1
+layer = tf.keras.layers.BatchNormalization(axis=1, fused=False)
+model = tf.keras.Sequential([tf.keras.Input((2,)), layer])
+opt = tf.keras.optimizers.SGD(0.5)
+model.compile(optimizer=opt, loss="mse", experimental_run_tf_function=False)
+model.fit(tf.ones((4, 2)), tf.ones((4, 2)), verbose=0)
+assert opt.variables() == opt.variables and float(opt.lr.numpy()) == 0.5
+opt.lr = 0.25
+print(float(opt.learning_rate.numpy()), keras.__version__[0])
+"""
+    proc = subprocess.run([sys.executable, "-c", code], env=quiet_env(), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0.25", "3"]
