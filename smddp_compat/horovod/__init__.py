@@ -55,10 +55,10 @@ OVERRIDES: tuple[Override, ...] = (
     Override(_TF, "PartialDistributedGradientTape", "As DistributedGradientTape; `local_layers` must be "
              "`tf.keras` layers of the Keras in use.",
              "Built on the tape above; layers of Keras 3 or tf-keras accepted."),
-    Override(_TF, "DistributedOptimizer", "A Keras 3 optimizer goes to the Keras path below.",
+    Override(_TF, "DistributedOptimizer", "Keras 3 optimizers: as for `tensorflow.keras.DistributedOptimizer`.",
              "Keras 3 optimizers: as `tensorflow.keras.DistributedOptimizer`; others: Horovod's own."),
     Override(_KERAS, "DistributedOptimizer", "Horovod all-reduces in `_aggregate_gradients`/`get_gradients`/"
-             "`_compute_gradients`, which Keras 3 never calls: every rank silently applies its own gradients; "
+             "`_compute_gradients`, which Keras 3 never calls: gradients are never all-reduced; "
              "`backward_passes_per_step` aggregation never happens; `register_local_var` needs `.ref()`.",
              "Horovod's own subclass (its reduction, groups, process sets, local variables, aggregation helper) "
              "gets Keras 3's `apply` (reduce, or accumulate and apply every N steps, counting iterations as "

@@ -9,12 +9,13 @@ name, as the very same module objects.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import sys
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-__all__ = ["forward_to", "overridden_names"]
+__all__ = ["forward_to", "overridden_names", "horovod_arguments", "with_signature_of"]
 
 _OVERRIDES_ATTRIBUTE = "__smddp_overrides__"
 
@@ -68,3 +69,24 @@ def forward_to(
 def overridden_names(face: ModuleType) -> tuple[str, ...]:
     """The names a face module defines itself instead of taking them from Horovod."""
     return tuple(getattr(face, _OVERRIDES_ATTRIBUTE, ()))
+
+
+def horovod_arguments(horovod_function: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call as ``horovod_function`` would read them, by name, defaults filled in.
+
+    Raises:
+        TypeError: The call does not fit Horovod's signature (Python's own message).
+    """
+    bound = inspect.signature(horovod_function).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def with_signature_of(horovod_function: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Gives an override Horovod's exact signature (for ``help()`` and ``inspect``); its own docstring stays."""
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        function.__signature__ = inspect.signature(horovod_function)  # type: ignore[attr-defined]
+        return function
+
+    return decorate

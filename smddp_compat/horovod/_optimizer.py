@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import horovod.keras as _horovod_keras_standalone
 import horovod.tensorflow as _horovod
 import horovod.tensorflow.keras as _horovod_keras
 import tensorflow as tf
-from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.mpi_ops import Adasum, Average, global_process_set
+from horovod.tensorflow.mpi_ops import Adasum
 
+from smddp_compat.horovod._forward import horovod_arguments, with_signature_of
 from smddp_compat.horovod._local_layers import local_layer_variables
 from smddp_compat.horovod._variables import unwrap_all, unwrap_groups
 from smddp_compat.tensorflow._keras_compat import is_keras3_optimizer, unwrap_variable
@@ -118,40 +119,16 @@ def keras_distributed_optimizer(optimizer: Any, **horovod_arguments: Any) -> Any
     return wrapped
 
 
-def DistributedOptimizer(  # noqa: N802 - Horovod's name
-    optimizer: Any,
-    name: str | None = None,
-    device_dense: str = "",
-    device_sparse: str = "",
-    compression: Any = Compression.none,
-    sparse_as_dense: bool = False,
-    gradient_predivide_factor: float = 1.0,
-    op: Any = Average,
-    backward_passes_per_step: int = 1,
-    average_aggregated_gradients: bool = False,
-    num_groups: int = 0,
-    groups: Any = None,
-    process_set: Any = global_process_set,
-    scale_local_gradients: bool = True,
-) -> Any:
-    """``horovod.tensorflow.keras.DistributedOptimizer``, for Keras 3 and tf-keras optimizers.
+@with_signature_of(_horovod_keras.DistributedOptimizer)
+def DistributedOptimizer(optimizer: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - Horovod's name
+    """``horovod.tensorflow.keras.DistributedOptimizer`` (same arguments and defaults) for Keras 3 and tf-keras.
 
     Args:
         optimizer: The Keras optimizer to wrap.
-        name: Name prefix of the reduction operations.
-        device_dense: Device of dense all-reduces.
-        device_sparse: Device of sparse all-reduces.
-        compression: ``Compression.none`` or ``Compression.fp16``.
-        sparse_as_dense: Reduce ``tf.IndexedSlices`` gradients as dense tensors.
-        gradient_predivide_factor: Split of the averaging before and after the sum.
-        op: ``Average`` (default) or ``Sum``.
-        backward_passes_per_step: Accumulate this many batches of gradients locally before one all-reduce and
-            one update.
-        average_aggregated_gradients: Divide the accumulated gradients by ``backward_passes_per_step``.
-        num_groups: Deprecated form of ``groups``.
-        groups: A number of groups, or lists of variables reduced together.
-        process_set: Process set the gradients are reduced over.
-        scale_local_gradients: Divide the gradients of local variables by the process set's size.
+        *args: Horovod's other arguments (name, device_dense, device_sparse, compression, sparse_as_dense,
+            gradient_predivide_factor, op, backward_passes_per_step, average_aggregated_gradients, num_groups,
+            groups, process_set, scale_local_gradients); ``groups`` may hold Keras 3 variables.
+        **kwargs: The same, by name.
 
     Returns:
         The distributed optimizer (same class name and config as ``optimizer``).
@@ -159,33 +136,19 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name
     Raises:
         ValueError: ``op`` other than Average or Sum, or bad ``groups`` (Horovod's errors).
     """
-    return keras_distributed_optimizer(
-        optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
-        sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor, op=op,
-        backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups, groups=groups,
-        process_set=process_set, scale_local_gradients=scale_local_gradients)
+    arguments = horovod_arguments(_horovod_keras.DistributedOptimizer, (optimizer, *args), kwargs)
+    return keras_distributed_optimizer(**arguments)
 
 
-def PartialDistributedOptimizer(  # noqa: N802 - Horovod's name
-    optimizer: Any,
-    name: str | None = None,
-    device_dense: str = "",
-    device_sparse: str = "",
-    compression: Any = Compression.none,
-    sparse_as_dense: bool = False,
-    gradient_predivide_factor: float = 1.0,
-    op: Any = Average,
-    groups: Any = None,
-    process_set: Any = global_process_set,
-    local_layers: Any = None,
-    scale_local_gradients: bool = True,
-) -> Any:
-    """Horovod's ``PartialDistributedOptimizer``: like DistributedOptimizer, but ``local_layers`` stay local.
+@with_signature_of(_horovod_keras_standalone.PartialDistributedOptimizer)
+def PartialDistributedOptimizer(optimizer: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    """Horovod's ``PartialDistributedOptimizer`` (from ``horovod.keras``): ``local_layers`` stay local.
 
     Args:
-        local_layers: A Keras layer or a collection of them whose gradients are not all-reduced.
-        The other arguments: as for :func:`DistributedOptimizer`.
+        optimizer: The Keras optimizer to wrap.
+        *args: Horovod's other arguments, as for :func:`DistributedOptimizer`, with ``local_layers`` (a Keras
+            layer or a collection of them whose gradients are not all-reduced) before ``scale_local_gradients``.
+        **kwargs: The same, by name.
 
     Returns:
         The distributed optimizer.
@@ -193,33 +156,17 @@ def PartialDistributedOptimizer(  # noqa: N802 - Horovod's name
     Raises:
         ValueError: An entry of ``local_layers`` is not a Keras layer, or a bad ``op``/``groups``.
     """
-    local_variables = local_layer_variables(local_layers)
-    wrapped = DistributedOptimizer(optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
-                                   compression=compression, sparse_as_dense=sparse_as_dense,
-                                   gradient_predivide_factor=gradient_predivide_factor, op=op, groups=groups,
-                                   process_set=process_set, scale_local_gradients=scale_local_gradients)
+    arguments = horovod_arguments(_horovod_keras_standalone.PartialDistributedOptimizer, (optimizer, *args),
+                                  kwargs)
+    local_variables = local_layer_variables(arguments.pop("local_layers"))
+    wrapped = DistributedOptimizer(**arguments)
     for variable in local_variables:
         wrapped.register_local_var(variable)
     return wrapped
 
 
-def tensorflow_distributed_optimizer(  # noqa: PLR0913 - Horovod's signature
-    optimizer: Any,
-    name: str | None = None,
-    use_locking: bool = False,
-    device_dense: str = "",
-    device_sparse: str = "",
-    compression: Any = Compression.none,
-    sparse_as_dense: bool = False,
-    backward_passes_per_step: int = 1,
-    op: Any = Average,
-    gradient_predivide_factor: float = 1.0,
-    average_aggregated_gradients: bool = False,
-    num_groups: int = 0,
-    groups: Any = None,
-    process_set: Any = global_process_set,
-    scale_local_gradients: bool = True,
-) -> Any:
+@with_signature_of(_horovod.DistributedOptimizer)
+def tensorflow_distributed_optimizer(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
     """``horovod.tensorflow.DistributedOptimizer``: Keras 3 optimizers take the Keras 3 path of this module.
 
     tf-keras and ``tf.compat.v1.train`` optimizers go to Horovod's own function with every argument.
@@ -228,18 +175,9 @@ def tensorflow_distributed_optimizer(  # noqa: PLR0913 - Horovod's signature
         ValueError: ``op=Adasum`` with a Keras optimizer, or Horovod's other argument errors.
     """
     if not is_keras3_optimizer(optimizer):
-        return _horovod.DistributedOptimizer(
-            optimizer, name=name, use_locking=use_locking, device_dense=device_dense, device_sparse=device_sparse,
-            compression=compression, sparse_as_dense=sparse_as_dense,
-            backward_passes_per_step=backward_passes_per_step, op=op,
-            gradient_predivide_factor=gradient_predivide_factor,
-            average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups, groups=groups,
-            process_set=process_set, scale_local_gradients=scale_local_gradients)
-    if op == Adasum:
+        return _horovod.DistributedOptimizer(optimizer, *args, **kwargs)
+    arguments = horovod_arguments(_horovod.DistributedOptimizer, (optimizer, *args), kwargs)
+    arguments.pop("use_locking")
+    if arguments["op"] == Adasum:
         raise ValueError("op == Adasum is not supported yet with Keras")
-    return DistributedOptimizer(
-        optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
-        sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor, op=op,
-        backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups, groups=groups,
-        process_set=process_set, scale_local_gradients=scale_local_gradients)
+    return keras_distributed_optimizer(**arguments)

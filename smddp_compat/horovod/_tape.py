@@ -12,9 +12,7 @@ from typing import Any
 
 import horovod.tensorflow as _horovod
 import tensorflow as tf
-from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.mpi_ops import Average, global_process_set
-
+from smddp_compat.horovod._forward import horovod_arguments, with_signature_of
 from smddp_compat.horovod._local_layers import local_layer_variables
 from smddp_compat.horovod._variables import unwrap_all, unwrap_groups
 from smddp_compat.tensorflow._keras_compat import unwrap_variable
@@ -51,64 +49,37 @@ def _accept_keras3_variables(tape_class: type) -> None:
     tape_class.get_local_and_global_gradients = get_local_and_global_gradients
 
 
-def DistributedGradientTape(  # noqa: N802 - Horovod's name
-    gradtape: tf.GradientTape,
-    device_dense: str = "",
-    device_sparse: str = "",
-    compression: Any = Compression.none,
-    sparse_as_dense: bool = False,
-    op: Any = Average,
-    gradient_predivide_factor: float = 1.0,
-    num_groups: int = 0,
-    groups: Any = None,
-    process_set: Any = global_process_set,
-    scale_local_gradients: bool = True,
-) -> tf.GradientTape:
-    """Horovod's ``DistributedGradientTape`` (same arguments and behaviour), for Keras 3 and tf-keras variables.
+@with_signature_of(_horovod.DistributedGradientTape)
+def DistributedGradientTape(gradtape: tf.GradientTape, *args: Any, **kwargs: Any) -> tf.GradientTape:  # noqa: N802
+    """Horovod's ``DistributedGradientTape`` (same arguments, defaults and behaviour) for Keras 3 and tf-keras.
 
     Args:
         gradtape: The tape that recorded the forward pass.
-        device_dense: Device of dense all-reduces.
-        device_sparse: Device of sparse all-reduces.
-        compression: Horovod's compression (``Compression.none`` or ``Compression.fp16``).
-        sparse_as_dense: Reduce ``tf.IndexedSlices`` gradients as dense tensors.
-        op: ``Average`` (default), ``Sum`` or ``Adasum``.
-        gradient_predivide_factor: Split of the averaging before and after the sum.
-        num_groups: Deprecated form of ``groups``.
-        groups: A number of groups, or lists of variables (Keras 3 variables allowed) reduced together.
-        process_set: Process set the gradients are reduced over.
-        scale_local_gradients: Divide the gradients of local sources by the process set's size.
+        *args: Horovod's other arguments (device_dense, device_sparse, compression, sparse_as_dense, op,
+            gradient_predivide_factor, num_groups, groups, process_set, scale_local_gradients); ``groups`` may
+            hold Keras 3 variables.
+        **kwargs: The same, by name.
 
     Returns:
         The distributed tape; ``gradient()`` returns all-reduced gradients.
     """
-    tape = _horovod.DistributedGradientTape(
-        gradtape, device_dense, device_sparse, compression, sparse_as_dense, op, gradient_predivide_factor,
-        num_groups, unwrap_groups(groups), process_set, scale_local_gradients)
+    arguments = horovod_arguments(_horovod.DistributedGradientTape, (gradtape, *args), kwargs)
+    arguments["groups"] = unwrap_groups(arguments["groups"])
+    tape = _horovod.DistributedGradientTape(**arguments)
     _accept_keras3_variables(type(tape))
     return tape
 
 
-def PartialDistributedGradientTape(  # noqa: N802 - Horovod's name
-    gradtape: tf.GradientTape,
-    device_dense: str = "",
-    device_sparse: str = "",
-    compression: Any = Compression.none,
-    sparse_as_dense: bool = False,
-    op: Any = Average,
-    gradient_predivide_factor: float = 1.0,
-    num_groups: int = 0,
-    groups: Any = None,
-    process_set: Any = global_process_set,
-    local_layers: Any = None,
-    scale_local_gradients: bool = True,
-) -> tf.GradientTape:
+@with_signature_of(_horovod.PartialDistributedGradientTape)
+def PartialDistributedGradientTape(gradtape: tf.GradientTape, *args: Any, **kwargs: Any  # noqa: N802
+                                   ) -> tf.GradientTape:
     """Horovod's ``PartialDistributedGradientTape``: the gradients of ``local_layers`` are not all-reduced.
 
     Args:
-        local_layers: A Keras layer (Keras 3 or tf-keras) or a collection of them whose gradients stay local
-            (divided by the process set's size when ``scale_local_gradients``).
-        The other arguments: as for :func:`DistributedGradientTape`.
+        gradtape: The tape that recorded the forward pass.
+        *args: Horovod's other arguments, as for :func:`DistributedGradientTape`, with ``local_layers`` (a Keras
+            layer of Keras 3 or tf-keras, or a collection of them) before ``scale_local_gradients``.
+        **kwargs: The same, by name.
 
     Returns:
         The distributed tape.
@@ -116,10 +87,9 @@ def PartialDistributedGradientTape(  # noqa: N802 - Horovod's name
     Raises:
         ValueError: An entry of ``local_layers`` is not a Keras layer.
     """
-    local_variables = local_layer_variables(local_layers)
-    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression, sparse_as_dense, op,
-                                   gradient_predivide_factor, num_groups, groups, process_set,
-                                   scale_local_gradients)
+    arguments = horovod_arguments(_horovod.PartialDistributedGradientTape, (gradtape, *args), kwargs)
+    local_variables = local_layer_variables(arguments.pop("local_layers"))
+    tape = DistributedGradientTape(**arguments)
     for variable in local_variables:
         tape.register_local_source(variable)
     return tape

@@ -154,3 +154,13 @@ print(float(opt.learning_rate.numpy()), keras.__version__[0])
                           timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["0.25", "3"]
+
+
+def test_readme_shows_the_override_table():
+    """The README's Horovod section holds the table `python -m smddp_compat.horovod` prints, unchanged."""
+    from pathlib import Path
+
+    from smddp_compat.horovod import overrides_table
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert overrides_table() in readme
