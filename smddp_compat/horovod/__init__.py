@@ -39,10 +39,10 @@ _BOTH = "tensorflow, tensorflow.keras"
 OVERRIDES: tuple[Override, ...] = (
     Override(_BOTH, "init", "Run alone (no launcher), Horovod built with MPI tries MPI singleton mode, which Open MPI "
              "refuses as root. Keras 3 lacks what Horovod's recipes and tests write in Keras 2: `opt.variables()`, "
-             "`opt.lr`, `compile(experimental_run_tf_function=False)`, `variable.ref()`, "
-             "`BatchNormalization(fused=False)`.",
+             "`opt.lr`, `compile(experimental_run_tf_function=False)`, `variable.ref()`, variables as "
+             "`tf.compat.v1` session fetches, `BatchNormalization(fused=False)`.",
              "Chooses Gloo for a lone process, calls Horovod's init (repeat calls allowed, as in Horovod), makes "
-             "those five Keras 2 spellings work on Keras 3 (`smddp_compat.tensorflow._keras_compat`), and marks "
+             "those Keras 2 spellings work on Keras 3 (`smddp_compat.tensorflow._keras_compat`), and marks "
              "the SMDDP face initialized."),
     Override(_BOTH, "shutdown", "-", "Horovod's shutdown, and the SMDDP face's state reset with it."),
     Override(_TF, "broadcast_variables", "Keras 3 variables are read as symbolic tensors inside Horovod's "

@@ -8,8 +8,9 @@ after ``init()`` they work again on Keras 3 (nothing changes on tf-keras):
 - ``opt.lr``: Keras 2's alias of ``opt.learning_rate`` (Horovod's learning-rate callbacks read and set it).
 - ``model.compile(..., experimental_run_tf_function=False)``: Horovod's documentation tells every Keras script to
   pass it; Keras 3 refuses unknown arguments. It only ever mattered to Keras 2, so Keras 3 now ignores it.
-- ``variable.ref()``: Keras 2 variables were ``tf.Variable``s, whose ``ref()`` gives a hashable key (Horovod and
-  scripts key gradients and local variables by it); a Keras 3 variable now gives its ``tf.Variable``'s.
+- ``variable.ref()`` and variables as ``Session.run`` fetches: Keras 2 variables were ``tf.Variable``s, whose
+  ``ref()`` gives a hashable key (Horovod and scripts key gradients and local variables by it) and which a
+  ``tf.compat.v1`` session can fetch; a Keras 3 variable now does both through its ``tf.Variable``.
 - ``BatchNormalization(fused=False)``: Keras 2's choice of kernel, which Keras 3 refuses; Keras 3 has one kernel,
   so the argument is accepted and ignored (Horovod's SyncBatchNormalization recipe passes it).
 """
@@ -90,14 +91,21 @@ def _add_variable_ref() -> None:
         return
     import tensorflow as tf
 
-    def ref(self: Any) -> Any:
-        inner = getattr(self, "_value", None)
+    def backing_variable(variable: Any) -> Any:
+        inner = getattr(variable, "_value", None)
         if not isinstance(inner, tf.Variable):
-            raise TypeError(f"{self.path!r} is not backed by a tf.Variable, so it has no ref()")
-        return inner.ref()
+            raise TypeError(f"{variable.path!r} is not backed by a tf.Variable")
+        return inner
+
+    def ref(self: Any) -> Any:
+        return backing_variable(self).ref()
+
+    def as_graph_element(self: Any) -> Any:
+        return backing_variable(self)._as_graph_element()  # noqa: SLF001 - TF's fetch protocol
 
     ref.__doc__ = "The ``ref()`` of the ``tf.Variable`` behind this variable (a hashable key, as in Keras 2)."
     keras.Variable.ref = ref
+    keras.Variable._as_graph_element = as_graph_element
 
 
 def _accept_batch_normalization_fused() -> None:

@@ -148,12 +148,17 @@ model.compile(optimizer=opt, loss="mse", experimental_run_tf_function=False)
 model.fit(tf.ones((4, 2)), tf.ones((4, 2)), verbose=0)
 assert opt.variables() == opt.variables and float(opt.lr.numpy()) == 0.5
 opt.lr = 0.25
-print(float(opt.learning_rate.numpy()), keras.__version__[0])
+with tf.Graph().as_default():
+    in_graph = keras.Variable(3.0)
+    with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        fetched = session.run(in_graph)
+print(float(opt.learning_rate.numpy()), fetched, keras.__version__[0])
 """
     proc = subprocess.run([sys.executable, "-c", code], env=quiet_env(), capture_output=True, text=True,
                           timeout=180)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["0.25", "3"]
+    assert proc.stdout.split() == ["0.25", "3.0", "3"]
 
 
 def test_readme_shows_the_override_table():
