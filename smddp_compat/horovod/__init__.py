@@ -39,8 +39,9 @@ _BOTH = "tensorflow, tensorflow.keras"
 OVERRIDES: tuple[Override, ...] = (
     Override(_BOTH, "init", "Run alone (no launcher), Horovod built with MPI tries MPI singleton mode, which Open MPI "
              "refuses as root. Keras 3 lacks what Horovod's recipes and tests write in Keras 2: `opt.variables()`, "
-             "`opt.lr`, `compile(experimental_run_tf_function=False)`, `variable.ref()`, variables as "
-             "`tf.compat.v1` session fetches, `BatchNormalization(fused=False)`.",
+             "`opt.lr`, `Adam(lr=...)`, `compile(experimental_run_tf_function=False)`, `variable.ref()`, variables as "
+             "`tf.compat.v1` session fetches, `tf.keras.losses.mean_squared_error`, "
+             "`BatchNormalization(fused=False)`.",
              "Chooses Gloo for a lone process, calls Horovod's init (repeat calls allowed, as in Horovod), makes "
              "those Keras 2 spellings work on Keras 3 (`smddp_compat.tensorflow._keras_compat`), and marks "
              "the SMDDP face initialized."),

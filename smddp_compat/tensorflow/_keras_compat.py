@@ -5,12 +5,15 @@ after ``init()`` they work again on Keras 3 (nothing changes on tf-keras):
 
 - ``opt.variables()``: a method in Keras 2, a list property in Keras 3. The property returns a list that can also
   be called.
-- ``opt.lr``: Keras 2's alias of ``opt.learning_rate`` (Horovod's learning-rate callbacks read and set it).
+- ``opt.lr`` and ``SGD(lr=0.1)``: Keras 2's alias of ``learning_rate`` (Horovod's learning-rate callbacks read and
+  set it; Horovod's Keras examples pass it).
 - ``model.compile(..., experimental_run_tf_function=False)``: Horovod's documentation tells every Keras script to
   pass it; Keras 3 refuses unknown arguments. It only ever mattered to Keras 2, so Keras 3 now ignores it.
 - ``variable.ref()`` and variables as ``Session.run`` fetches: Keras 2 variables were ``tf.Variable``s, whose
   ``ref()`` gives a hashable key (Horovod and scripts key gradients and local variables by it) and which a
   ``tf.compat.v1`` session can fetch; a Keras 3 variable now does both through its ``tf.Variable``.
+- ``tf.keras.losses.mean_squared_error`` (and the other loss functions ``keras.losses`` has but Keras 3's
+  ``tf.keras.losses`` namespace lacks): Horovod's Keras tests and examples call them there.
 - ``BatchNormalization(fused=False)``: Keras 2's choice of kernel, which Keras 3 refuses; Keras 3 has one kernel,
   so the argument is accepted and ignored (Horovod's SyncBatchNormalization recipe passes it).
 """
@@ -83,6 +86,21 @@ def adapt_keras3_for_keras2_scripts() -> None:
     _accept_legacy_compile_arguments()
     _add_variable_ref()
     _accept_batch_normalization_fused()
+    _complete_tf_keras_losses()
+
+
+def _complete_tf_keras_losses() -> None:
+    keras = keras3_module()
+    if keras is None:
+        return
+    import tensorflow as tf
+
+    tf_keras_losses = tf.keras.losses
+    if tf_keras_losses is keras.losses or not tf.keras.__name__.startswith("keras"):
+        return
+    for name in dir(keras.losses):
+        if not name.startswith("_") and not hasattr(tf_keras_losses, name):
+            setattr(tf_keras_losses, name, getattr(keras.losses, name))
 
 
 def _add_variable_ref() -> None:
@@ -137,6 +155,19 @@ def _add_optimizer_lr_alias() -> None:
         self.learning_rate = value
 
     base.lr = property(get_lr, set_lr, doc="Keras 2's name of ``learning_rate``.")
+    for klass in base.__mro__:
+        if "__init__" in klass.__dict__ and "learning_rate" in klass.__init__.__code__.co_varnames:
+            break
+    original = klass.__dict__["__init__"]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        if "lr" in kwargs:
+            kwargs["learning_rate"] = kwargs.pop("lr")
+            args = args[1:]  # lr= replaces the learning rate, given by name or first by position
+        original(self, *args, **kwargs)
+
+    __init__.__doc__ = original.__doc__
+    klass.__init__ = __init__
 
 
 #: Arguments of Keras 2's ``Model.compile`` that have no meaning in Keras 3.

@@ -143,8 +143,8 @@ variable = keras.Variable(2.0)
 assert variable.ref() == variable.value.ref() and {variable.ref(): 1}[variable.ref()] == 1
 layer = tf.keras.layers.BatchNormalization(axis=1, fused=False)
 model = tf.keras.Sequential([tf.keras.Input((2,)), layer])
-opt = tf.keras.optimizers.SGD(0.5)
-model.compile(optimizer=opt, loss="mse", experimental_run_tf_function=False)
+opt = tf.keras.optimizers.SGD(lr=0.5)
+model.compile(optimizer=opt, loss=tf.keras.losses.mean_squared_error, experimental_run_tf_function=False)
 model.fit(tf.ones((4, 2)), tf.ones((4, 2)), verbose=0)
 assert opt.variables() == opt.variables and float(opt.lr.numpy()) == 0.5
 opt.lr = 0.25
