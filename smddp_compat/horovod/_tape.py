@@ -12,6 +12,7 @@ from typing import Any
 
 import horovod.tensorflow as _horovod
 import tensorflow as tf
+
 from smddp_compat.horovod._forward import horovod_arguments, with_signature_of
 from smddp_compat.horovod._local_layers import local_layer_variables
 from smddp_compat.horovod._variables import unwrap_all, unwrap_groups
