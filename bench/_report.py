@@ -8,19 +8,37 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._results import MeasurementResult, Row
+from bench._results import MeasurementResult, Row, Verdict
+from bench._statistics import MIN_SAMPLES_FOR_SPREAD
 
 __all__ = ["format_table", "format_markdown", "results_json", "write_atomic"]
 
 _HEADERS = ("comparison", "ratio median [IQR]", "n", "goal", "met", "figures")
 
 
+_VERDICT_CELLS = {
+    Verdict.MET: "yes",
+    Verdict.NOT_MET: "NO",
+    Verdict.UNRESOLVED: "unresolved",
+    Verdict.TOO_FEW_SAMPLES: "too few samples",
+    Verdict.NOT_MEASURED: "not measured",
+}
+
+RULES = (
+    "Ratios of variants timed in turns in one run (absolute figures vary with the machine's load; the ratios "
+    "hold). Ratio: median with the interquartile range (IQR); n: number of paired samples; below "
+    f"{MIN_SAMPLES_FOR_SPREAD} samples no IQR is given. A goal is met only when its whole IQR is on the goal's "
+    "side, not met when the whole IQR is on the other side, unresolved when the IQR spans it. A figure that could "
+    "not be taken reads \"not measured\"."
+)
+
+
 def _met(row: Row) -> str:
-    return {True: "yes", False: "NO", None: ""}[row.met]
+    return _VERDICT_CELLS[row.verdict] if row.verdict is not None else ""
 
 
 def _cells(row: Row) -> tuple[str, ...]:
-    ratio = row.ratio.text() if row.ratio is not None and row.ratio.count else "n/a"
+    ratio = row.ratio.text() if row.ratio is not None and row.ratio.count else "not measured"
     count = str(row.ratio.count) if row.ratio is not None else "0"
     return (row.comparison, ratio, count, row.goal.text() if row.goal else "", _met(row), row.detail)
 
@@ -40,6 +58,7 @@ def format_table(results: Sequence[MeasurementResult]) -> str:
         lines.append(result.title)
         lines.extend("  " + line(_cells(row)) for row in result.rows)
         lines.extend(f"  note: {note}" for note in result.notes)
+    lines.append(RULES)
     return "\n".join(lines)
 
 
@@ -53,8 +72,7 @@ def format_markdown(results: Sequence[MeasurementResult], machine: dict[str, Any
         "",
         "Machine: " + ", ".join(f"{key} {value}" for key, value in machine.items()),
         "",
-        "Ratios of variants timed in turns in one run (absolute figures vary with the machine's load; the ratios "
-        "hold). Ratio: median with the interquartile range; n: number of paired samples.",
+        RULES,
         "",
         "| " + " | ".join(_HEADERS) + " |",
         "|" + "---|" * len(_HEADERS),
@@ -70,8 +88,9 @@ def format_markdown(results: Sequence[MeasurementResult], machine: dict[str, Any
     if goals:
         out += ["", "Goals:"]
         for row in goals:
-            status = {True: "met", False: "NOT met", None: "n/a"}[row.met]
-            value = f"{row.ratio.median:.2f}" if row.ratio is not None and row.ratio.count else "n/a"
+            assert row.verdict is not None
+            value = row.ratio.text() if row.ratio is not None and row.ratio.count else "not measured"
+            status = "NOT met" if row.verdict is Verdict.NOT_MET else row.verdict.value
             out.append(f"- {status}: {row.comparison} = {value} (goal {row.goal.text()})")
     return "\n".join(out) + "\n"
 

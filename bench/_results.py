@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -10,7 +11,21 @@ from typing import Any
 from bench._jobs import Job, JobRun
 from bench._statistics import Summary
 
-__all__ = ["Goal", "Row", "MeasurementResult", "RunsByJob"]
+__all__ = ["Goal", "Verdict", "Row", "MeasurementResult", "RunsByJob"]
+
+
+class Verdict(enum.Enum):
+    """What a measured ratio says about its goal.
+
+    A goal counts as met only when the whole interquartile range lies on the goal's side of the threshold, and as
+    not met only when the whole range lies on the other side; a range that spans the threshold settles nothing.
+    """
+
+    MET = "met"
+    NOT_MET = "not met"
+    UNRESOLVED = "unresolved: the IQR spans the goal"
+    TOO_FEW_SAMPLES = "too few samples"
+    NOT_MEASURED = "not measured"
 
 
 @dataclass(frozen=True)
@@ -20,11 +35,34 @@ class Goal:
     relation: str
     threshold: float
 
-    def met(self, value: float) -> bool | None:
-        """Whether ``value`` meets the goal (None when the value is unknown)."""
+    def holds(self, value: float) -> bool | None:
+        """Whether one ``value`` is on the goal's side of the threshold (None when the value is unknown)."""
         if value is None or not math.isfinite(value):
             return None
         return value <= self.threshold if self.relation == "<=" else value >= self.threshold
+
+    def judge(self, ratio: Summary | None) -> Verdict:
+        """The verdict on a measured ratio: met only when its whole interquartile range meets the goal.
+
+        Args:
+            ratio: The ratio's summary, or None when it could not be measured.
+
+        Returns:
+            :attr:`Verdict.NOT_MEASURED` without values, :attr:`Verdict.TOO_FEW_SAMPLES` when there are too few for
+            an interquartile range, else met / not met / unresolved by where the range lies.
+        """
+        if ratio is None or ratio.count == 0:
+            return Verdict.NOT_MEASURED
+        if not ratio.has_spread:
+            return Verdict.TOO_FEW_SAMPLES
+        low, high = self.holds(ratio.low), self.holds(ratio.high)
+        if low is None or high is None:
+            return Verdict.NOT_MEASURED
+        if low and high:
+            return Verdict.MET
+        if not low and not high:
+            return Verdict.NOT_MET
+        return Verdict.UNRESOLVED
 
     def text(self) -> str:
         """``<= 1.02``."""
@@ -48,11 +86,15 @@ class Row:
     detail: str = ""
 
     @property
+    def verdict(self) -> Verdict | None:
+        """The verdict on the goal (None without a goal); see :meth:`Goal.judge`."""
+        return self.goal.judge(self.ratio) if self.goal is not None else None
+
+    @property
     def met(self) -> bool | None:
-        """Whether the goal is met (None without goal or ratio)."""
-        if self.goal is None or self.ratio is None or self.ratio.count == 0:
-            return None
-        return self.goal.met(self.ratio.median)
+        """True when the goal is met, False when it is not, None without a goal or when the figures do not
+        decide (not measured, too few samples, or an interquartile range that spans the goal)."""
+        return {Verdict.MET: True, Verdict.NOT_MET: False}.get(self.verdict)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
         """The row for results.json."""
@@ -61,6 +103,7 @@ class Row:
             "ratio": self.ratio.to_json() if self.ratio else None,
             "goal": self.goal.text() if self.goal else None,
             "met": self.met,
+            "verdict": self.verdict.value if self.verdict else None,
             "detail": self.detail,
         }
 

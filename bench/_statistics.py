@@ -7,7 +7,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["Summary", "summarise", "paired_ratios", "ratio_of_medians"]
+__all__ = ["MIN_SAMPLES_FOR_SPREAD", "Summary", "summarise", "paired_ratios"]
+
+#: Below this many values an interquartile range says nothing about the spread: such a summary shows its median and
+#: says that the samples are too few, and no goal is judged on it.
+MIN_SAMPLES_FOR_SPREAD = 5
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,19 @@ class Summary:
         """The fields as a dict, for the JSON report."""
         return asdict(self)
 
+    @property
+    def has_spread(self) -> bool:
+        """Whether there are enough values (:data:`MIN_SAMPLES_FOR_SPREAD`) for the interquartile range to mean
+        something."""
+        return self.count >= MIN_SAMPLES_FOR_SPREAD
+
     def text(self, digits: int = 2) -> str:
-        """``median [low-high]``, e.g. ``1.01 [0.98-1.04]``."""
+        """``median [low-high]``, e.g. ``1.01 [0.98-1.04]``; ``0.99 (too few samples for an IQR)`` below
+        :data:`MIN_SAMPLES_FOR_SPREAD` values; ``n/a`` without any."""
         if self.count == 0:
             return "n/a"
+        if not self.has_spread:
+            return f"{self.median:.{digits}f} (too few samples for an IQR)"
         return f"{self.median:.{digits}f} [{self.low:.{digits}f}-{self.high:.{digits}f}]"
 
 
@@ -55,10 +68,3 @@ def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) ->
     ratios = [numerators[i] / denominators[i] for i in range(count) if denominators[i] > 0]
     return summarise(ratios)
 
-
-def ratio_of_medians(numerators: Sequence[float], denominators: Sequence[float]) -> float:
-    """``median(numerators) / median(denominators)`` (NaN when either is empty or the denominator is 0)."""
-    top, bottom = summarise(numerators).median, summarise(denominators).median
-    if not np.isfinite(top) or not np.isfinite(bottom) or bottom == 0:
-        return float("nan")
-    return top / bottom

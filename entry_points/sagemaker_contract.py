@@ -285,6 +285,9 @@ def _unquote(value: str) -> str:
     return value
 
 
+_SDK_MODEL_DIR = ("--model_dir", "--model-dir")
+
+
 def _normalise_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
     known = set(parser._option_string_actions)  # noqa: SLF001 - argparse offers no public accessor
     result: list[str] = []
@@ -294,8 +297,12 @@ def _normalise_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> lis
         token = tokens[i]
         if token.startswith("--") and len(token) > 2:
             name, eq, inline = token.partition("=")
-            if name.lower().startswith(("--sagemaker_", "--sagemaker-")):
-                # SDK-internal hyperparameters (sagemaker_program, sagemaker_mpi_enabled, ...) are not the script's.
+            sdk_owned = name.lower().startswith(("--sagemaker_", "--sagemaker-")) or name in _SDK_MODEL_DIR
+            spellings = {name, name.replace("_", "-"), name.replace("-", "_")}
+            if sdk_owned and not spellings & known:
+                # SDK-internal hyperparameters (sagemaker_program, sagemaker_mpi_enabled, ...) are not the script's;
+                # neither is the TensorFlow estimator's model_dir (an S3 path for scripts that save there: these
+                # scripts save to SM_MODEL_DIR, which SageMaker uploads).
                 if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
                     i += 1
                 i += 1
@@ -318,7 +325,8 @@ def parse_hyperparameters(parser: argparse.ArgumentParser, argv: Sequence[str] |
     """Parses SageMaker-style hyperparameters (``--name value``) with `parser`.
 
     Accepts ``--name value`` and ``--name=value``; ``snake_case`` and ``kebab-case`` names interchangeably;
-    JSON-quoted strings (``"adam"``); drops the SDK's own ``--sagemaker_*`` entries. Abbreviations are refused.
+    JSON-quoted strings (``"adam"``); drops the SDK's own ``--sagemaker_*`` entries and the TensorFlow
+    estimator's ``--model_dir`` (unless the script defines it). Abbreviations are refused.
     Unlike plain argparse it never exits: every problem becomes a `HyperparameterError` naming the value and the accepted ones.
 
     Args:

@@ -3,8 +3,10 @@
 Accepted (one strategy per job, like the SDK):
 
 - ``{"smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": "...", "processes_per_host": N}}}``
-  -> SageMaker's MPI launch, one process per GPU (per vCPU on CPU types); ``processes_per_host`` is an
-  smddp-compat extension to run fewer.
+  -> SageMaker's SMDDP launch, exactly as the SDK requests it for TensorFlow <= 2.11
+  (``sagemaker_distributed_dataparallel_enabled``, ``sagemaker_instance_type``, ``sagemaker_distributed_dataparallel_
+  custom_mpi_options``): the image's toolkit runs ``mpirun ... smddprun python -m mpi4py script``, one process per
+  GPU (one per host on CPU types); ``processes_per_host`` is an smddp-compat extension to run fewer or more.
 - ``{"mpi": {"enabled": True, "processes_per_host": N, "custom_mpi_options": "..."}}`` -> as in the SDK (Horovod).
 - ``{"multi_worker_mirrored_strategy": {"enabled": True}}`` and ``{"parameter_server": {"enabled": True}}`` -> as in
   the SDK.
@@ -88,6 +90,8 @@ class DistributionPlan:
         sdk_distribution: The dictionary handed to the SDK's TensorFlow estimator (None: single process per host).
         dtensor: The DTensor set-up, for ``dtensor`` only.
         original: The user's dictionary, unchanged.
+        explicit_processes_per_host: For ``smddp``: ``processes_per_host`` when the user gave it (sent as
+            ``sagemaker_mpi_num_of_processes_per_host``, which the toolkit's SMDDP launch honours), else None.
     """
 
     kind: str
@@ -96,6 +100,7 @@ class DistributionPlan:
     sdk_distribution: dict[str, Any] | None = None
     dtensor: DTensorConfig | None = None
     original: dict[str, Any] = field(default_factory=dict)
+    explicit_processes_per_host: int | None = None
 
     @property
     def ships_compat(self) -> bool:
@@ -317,8 +322,11 @@ def plan_distribution(
         _check_keys(path, dp, _ALLOWED_KEYS["smdistributed.dataparallel"])
         pph = _processes_per_host(path, dp, spec, spec.devices)
         options = _mpi_options(path, dp)
-        sdk = {"mpi": {"enabled": True, "processes_per_host": pph, "custom_mpi_options": options}}
-        return DistributionPlan("smddp", pph, options, sdk, original=original)
+        # SageMaker's own SMDDP launch (the SDK's hyperparameters for TF <= 2.11): the image's toolkit starts one
+        # process per GPU (one per host on CPU types) unless processes_per_host was given.
+        sdk = {"smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": options}}}
+        explicit = pph if "processes_per_host" in dp else None
+        return DistributionPlan("smddp", pph, options, sdk, original=original, explicit_processes_per_host=explicit)
 
     path = f"['{key}']"
     if not _enabled(path, config):

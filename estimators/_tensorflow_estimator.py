@@ -4,10 +4,11 @@ A drop-in subclass of ``sagemaker.tensorflow.TensorFlow``: same constructor, ``f
 ``deploy``... What it adds:
 
 - ``distribution={"smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": ...}}}`` on every
-  TensorFlow version (the SDK refuses it after 2.11): the job becomes SageMaker's MPI launch (hyperparameters
-  ``sagemaker_mpi_enabled``, ``sagemaker_mpi_num_of_processes_per_host`` = GPUs of the instance type or its vCPUs,
-  ``sagemaker_mpi_custom_mpi_options``) and the uploaded code carries ``smddp_compat`` and the ``smdistributed``
-  alias, so the unchanged script imports them in the container;
+  TensorFlow version (the SDK refuses it after 2.11): the request is the one the SDK sends for SMDDP on TF 2.11
+  (``sagemaker_distributed_dataparallel_enabled``, ``sagemaker_instance_type``,
+  ``sagemaker_distributed_dataparallel_custom_mpi_options``), which the kit's image launches as SageMaker did
+  (``mpirun ... smddprun python -m mpi4py script``), and the uploaded code carries ``smddp_compat`` and the
+  ``smdistributed`` alias;
 - ``distribution={"dtensor": {"enabled": True, ...}}``: a launcher becomes the entry point and sets DTENSOR_* on
   every host before it starts the script;
 - ``instance_type="local_process"``: ``fit()`` runs the job on this machine through local_mode;
@@ -144,11 +145,23 @@ class TensorFlow(_SdkTensorFlow):
         local_process = instance_type == "local_process"
         # The SDK's own distribution checks parse instance types as ml.<family>.<size>; local_process jobs never
         # reach the SDK's launch, so it gets no distribution and the plan is kept beside it.
+        # The SDK refuses smdistributed after TF 2.11 in its constructor, but builds SMDDP's hyperparameters from
+        # self.distribution on any version: the distribution is set after the constructor's checks.
+        set_after = local_process or plan.kind == "smddp"
         super().__init__(
-            entry_point=entry_point, distribution=None if local_process else plan.sdk_distribution, **kwargs
+            entry_point=entry_point, distribution=None if set_after else plan.sdk_distribution, **kwargs
         )
-        if local_process:
+        if set_after:
             self.distribution = plan.sdk_distribution or {}
+
+    def hyperparameters(self) -> dict[str, str]:
+        """The SDK's hyperparameters, plus ``sagemaker_mpi_num_of_processes_per_host`` for an SMDDP job that set
+        ``processes_per_host`` (the toolkit's SMDDP launch reads it)."""
+        hyperparameters = super().hyperparameters()
+        plan = self.distribution_plan
+        if plan.kind == "smddp" and plan.explicit_processes_per_host is not None:
+            hyperparameters["sagemaker_mpi_num_of_processes_per_host"] = str(plan.explicit_processes_per_host)
+        return hyperparameters
 
     # -- training --------------------------------------------------------------------------------------------------
 

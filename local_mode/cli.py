@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +81,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=("process", "docker"),
         default="process",
-        help="process: this machine's processes (default); docker: one container per host",
+        help="process: this machine's processes (default); docker: the SageMaker twin (with --request or --job)",
     )
-    parser.add_argument("--image", metavar="URI", help="docker backend: run in this image (the kit is mounted in)")
+    parser.add_argument(
+        "--show-tf-logs", action="store_true",
+        help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is set; "
+        "the per-host log files always keep them)",
+    )
+    twin = parser.add_argument_group("the SageMaker twin (--backend docker): replay a CreateTrainingJob request")
+    source = twin.add_mutually_exclusive_group()
+    source.add_argument("--request", metavar="FILE", help="the CreateTrainingJob parameters as JSON")
+    source.add_argument("--job", metavar="NAME", help="a job's request read with DescribeTrainingJob (AWS_ENDPOINT_URL)")
+    twin.add_argument("--gpus-per-host", type=int, metavar="N",
+                      help="GPU instance types: processes per host on the CPU (default: cores / hosts)")
+    twin.add_argument("--stop-grace", type=float, default=None, metavar="SECONDS",
+                      help="SIGTERM to SIGKILL on a stop or time-out (default: SageMaker's 120)")
     return parser
 
 
@@ -181,33 +193,80 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.request or args.job:
+        return _replay(args)
+    if args.backend == "docker":
+        print("smddp local: error: --backend docker replays a SageMaker request: give it with --request FILE (the "
+              "CreateTrainingJob parameters as JSON) or --job NAME (read with DescribeTrainingJob). To run a script "
+              "as it is, leave --backend out (the process backend).", file=sys.stderr)
+        return _USAGE_ERROR
     try:
         spec = spec_from_args(args)
     except ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    if args.image and args.backend != "docker":
-        print(f"smddp local: error: --image {args.image!r} needs --backend docker; add it or drop --image.",
-              file=sys.stderr)
-        return _USAGE_ERROR
-    from smddp_compat.errors import SmddpError
-
     from local_mode.runner import run
 
-    try:
-        backend = None
-        if args.backend == "docker":
-            from local_mode.docker.backend import DockerBackend
+    return _run_reporting_errors(lambda: run(spec, show_tf_logs=args.show_tf_logs).exit_code)
 
-            backend = DockerBackend(image=args.image, stream=sys.stderr, job_name=spec.job_name or "job")
-        result = run(spec, backend=backend)
+
+def _run_reporting_errors(job: Callable[[], int]) -> int:
+    """Runs ``job`` and returns its exit code; a configuration error prints and gives 2, any other error of the
+    kit's prints and gives 1."""
+    from smddp_compat.errors import SmddpError
+
+    try:
+        return job()
     except ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     except (LocalModeError, SmddpError) as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return 1
-    return result.exit_code
+
+
+#: Exit codes of a replayed request, by (status, secondary status).
+_TWIN_EXIT = {"Completed": 0, "Failed": 1, "MaxRuntimeExceeded": 124, "Stopped": 143}
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """``smddp local --backend docker --request FILE | --job NAME``: the request, replayed by the SageMaker twin."""
+    from local_mode.docker import SageMakerTwin, TrainingJobRequest
+
+    given = [f"--{name.replace('_', '-')}" for name in ("entry_point", "source_dir", "instance_count",
+             "processes_per_host", "distribution") if getattr(args, name)]
+    if args.backend != "docker" or given:
+        what = "--request" if args.request else "--job"
+        problem = f"{', '.join(given)} cannot be combined with {what}" if given else f"{what} needs --backend docker"
+        print(f"smddp local: error: {problem}: the request defines the whole job. Use `smddp local --backend docker "
+              f"{what} ...` alone (change the job in the request itself).", file=sys.stderr)
+        return _USAGE_ERROR
+
+    def replay() -> int:
+        request = TrainingJobRequest.from_file(args.request) if args.request else _described_request(args.job)
+        options = {} if args.stop_grace is None else {"stop_grace": args.stop_grace}
+        result = SageMakerTwin(request, gpus_per_host=args.gpus_per_host, stream=sys.stderr, **options).run()
+        print(json.dumps(result.describe(), indent=2, default=str))
+        return _TWIN_EXIT.get(result.secondary_status, _TWIN_EXIT.get(result.status, 1))
+
+    return _run_reporting_errors(replay)
+
+
+def _described_request(job_name: str) -> Any:
+    """The request of an existing job, read with DescribeTrainingJob (which honours ``AWS_ENDPOINT_URL``)."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from local_mode.docker import TrainingJobRequest
+
+    try:
+        described = boto3.client("sagemaker").describe_training_job(TrainingJobName=job_name)
+    except (BotoCoreError, ClientError) as exc:
+        raise ConfigurationError(
+            "--job", job_name, f"could not be described ({exc})",
+            "check the name, the region (AWS_DEFAULT_REGION), your credentials, and AWS_ENDPOINT_URL",
+        ) from exc
+    return TrainingJobRequest.from_params(described)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -110,7 +110,7 @@ def _job_root(spec: JobSpec) -> tuple[Path, bool]:
 
 
 def run(
-    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, backend: Any = None
+    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, show_tf_logs: bool = False
 ) -> JobResult:
     """Runs a training job on this machine as SageMaker would run it on H hosts of P processes.
 
@@ -118,8 +118,8 @@ def run(
         spec: The job (validated when it was built).
         stream: Where the processes' prefixed output and the summary go (``sys.stdout`` by default).
         grace: Seconds between SIGTERM and SIGKILL when the processes are stopped.
-        backend: None for this machine's processes, or an object with a ``run_process_group`` method of the
-            launcher's signature (``local_mode.docker.DockerBackend``: one container per host).
+        show_tf_logs: Also show TensorFlow's C++ log lines in ``stream`` (by default they go to the per-host log
+            files only, unless the job's environment sets ``TF_CPP_MIN_LOG_LEVEL``).
 
     Returns:
         The job's result; it does not raise when the job fails (see :meth:`JobResult.raise_for_status`).
@@ -130,7 +130,7 @@ def run(
         ArtifactError: The artifacts could not be stored.
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
-    from smddp_compat.launcher import run_process_group
+    from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
 
     out = stream if stream is not None else sys.stdout
     assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
@@ -151,6 +151,9 @@ def run(
             f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
             f"process(es), distribution {spec.distribution.value}; logs in {log_dir}\n"
         )
+        crowded = oversubscription_warning(spec.instance_count * spec.processes_per_host, usable_cores())
+        if crowded:
+            out.write(f"[local_mode] warning: {crowded}\n")
         out.flush()
         with _planned(spec) as process_plans:
             # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,
@@ -158,14 +161,15 @@ def run(
             stall_dir = root / "stall"
             stall_dir.mkdir(exist_ok=True)
             specs = [
-                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)})
+                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)},
+                                    console_hides=tensorflow_log_filter(s.env, show=show_tf_logs))
                 for s in (
                     _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files)
                     for plan in process_plans
                 )
             ]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
-            group = (backend.run_process_group if backend is not None else run_process_group)(
+            group = run_process_group(
                 specs,
                 timeout=spec.max_run,
                 grace=grace,

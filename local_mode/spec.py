@@ -14,12 +14,15 @@ import math
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from smddp_compat.launcher import usable_cores
 
 from local_mode._s3 import is_s3_uri, parse_s3_uri
 from local_mode.environment import is_reserved
@@ -95,18 +98,37 @@ def _require_count(name: str, value: Any) -> int:
 
 
 def _writable_destination(name: str, path: Path) -> None:
-    """Checks that ``path`` is (or can be created as) a writable directory, without creating it."""
+    """Checks that ``path`` is (or can be created as) a writable directory, leaving nothing behind.
+
+    Permission bits do not tell (root passes ``os.access`` anywhere, and ``/proc`` or a read-only mount refuse even
+    root), so a folder is really created in the nearest existing ancestor and removed at once.
+    """
     if path.exists() and not path.is_dir():
         raise ConfigurationError(name, str(path), "exists and is not a directory", "give a directory path")
     ancestor = path
     while not ancestor.exists():
         ancestor = ancestor.parent
+    problem = f"cannot be written ({ancestor} is not a writable directory)"
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigurationError(name, str(path), problem, "choose a writable directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".smddp-write-check-", dir=ancestor))
+    except OSError as exc:
         raise ConfigurationError(
-            name,
-            str(path),
-            f"cannot be written ({ancestor} is not a writable directory)",
-            "choose a writable directory",
+            name, str(path), f"{problem}: {exc.strerror or exc}", "choose a writable directory"
+        ) from None
+
+
+def _require_cores_for(per_host: int, cores: int | None) -> None:
+    """Refuses more processes per host than this machine has CPU cores, as SageMaker refuses more than an
+    instance's GPUs or vCPUs: every local host runs on this machine."""
+    if cores is not None and per_host > cores:
+        raise ConfigurationError(
+            "processes_per_host",
+            per_host,
+            f"more processes per host than the {cores} CPU core(s) of this machine, which every local host shares "
+            "(SageMaker likewise refuses more processes per host than an instance's GPUs or vCPUs)",
+            f"use processes_per_host <= {cores}",
         )
 
 
@@ -313,6 +335,7 @@ class JobSpec:
         set_(self, "distribution", distribution)
         hosts = _require_count("instance_count", self.instance_count)
         per_host = _require_count("processes_per_host", self.processes_per_host)
+        _require_cores_for(per_host, usable_cores())
         if distribution is Distribution.NONE and per_host > 1:
             raise ConfigurationError(
                 "processes_per_host",

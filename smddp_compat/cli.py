@@ -3,6 +3,7 @@
     smddp local [ENTRY_POINT] ...     run a SageMaker job on this machine (local_mode)
     smddp submit ENTRY_POINT ...      submit it to SageMaker (estimators); also status, logs, wait, fetch
     smddp bench ...                   run the benchmarks (bench/)
+    smddp image [--force] [--log F]   build or reuse the SageMaker training image; its tag is the last line
     smddp shim-path                   print the directory holding the smdistributed alias
 """
 
@@ -23,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
     "wait": ("estimators.cli", "main", True, "wait for a SageMaker training job to end"),
     "fetch": ("estimators.cli", "main", True, "download a training job's model artifact"),
     "bench": ("bench.run", "main", False, "run the benchmarks and print the table of ratios"),
+    "image": ("local_mode.docker.__main__", "image_main", False, "build (or reuse) the training image; print its tag"),
 }
 
 

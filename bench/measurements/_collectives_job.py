@@ -36,7 +36,7 @@ def _part_args(config: BenchConfig) -> tuple[str, ...]:
     if config.quick:
         return ("--small-count", "16", "--small-reps", "2", "--small-eager-reps", "1",
                 "--fp16-sizes", str(_MB), "--fp16-reps", "2")
-    return ("--small-count", "160", "--small-reps", "15", "--small-eager-reps", "2",
+    return ("--small-count", "160", "--small-reps", "15", "--small-eager-reps", "3",
             "--fp16-sizes", f"{4 * _MB},{64 * _MB}", "--fp16-reps", "7")
 
 

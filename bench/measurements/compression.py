@@ -1,8 +1,9 @@
 """4. fp16 compression: time and bytes moved by an allreduce with ``Compression.fp16`` vs. ``Compression.none``.
 
 Bytes moved are what the rank process wrote to its sockets during the call (``wchar`` of ``/proc/self/io``): real
-traffic for Gloo (TCP). MPI on one host moves data through shared memory without system calls, so only the payload
-(the tensor's bytes on the wire format) is reported there.
+traffic for Gloo (TCP). MPI on one host moves data through shared memory without system calls, and a rank that cannot
+read ``/proc/self/io`` counts nothing: both rows say "not measured" and give the payload (the tensor's bytes on the
+wire format) beside it, which is computed, not measured.
 """
 
 from __future__ import annotations
@@ -62,15 +63,21 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
                 f"{label} time: {name}", paired_ratios(seconds["fp16"], seconds["none"]), None,
                 f"{summarise(seconds['fp16']).median * 1e3:.0f} ms vs {summarise(seconds['none']).median * 1e3:.0f} ms",
             ))
+            payload_text = f"payload {payload['fp16'] / 2**20:.1f} MB vs {payload['none'] / 2**20:.1f} MB"
             moved_none = summarise(written["none"]).median
-            if engine == "gloo" and moved_none > 0:
+            if engine != "gloo":
+                moved = None
+                detail = f"not measured: shared memory moves no socket bytes to count ({payload_text})"
+            elif not written["none"] or not written["fp16"]:  # the ranks record nothing they could not read
+                moved = None
+                detail = f"not measured: /proc/self/io could not be read in the ranks ({payload_text})"
+            elif not moved_none > 0:
+                moved = None
+                detail = f"not measured: no bytes were written to sockets ({payload_text})"
+            else:
                 moved = paired_ratios(written["fp16"], written["none"])
                 detail = (f"{summarise(written['fp16']).median / 2**20:.1f} MB vs {moved_none / 2**20:.1f} MB "
                           "written to sockets per rank")
-            else:
-                moved = summarise([payload["fp16"] / payload["none"]])
-                detail = (f"payload {payload['fp16'] / 2**20:.1f} MB vs {payload['none'] / 2**20:.1f} MB "
-                          "(shared memory: no socket bytes to count)")
             result.rows.append(Row(f"{label} bytes moved: {name}", moved, None, detail))
             result.raw[engine][size] = {"seconds": seconds, "bytes_written": written, "payload_bytes": payload}
         result.raw[engine]["runs"] = [run.to_json() for run in runs(job)]

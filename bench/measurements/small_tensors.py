@@ -10,7 +10,7 @@ from bench._config import BenchConfig
 from bench._engines import ENGINE_NAMES, default_engine
 from bench._jobs import Job, JobRun
 from bench._results import Goal, MeasurementResult, Row, RunsByJob
-from bench._statistics import paired_ratios, ratio_of_medians, summarise
+from bench._statistics import paired_ratios, summarise
 from bench.measurements._collectives_job import collectives_job
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]
@@ -61,12 +61,12 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
             per_tensor, goal,
             f"{summarise(pooled['per_tensor_function']).median * 1e3:.0f} ms vs {grouped_ms:.0f} ms",
         ))
-        if "per_tensor_eager" in pooled:
-            eager = ratio_of_medians(pooled["per_tensor_eager"], pooled["grouped"])
+        if "per_tensor_eager" in pooled and "grouped_beside_eager" in pooled:  # timed in turns with each other
             result.rows.append(Row(
                 f"{part['count']} separate eager allreduce calls / grouped: {name}",
-                summarise([eager]), None,
-                f"{summarise(pooled['per_tensor_eager']).median * 1e3:.0f} ms vs {grouped_ms:.0f} ms (reference)",
+                paired_ratios(pooled["per_tensor_eager"], pooled["grouped_beside_eager"]), None,
+                f"{summarise(pooled['per_tensor_eager']).median * 1e3:.0f} ms vs "
+                f"{summarise(pooled['grouped_beside_eager']).median * 1e3:.0f} ms (reference)",
             ))
         result.raw[engine] = {"count": part["count"], "total_bytes": part["total_bytes"], "seconds": pooled,
                               "runs": [run.to_json() for run in runs(job)]}

@@ -15,7 +15,7 @@ VENV=${SDK3_VENV:-$ROOT/.venv-sdk3}
 PY="$VENV/bin/python"
 PYTHON=${PYTHON:-python3}
 SAGEMAKER_SPEC=${SDK3_SAGEMAKER_SPEC:-"sagemaker==3.27.0"}
-PINS=("$SAGEMAKER_SPEC" "moto[server]==5.2.5" "boto3" "pytest>=8" "pytest-timeout>=2.3")
+PINS=("$SAGEMAKER_SPEC" "moto[server]==5.2.5" "boto3" "psutil" "pytest>=8" "pytest-timeout>=2.3")
 
 if [ ! -x "$PY" ]; then
   echo "==> [sdk3] creating $VENV"
@@ -26,7 +26,7 @@ fi
 if "$PY" - "$SAGEMAKER_SPEC" <<'PYCHK' 2>/dev/null
 import sys
 from importlib.metadata import version
-import sagemaker.train, moto, pytest  # noqa: F401  (the imports themselves are the check)
+import sagemaker.train, moto, psutil, pytest  # noqa: F401  (the imports themselves are the check)
 wanted = sys.argv[1].split("==", 1)
 sys.exit(0 if len(wanted) < 2 or version("sagemaker") == wanted[1] else 1)
 PYCHK

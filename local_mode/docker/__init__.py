@@ -1,42 +1,37 @@
-"""The docker backend of local_mode: the same local jobs, one container per host, in an image the kit builds offline.
+"""The docker backend of local_mode: the SageMaker twin.
+
+What SageMaker does with a CreateTrainingJob request, done with this machine's Docker engine: every host a container
+of the request's image on an internal network of the job's own, started with ``train`` and nothing else, S3 served
+to the containers by the twin's own moto, artifacts, checkpoints, time limit, status and failure reason as SageMaker
+reports them (:mod:`local_mode.docker.twin`). The kit's image is AWS's toolkits on TensorFlow 2.21 with Horovod and
+the kit (``smddp image``).
 
 Importing this package imports neither TensorFlow nor Docker tooling; everything runs through the docker CLI.
 
-* :func:`find_engine`: the docker CLI, compose and a daemon that answers (else a clear error).
-* :func:`resolve_image` / :func:`ensure_image`: the kit's image (``smddp-compat:<digest>``), built when missing.
-* :func:`run_in_containers`: run a prepared job's processes in containers.
-
-``python -m local_mode.docker build|check|clean`` builds the image, checks the engine, removes leftover containers.
+    >>> from local_mode.docker import TrainingJobRequest, SageMakerTwin   # doctest: +SKIP
+    >>> result = SageMakerTwin(TrainingJobRequest.from_file("request.json")).run()   # doctest: +SKIP
+    >>> result.describe()["TrainingJobStatus"]   # doctest: +SKIP
 """
 
-from local_mode.docker._compose import ContainerHost
 from local_mode.docker._engine import Engine, find_engine
 from local_mode.docker._image import IMAGE_REPOSITORY, ImageBuild, ensure_image
-from local_mode.docker.backend import (
-    ContainerJobResult,
-    DockerBackend,
-    ResolvedImage,
-    hosts_of,
-    resolve_image,
-    run_in_containers,
-)
 from local_mode.docker.errors import DockerError, DockerUnavailableError, ImageBuildError, ImageNotFoundError
+from local_mode.docker.request import Channel, TrainingJobRequest
+from local_mode.docker.twin import SageMakerTwin, TwinResult, replay
 
 __all__ = [
     "IMAGE_REPOSITORY",
-    "ContainerHost",
-    "ContainerJobResult",
-    "DockerBackend",
+    "Channel",
     "DockerError",
     "DockerUnavailableError",
     "Engine",
     "ImageBuild",
     "ImageBuildError",
     "ImageNotFoundError",
-    "ResolvedImage",
+    "SageMakerTwin",
+    "TrainingJobRequest",
+    "TwinResult",
     "ensure_image",
     "find_engine",
-    "hosts_of",
-    "resolve_image",
-    "run_in_containers",
+    "replay",
 ]

@@ -1,9 +1,9 @@
-"""``python -m local_mode.docker build|check|clean``: the docker backend's maintenance commands.
+"""``python -m local_mode.docker build|check|clean`` (``smddp image`` is ``build``): the twin's maintenance commands.
 
 * ``build [--force] [--build-horovod] [--log FILE]``: builds the kit's image if missing (base image included) and
-  prints its tag; ``--build-horovod`` builds Horovod inside instead of reusing the host's wheel.
-* ``check``: says whether Docker and compose can be used, and how to fix it if not.
-* ``clean``: removes containers left by docker-backend jobs (label ``org.smddp-compat.job``).
+  prints its tag as the last line; ``--build-horovod`` builds Horovod inside instead of reusing the host's wheel.
+* ``check``: says whether Docker can be used, and how to fix it if not.
+* ``clean``: removes containers and networks left by twin jobs (label ``org.smddp-compat.twin-job``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import time
 
 from local_mode.docker._commands import capture, run_command
-from local_mode.docker._compose import JOB_LABEL
+from local_mode.docker._containers import TWIN_LABEL
 from local_mode.docker._engine import find_engine
 from local_mode.docker._image import ensure_image
 from local_mode.docker._rootfs import host_base_recipe
@@ -27,8 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="run docker build even if the tag exists")
     build.add_argument("--build-horovod", action="store_true", help="build Horovod in the image (ignore host wheel)")
     build.add_argument("--log", default=None, help="append the build output to this file instead of printing it")
-    commands.add_parser("check", help="check that Docker and compose can be used")
-    commands.add_parser("clean", help="remove containers left by docker-backend jobs")
+    commands.add_parser("check", help="check that Docker can be used")
+    commands.add_parser("clean", help="remove containers and networks left by twin jobs")
     return parser
 
 
@@ -43,16 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
-        engine = find_engine(need_compose=args.command != "build")
+        engine = find_engine(need_compose=False)
         if args.command == "check":
-            print(f"docker {engine.server_version} at {engine.docker_host or 'the default socket'}; "
-                  f"compose: {' '.join(engine.compose)}")
+            print(f"docker {engine.server_version} at {engine.docker_host or 'the default socket'}")
             return 0
         if args.command == "clean":
-            code, ids = capture([engine.docker, "ps", "-aq", "--filter", f"label={JOB_LABEL}"], timeout=60)
-            if code == 0 and ids:
-                run_command([engine.docker, "rm", "--force", *ids.split()], timeout=120, stream=sys.stdout)
-            print(f"removed {len(ids.split()) if ids else 0} container(s)")
+            removed = 0
+            for kind, listing in (("rm", ["ps", "-aq"]), ("network rm", ["network", "ls", "-q"])):
+                code, ids = capture([engine.docker, *listing, "--filter", f"label={TWIN_LABEL}"], timeout=60)
+                if code == 0 and ids:
+                    extra = ["--force"] if kind == "rm" else []
+                    run_command([engine.docker, *kind.split(), *extra, *ids.split()], timeout=120, stream=sys.stdout)
+                    removed += len(ids.split())
+            print(f"removed {removed} container(s) and network(s)")
             return 0
         start = time.monotonic()
         build = ensure_image(
@@ -71,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     except DockerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def image_main(argv: list[str] | None = None) -> int:
+    """``smddp image [--force] [--build-horovod] [--log FILE]``: ``build``, printing the image's tag last."""
+    return main(["build", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

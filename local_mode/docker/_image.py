@@ -2,7 +2,7 @@
 
 The context is assembled in a temporary folder from the kit's checkout:
 
-* ``Dockerfile`` and ``train`` from ``docker/``;
+* ``Dockerfile`` from ``docker/``;
 * ``stack/``: ``setup.sh``, ``constraints.txt`` and a ``pyproject.toml`` holding only the project's name, version
   and dependency lists (no packages): what the set-up needs to install the whole stack, but
   none of the kit's code or other settings, so that the heavy layer survives every change but a dependency's;
@@ -70,7 +70,7 @@ def kit_root() -> Path:
         ImageBuildError: The kit is installed without its sources (e.g. from a wheel).
     """
     root = Path(__file__).resolve().parents[2]
-    for needed in ("setup.sh", "pyproject.toml", "constraints.txt", "docker/Dockerfile", "docker/train"):
+    for needed in ("setup.sh", "pyproject.toml", "constraints.txt", "docker/Dockerfile"):
         if not (root / needed).is_file():
             raise ImageBuildError(
                 "build context",
@@ -153,7 +153,6 @@ def assemble_context(root: Path, destination: Path, *, wheel: tuple[str, Path] |
         wheel: The host Horovod wheel to include (cache key, path), or None.
     """
     shutil.copy2(root / "docker/Dockerfile", destination / "Dockerfile")
-    shutil.copy2(root / "docker/train", destination / "train")
     stack = destination / "stack"
     stack.mkdir()
     for name in ("setup.sh", "constraints.txt"):

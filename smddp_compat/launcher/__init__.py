@@ -4,7 +4,14 @@ Importing this package does not import TensorFlow (Horovod's runner is imported 
 """
 
 from smddp_compat.launcher._cli import main
-from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
+from smddp_compat.launcher._console import is_tensorflow_log_line, tensorflow_log_filter
+from smddp_compat.launcher._hosts import (
+    assign_ranks,
+    is_this_machine,
+    oversubscription_warning,
+    parse_hosts,
+    usable_cores,
+)
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
 from smddp_compat.launcher._supervisor import GroupResult, ProcessResult, ProcessSpec, run_process_group
 from smddp_compat.smdistributed_shim import path as shim_path
@@ -17,9 +24,13 @@ __all__ = [
     "ProcessResult",
     "ProcessSpec",
     "assign_ranks",
+    "is_tensorflow_log_line",
     "is_this_machine",
     "main",
+    "oversubscription_warning",
     "parse_hosts",
     "run_process_group",
     "shim_path",
+    "tensorflow_log_filter",
+    "usable_cores",
 ]

@@ -2,27 +2,41 @@
 
     smddprun -np 2 python train.py --epochs 3
     smddprun -np 4 -H localhost:4 --timeout 600 python train.py
+    mpirun -np 16 --host algo-1:8,algo-2:8 smddprun python -m mpi4py train.py    (as SageMaker runs it)
 
 Each rank gets Horovod's environment (rank, size, local and cross rank, rendezvous), the ``smdistributed`` alias on
 ``PYTHONPATH`` (so an unchanged SMDDP script imports smddp_compat), and its output prefixed with ``[rank]``.
 When a rank fails, the others are stopped within seconds and smddprun exits with that rank's code.
+
+Started by mpirun without ``-np``, smddprun is one rank: it prepares that rank and becomes the command
+(see :mod:`smddp_compat.launcher._per_rank`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import dataclasses
 import os
 import shutil
 import sys
-import tempfile
-from typing import Iterator, Sequence
+from typing import Sequence
 
-from smddp_compat import smdistributed_shim
 from smddp_compat.errors import SmddpError, UsageError
-from smddp_compat.launcher._hosts import assign_ranks, is_this_machine, parse_hosts
+from smddp_compat.launcher._console import tensorflow_log_filter
+from smddp_compat.launcher._hosts import (
+    assign_ranks,
+    is_this_machine,
+    oversubscription_warning,
+    parse_hosts,
+    usable_cores,
+)
+from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
+from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
 from smddp_compat.launcher._supervisor import GroupResult, ProcessSpec, run_process_group
+
+#: Seconds between SIGTERM and SIGKILL when the ranks are stopped (``--grace``).
+DEFAULT_GRACE_SECONDS = 5.0
 
 __all__ = [
     "main",
@@ -51,7 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="smddprun",
         description="Run a data-parallel TensorFlow job (SMDDP or Horovod API) as N ranks on this machine.",
     )
-    parser.add_argument("-np", "--num-proc", dest="num_proc", type=int, required=True, help="number of ranks")
+    parser.add_argument(
+        "-np",
+        "--num-proc",
+        dest="num_proc",
+        type=int,
+        default=None,
+        help="number of ranks to start (required, except for a rank started by mpirun)",
+    )
     parser.add_argument(
         "-H", "--hosts", default=None, help="host:slots[,host:slots...] (hosts must be this machine; default localhost:N)"
     )
@@ -60,13 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--mpi", dest="engine", action="store_const", const="mpi", help="MPI controller via mpirun")
     parser.add_argument("--timeout", type=_positive_float, default=None, help="stop the job after this many seconds")
     parser.add_argument(
-        "--grace", type=_positive_float, default=5.0, help="seconds between SIGTERM and SIGKILL when stopping ranks"
+        "--grace",
+        type=_positive_float,
+        default=None,
+        help=f"seconds between SIGTERM and SIGKILL when stopping ranks (default {DEFAULT_GRACE_SECONDS:g})",
     )
     parser.add_argument(
         "--gloo-timeout",
         type=_positive_float,
-        default=float(DEFAULT_GLOO_TIMEOUT_SECONDS),
-        help="seconds a rank waits for its peers in Gloo before failing",
+        default=None,
+        help=f"seconds a rank waits for its peers in Gloo before failing (default {DEFAULT_GLOO_TIMEOUT_SECONDS})",
     )
     parser.add_argument(
         "--stall-check-seconds",
@@ -84,83 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH"
     )
     parser.add_argument("--log-dir", default=None, help="also write each rank's output to LOG_DIR/rank.N.log")
+    parser.add_argument(
+        "--show-tf-logs",
+        action="store_true",
+        help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is "
+        "set; --log-dir files always keep them)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program to run and its arguments")
-    parser.set_defaults(engine="gloo")
     return parser
-
-
-def with_shim_on_path(env: dict[str, str], *, enabled: bool = True, stream=sys.stderr) -> dict[str, str]:
-    """Returns ``env`` with the smdistributed alias first on PYTHONPATH, unless a real SMDDP is installed."""
-    if not enabled:
-        return env
-    existing = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    real = smdistributed_shim.real_smddp_location(existing + sys.path)
-    if real:
-        print(
-            f"smddprun: a real smdistributed.dataparallel is installed at {real}; using it "
-            "(the smddp_compat alias is not put on PYTHONPATH).",
-            file=stream,
-        )
-        return env
-    out = dict(env)
-    out["PYTHONPATH"] = os.pathsep.join([smdistributed_shim.path(), *existing])
-    return out
-
-
-def stall_env(check_seconds: float | None, shutdown_seconds: float | None) -> dict[str, str]:
-    """Horovod's stall-inspector variables for the given limits (empty when both are None)."""
-    env: dict[str, str] = {}
-    if check_seconds is not None:
-        env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(int(max(1, check_seconds)))
-    if shutdown_seconds is not None:
-        if check_seconds is None:
-            env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(int(max(1, shutdown_seconds / 2)))
-        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(int(max(1, shutdown_seconds)))
-    return env
-
-
-def stall_watchdog_env(
-    check_seconds: float | None, shutdown_seconds: float | None, directory: str
-) -> dict[str, str]:
-    """The variables of smddp_compat's stall watchdog (see smddp_compat.tensorflow._stall) for every rank.
-
-    Horovod's own stall inspector is inert under the Gloo controller (Horovod 0.28.1), so the watchdog does the
-    warning and the shutdown; the HOROVOD_STALL_* variables are still set (they work under ``--mpi``).
-
-    Args:
-        check_seconds: Warn after this many seconds in one collective (None: the watchdog's default, 60).
-        shutdown_seconds: End a rank after this many seconds in one collective (None: never).
-        directory: The status directory shared by the ranks.
-
-    Returns:
-        SMDDP_STALL_DIR, and SMDDP_STALL_WARNING_SECONDS / SMDDP_STALL_TIMEOUT_SECONDS when given.
-
-    Raises:
-        UsageError: ``shutdown_seconds`` is shorter than ``check_seconds``.
-    """
-    if check_seconds is not None and shutdown_seconds is not None and shutdown_seconds < check_seconds:
-        raise UsageError(
-            f"--stall-shutdown-seconds {shutdown_seconds:g} is shorter than --stall-check-seconds {check_seconds:g}: "
-            "the warning comes first; raise --stall-shutdown-seconds or lower --stall-check-seconds."
-        )
-    env = {"SMDDP_STALL_DIR": directory}
-    if check_seconds is not None:
-        env["SMDDP_STALL_WARNING_SECONDS"] = f"{check_seconds:g}"
-    elif shutdown_seconds is not None:
-        env["SMDDP_STALL_WARNING_SECONDS"] = f"{shutdown_seconds / 2:g}"
-    if shutdown_seconds is not None:
-        env["SMDDP_STALL_TIMEOUT_SECONDS"] = f"{shutdown_seconds:g}"
-    return env
-
-
-@contextlib.contextmanager
-def stall_directory() -> Iterator[str]:
-    """A fresh status directory for the stall watchdog, removed with everything in it at the end."""
-    directory = tempfile.mkdtemp(prefix="smddp-stall-")
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _resolve_hosts(args: argparse.Namespace) -> list[HostSlots]:
@@ -213,13 +168,20 @@ def _mpirun_argv(num_proc: int, hosts: list[HostSlots], env_names: list[str], co
     return argv + list(command)
 
 
-def _run(args: argparse.Namespace) -> GroupResult:
+def _command(args: argparse.Namespace) -> list[str]:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         raise UsageError("smddprun needs a command to run, e.g. `smddprun -np 2 python train.py`.")
+    return command
+
+
+def _run(args: argparse.Namespace, command: list[str]) -> GroupResult:
     hosts = _resolve_hosts(args)
+    crowded = oversubscription_warning(args.num_proc, usable_cores())
+    if crowded:
+        print(f"smddprun: warning: {crowded}", file=sys.stderr)
     base_env = with_shim_on_path(dict(os.environ), enabled=not args.no_shim)
     base_env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     with stall_directory() as directory:
@@ -230,6 +192,7 @@ def _run(args: argparse.Namespace) -> GroupResult:
 def _launch(
     args: argparse.Namespace, command: list[str], hosts: list[HostSlots], base_env: dict[str, str]
 ) -> GroupResult:
+    grace = args.grace if args.grace is not None else DEFAULT_GRACE_SECONDS
     if args.engine == "mpi":
         mpi_env = {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi"}
         env = {**base_env, **mpi_env}
@@ -240,22 +203,39 @@ def _launch(
             label="mpirun",
             log_path=os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None,
         )
-        return run_process_group([spec], timeout=args.timeout, grace=args.grace)
-    with HorovodRendezvous(hosts, timeout=args.gloo_timeout) as rendezvous:
+        return run_process_group(_quiet([spec], args), timeout=args.timeout, grace=grace)
+    gloo_timeout = args.gloo_timeout if args.gloo_timeout is not None else float(DEFAULT_GLOO_TIMEOUT_SECONDS)
+    with HorovodRendezvous(hosts, timeout=gloo_timeout) as rendezvous:
         specs = rank_specs(command, base_env, rendezvous.rank_envs(), args.log_dir)
-        return run_process_group(specs, timeout=args.timeout, grace=args.grace)
+        return run_process_group(_quiet(specs, args), timeout=args.timeout, grace=grace)
+
+
+def _quiet(specs: list[ProcessSpec], args: argparse.Namespace) -> list[ProcessSpec]:
+    """``specs`` whose console output leaves out TensorFlow's C++ log lines, unless the user wants them."""
+    return [dataclasses.replace(s, console_hides=tensorflow_log_filter(s.env, show=args.show_tf_logs)) for s in specs]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``smddprun`` console script.
 
+    With ``-np`` it starts the ranks; without it, under mpirun, it becomes this rank's command and never returns.
+
     Returns:
-        0 when every rank succeeded, else the failed rank's exit code (124 on timeout, 128+N on signal N).
+        0 when every rank succeeded, else the failed rank's exit code (124 on timeout, 128+N on signal N);
+        2 for a usage error.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        result = _run(args)
+        command = _command(args)
+        if args.num_proc is None:
+            if not launched_by_mpi(os.environ):
+                raise UsageError(
+                    "smddprun needs -np N (the number of ranks to start), e.g. `smddprun -np 2 python train.py`; "
+                    "only a rank started by mpirun runs without it."
+                )
+            exec_rank(command, args)
+        result = _run(args, command)
     except SmddpError as exc:
         print(f"smddprun: error: {exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,27 @@ import socket
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher._rendezvous import HostSlots
 
-__all__ = ["parse_hosts", "assign_ranks", "is_this_machine"]
+__all__ = ["parse_hosts", "assign_ranks", "is_this_machine", "usable_cores", "oversubscription_warning"]
+
+
+def usable_cores() -> int | None:
+    """The CPU cores this process may run on (its affinity mask), or None when unknown."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
+def oversubscription_warning(processes: int, cores: int | None) -> str | None:
+    """The warning for a job that starts more processes than this machine has cores, or None.
+
+    Args:
+        processes: Processes the job starts on this machine.
+        cores: :func:`usable_cores`.
+    """
+    if cores is None or processes <= cores:
+        return None
+    return (f"{processes} processes on {cores} CPU core(s): they share the cores and run slower than with a core "
+            "each (start fewer to avoid it)")
 
 
 def parse_hosts(text: str) -> list[HostSlots]:

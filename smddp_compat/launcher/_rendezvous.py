@@ -14,10 +14,28 @@ from typing import Sequence
 
 from smddp_compat.errors import UsageError
 
-__all__ = ["HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS"]
+__all__ = ["HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS", "GLOO_RANK_VARIABLES"]
 
 #: How long a rank waits for its peers during Gloo set-up and collectives before it gives up.
 DEFAULT_GLOO_TIMEOUT_SECONDS = 60
+
+#: Every variable :meth:`HorovodRendezvous.rank_envs` gives a rank (an MPI-launched rank must not inherit them:
+#: they would make Horovod wait for a Gloo rendezvous, or report a rank that is not its MPI rank).
+GLOO_RANK_VARIABLES = (
+    "HOROVOD_GLOO_RENDEZVOUS_ADDR",
+    "HOROVOD_GLOO_RENDEZVOUS_PORT",
+    "HOROVOD_CONTROLLER",
+    "HOROVOD_CPU_OPERATIONS",
+    "HOROVOD_GLOO_IFACE",
+    "HOROVOD_GLOO_TIMEOUT_SECONDS",
+    "HOROVOD_HOSTNAME",
+    "HOROVOD_RANK",
+    "HOROVOD_SIZE",
+    "HOROVOD_LOCAL_RANK",
+    "HOROVOD_LOCAL_SIZE",
+    "HOROVOD_CROSS_RANK",
+    "HOROVOD_CROSS_SIZE",
+)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ class ProcessSpec:
         cwd: Working directory, or None for the supervisor's.
         log_path: File that every output line (without prefix) is appended to, or None.
         host: Host name used in failure messages.
+        console_hides: Lines for which it returns True go to ``log_path`` but not to the console (e.g.
+            :func:`~smddp_compat.launcher.tensorflow_log_filter`); None shows every line.
     """
 
     argv: list[str]
@@ -43,6 +45,7 @@ class ProcessSpec:
     cwd: str | None = None
     log_path: str | None = None
     host: str = "localhost"
+    console_hides: Callable[[str], bool] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.argv, (list, tuple)) or not self.argv or not all(isinstance(a, str) for a in self.argv):
@@ -135,6 +138,8 @@ def _pump_output(running: _Running, stream: IO[str], stream_lock: threading.Lock
         if running.log is not None:
             running.log.write(raw if raw.endswith(b"\n") else raw + b"\n")
             running.log.flush()
+        if running.spec.console_hides is not None and running.spec.console_hides(text):
+            continue
         with stream_lock:
             stream.write(prefix + text + "\n")
             stream.flush()

@@ -1,55 +1,55 @@
-"""Fixtures for the docker backend's tests: the engine (tests skip when no daemon answers), the kit's image (built
-once per session when missing), and leak checks."""
+"""Fixtures for the SageMaker twin's tests: the Docker engine, the kit's image, a fake AWS, leak checks.
+
+No Docker engine means these tests cannot run: they are skipped with the reason outside CI, and fail in CI
+(``CI=true``), which always starts an engine (``.ci/docker.sh``).
+"""
 
 from __future__ import annotations
 
-import glob
 import os
-import tempfile
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
-from tests.docker.docker_job_helpers import BUILD_LOG, job_containers
 
-from local_mode.docker import DockerBackend, DockerUnavailableError, Engine, find_engine
+from local_mode.docker import DockerUnavailableError, Engine, find_engine
 from local_mode.docker._commands import capture
+from local_mode.docker._containers import TWIN_LABEL
+from tests.conftest import DOCKER_SKIP_REASON, docker_missing_is_an_error
+from tests.fake_aws import Aws, aws, moto_url  # noqa: F401 - fixtures
+
+BUILD_LOG = "/tmp/smddp-docker-image-build.log"
 
 
 @pytest.fixture(scope="session")
 def docker_engine() -> Engine:
-    """A Docker engine that answers; skips the test (with the reason) when there is none."""
+    """A Docker engine that answers; without one, skips the test (counted in the terminal summary), or fails it
+    under CI."""
     try:
-        return find_engine()
+        return find_engine(need_compose=False)
     except DockerUnavailableError as exc:
-        pytest.skip(f"no usable Docker engine: {exc}")
+        if docker_missing_is_an_error(dict(os.environ)):
+            pytest.fail(f"CI=true needs a Docker engine for the docker-backend tests ({DOCKER_SKIP_REASON}: {exc})")
+        pytest.skip(f"{DOCKER_SKIP_REASON}: {exc}")
 
 
 @pytest.fixture(scope="session")
-def docker_backend(docker_engine: Engine) -> DockerBackend:
-    """The docker backend on the kit's image (built once, ~6 minutes on 2 cores, when the engine does not hold it;
-    CI builds it beforehand with `python -m local_mode.docker build`)."""
-    return DockerBackend(engine=docker_engine, build_log=BUILD_LOG, job_name="test")
-
-
-# Temporary folders of these tests' jobs only (other jobs may run on the machine at the same time): local_mode's job
-# roots (every job name here starts with "docker-") and the backend's compose folders (backend job names below).
-_OWN_FOLDERS = ("smddp-local-docker-*", "smddp-test-*", "smddp-interrupted-*", "smddp-user-image-*")
-
-
-def _temp_folders() -> set[str]:
-    found: set[str] = set()
-    for pattern in _OWN_FOLDERS:
-        found.update(glob.glob(os.path.join(tempfile.gettempdir(), pattern)))
-    return found - {BUILD_LOG}
+def kit_image(docker_engine: Engine) -> str:
+    """The kit's training image, from ``smddp image`` (its tag is the last line it prints; built when missing:
+    ~10 minutes on 2 cores; CI builds it beforehand)."""
+    done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "image", "--log", BUILD_LOG],
+                          capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, f"smddp image failed: {done.stderr[-3000:]}"
+    tag = done.stdout.strip().splitlines()[-1]
+    assert tag.startswith("smddp-compat:"), done.stdout
+    return tag
 
 
 @pytest.fixture
 def no_leftovers(docker_engine: Engine) -> Iterator[None]:
-    """Fails the test if it leaves a job container, a compose network or a temporary folder behind."""
-    before_networks = capture([docker_engine.docker, "network", "ls", "--quiet"], timeout=60)[1].split()
-    before_folders = _temp_folders()
+    """Fails the test if a twin job leaves a container or a network behind."""
     yield
-    assert job_containers(docker_engine) == [], "a docker-backend job left containers behind"
-    after_networks = capture([docker_engine.docker, "network", "ls", "--quiet"], timeout=60)[1].split()
-    assert set(after_networks) - set(before_networks) == set(), "a docker-backend job left a network behind"
-    assert _temp_folders() - before_folders == set(), "a docker-backend job left a temporary folder behind"
+    for what in (["ps", "--all"], ["network", "ls"]):
+        code, output = capture([docker_engine.docker, *what, "--quiet", "--filter", f"label={TWIN_LABEL}"], timeout=60)
+        assert code == 0 and output == "", f"a twin job left {what[0]} entries behind: {output}"

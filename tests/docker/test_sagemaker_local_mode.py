@@ -1,21 +1,26 @@
-"""The SageMaker Python SDK's own local mode (v2, ``instance_type="local"``) runs one of our entry points in the kit's
-image: the SDK writes its docker-compose file, runs the container with ``train`` (the image's SageMaker command),
-and collects ``model.tar.gz`` / ``output.tar.gz`` into a local output path. No registry, no AWS call."""
+"""The SageMaker Python SDK's own local mode (v2, ``instance_type="local"``, 2 hosts) runs the kit's image for
+smdistributed, mpi, mwms and dtensor jobs: the SDK writes its docker-compose file, starts every host with ``train``,
+and collects ``model.tar.gz`` / ``output.tar.gz`` into a local output path. No registry, no AWS call.
+
+The SDK's compose file puts the hosts on a network named ``sagemaker-local``; the test creates it first as an
+internal network of its own engine (so the hosts reach only each other) and removes it afterwards."""
 
 from __future__ import annotations
 
-import re
+import json
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tests.docker.docker_job_helpers import ENTRY_POINTS
 
-from local_mode.docker import DockerBackend, Engine
+from local_mode.docker import Engine
 from local_mode.docker._commands import capture
 
-pytestmark = pytest.mark.timeout(1800)  # may build the image first
+pytestmark = pytest.mark.timeout(900)
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
 @pytest.fixture
@@ -28,68 +33,70 @@ def sdk_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
-def sdk_leftovers(docker_engine: Engine) -> Iterator[None]:
-    """The SDK leaves its stopped container and its ``sagemaker-local`` network behind: removed after the test."""
+def sdk_network(docker_engine: Engine) -> Iterator[None]:
+    """``sagemaker-local`` as an internal network; the SDK's leftover containers and the network removed after."""
+
     def listing(*what: str) -> set[str]:
         code, output = capture([docker_engine.docker, *what], timeout=60)
         assert code == 0, output
         return set(output.split())
 
     containers = listing("ps", "--all", "--quiet")
-    networks = listing("network", "ls", "--quiet", "--filter", "name=sagemaker-local")
-    yield
-    new = sorted(listing("ps", "--all", "--quiet") - containers)
-    if new:
-        capture([docker_engine.docker, "rm", "--force", *new], timeout=120)
-    if not networks:
+    code, output = capture([docker_engine.docker, "network", "create", "--internal", "sagemaker-local"], timeout=60)
+    assert code == 0, output
+    try:
+        yield
+    finally:
+        new = sorted(listing("ps", "--all", "--quiet") - containers)
+        if new:
+            capture([docker_engine.docker, "rm", "--force", *new], timeout=120)
         capture([docker_engine.docker, "network", "rm", "sagemaker-local"], timeout=60)
     assert listing("ps", "--all", "--quiet") == containers
 
 
-def test_sdk_local_mode_trains_an_entry_point_in_the_kits_image(
-    tmp_path: Path,
-    docker_backend: DockerBackend,
-    sdk_environment: None,
-    sdk_leftovers: None,
-    capfd: pytest.CaptureFixture[str],
+CASES = {
+    "smdistributed": ("world_probe.py", {"smdistributed": {"dataparallel": {"enabled": True}}}, {"kind": "smddp"}),
+    "mpi": ("world_probe.py", {"mpi": {"enabled": True, "processes_per_host": 1}}, {"kind": "horovod"}),
+    "mwms": ("world_probe.py", {"multi_worker_mirrored_strategy": {"enabled": True}}, {"kind": "mwms"}),
+    "dtensor": ("dtensor_sum.py", {"dtensor": {"enabled": True, "mesh": {"batch": 4}, "devices_per_process": 2}}, {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sdk_local_mode_two_hosts(
+    case: str, tmp_path: Path, kit_image: str, sdk_environment: None, sdk_network: None
 ) -> None:
     from sagemaker.local import LocalSession
-    from sagemaker.tensorflow import TensorFlow
 
+    from estimators import TensorFlow
+
+    entry_point, distribution, hyperparameters = CASES[case]
     session = LocalSession()
     session.config = {"local": {"local_code": True}}  # source_dir mounted at /opt/ml/code, nothing uploaded
     estimator = TensorFlow(
-        entry_point="smddp_mnist.py",
-        source_dir=str(ENTRY_POINTS),
-        image_uri=docker_backend.image.tag,
-        role="arn:aws:iam::111111111111:role/SageMakerRole",
-        instance_count=1,
-        instance_type="local",
-        sagemaker_session=session,
-        output_path=f"file://{tmp_path / 'out'}",
-        hyperparameters={"epochs": 1, "max-steps": 8, "log-steps": 4},
-        model_dir=False,  # our scripts take the model folder from SM_MODEL_DIR, as the toolkit documents
-        base_job_name="sdk-local",
+        entry_point=entry_point, source_dir=str(SCRIPTS), image_uri=kit_image,
+        role="arn:aws:iam::111111111111:role/SageMakerRole", instance_count=2, instance_type="local",
+        framework_version="2.21", py_version="py311", sagemaker_session=session,
+        output_path=f"file://{tmp_path / 'out'}", hyperparameters=hyperparameters, distribution=distribution,
+        model_dir=False, base_job_name=f"sdk-local-{case}",
     )
-    estimator.fit(wait=True, logs="All")
-
-    job_name = estimator.latest_training_job.name
-    # The SDK's local mode copies the artifacts straight into a file:// output path (no job-name folder).
-    model = tmp_path / "out" / "model.tar.gz"
-    output = tmp_path / "out" / "output.tar.gz"
-    assert model.is_file() and output.is_file(), sorted(str(p) for p in (tmp_path / "out").rglob("*"))
-    with tarfile.open(model) as archive:
-        names = archive.getnames()
-    assert any(name.endswith("saved_model.pb") for name in names), names  # rank 0's SavedModel from /opt/ml/model
-    assert estimator.model_data.endswith("model.tar.gz")
-    description = session.sagemaker_client.describe_training_job(job_name)
+    estimator.fit(wait=True, logs="All")  # raises when the job fails
+    description = session.sagemaker_client.describe_training_job(estimator.latest_training_job.name)
     assert description["TrainingJobStatus"] == "Completed"
-    printed = capfd.readouterr().out
-    # The compose service is the SDK's (algo-1-xxxxx); the script ran under the image's `train` with SM_* variables.
-    assert re.search(r"algo-1-\w+ +\|.*smddp_mnist: 1 rank\(s\)", printed), printed[-3000:]
-    assert "model saved to /opt/ml/model" in printed
+    records: list[dict[str, Any]] = []
+    with tarfile.open(tmp_path / "out" / "output.tar.gz") as archive:
+        for member in archive.getmembers():
+            if member.isfile() and Path(member.name).name.startswith(("world-", "dtensor-")):
+                records.append(json.loads(archive.extractfile(member).read()))  # type: ignore[union-attr]
+    if case == "dtensor":
+        assert sorted(r["client"] for r in records) == [0, 1], records
+        assert {(r["clients"], r["devices"], r["sum"]) for r in records} == {(2, 4, 12.0)}
+    else:
+        assert sorted(r["rank"] for r in records) == [0, 1], records
+        assert {r["size"] for r in records} == {2} and {r["allreduce_sum"] for r in records} == {2.0}
+        assert records[0]["weights"] == pytest.approx(records[1]["weights"], abs=1e-6)

@@ -143,6 +143,15 @@ def test_parse_hyperparameters_accepts_sagemaker_spellings() -> None:
     assert parse_hyperparameters(_parser(), []).epochs == 3
 
 
+def test_parse_hyperparameters_drops_the_tf_estimators_model_dir_unless_the_script_defines_it() -> None:
+    # SDK v2's TensorFlow estimator adds model_dir (an S3 path) to every job's hyperparameters.
+    args = parse_hyperparameters(_parser(), ["--model_dir", "s3://bucket/job/model", "--epochs", "2"])
+    assert args.epochs == 2 and not hasattr(args, "model_dir")
+    parser = _parser()
+    parser.add_argument("--model-dir", default="")
+    assert parse_hyperparameters(parser, ["--model_dir", "s3://b/m"]).model_dir == "s3://b/m"
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--epoch", "3"], r"unknown hyperparameter\(s\) \['--epoch', '3'\]; this script accepts"),
     (["--epochs", "0"], "--epochs: '0' must be an integer >= 1"),

@@ -48,7 +48,7 @@ def test_submit_uploads_channels_and_waits(aws, tiny_script, tmp_path, capsys):
     described = aws.client("sagemaker").describe_training_job(TrainingJobName="cli-job")
     hps = described["HyperParameters"]
     assert hps["epochs"] == "3" and json.loads(hps["optimizer"]) == "adam"
-    assert hps["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    assert hps["sagemaker_distributed_dataparallel_enabled"] == "true"
     assert described["StoppingCondition"]["MaxRuntimeInSeconds"] == 600
     channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in described["InputDataConfig"]}
     assert channels["test"] == "s3://bucket/test"

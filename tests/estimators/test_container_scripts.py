@@ -140,6 +140,8 @@ def test_sdk3_smddp_driver_runs_an_smddp_script_on_one_host(tmp_path):
     assert {p["size"] for p in seen} == {2} and {p["sum"] for p in seen} == {3.0}
     assert all(p["argv"] == ["--epochs", "1"] for p in seen)
     assert all(p["shim"].startswith(drivers) for p in seen), seen[0]["shim"]
+    # the options reached the driver, were split into arguments (never given to a shell) and, on one host, not run
+    assert f"custom_mpi_options [';', 'touch', '{marker}'] apply to mpirun (multi-host) only" in out.stdout
     assert not os.path.exists(marker)
 
 

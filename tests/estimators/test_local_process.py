@@ -11,7 +11,6 @@ import uuid
 import pytest
 
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-pytest.importorskip("local_mode", reason="local_mode is not importable")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMDDP = {"smdistributed": {"dataparallel": {"enabled": True}}}
@@ -34,11 +33,14 @@ def _estimator(entry_point, tmp_path, **kwargs):
     return TensorFlow(**defaults), str(probe)
 
 
-def test_smdistributed_runs_one_rank_per_host_with_metacharacters_inert(tiny_script, tmp_path):
+def test_smdistributed_runs_one_rank_per_host_with_metacharacters_inert(tiny_script, tmp_path, caplog):
     marker = f"/tmp/pwned-{uuid.uuid4().hex}"
     est, probe = _estimator(tiny_script, tmp_path, hyperparameters={"epochs": 2}, distribution={
         "smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": f"; touch {marker}"}}})
-    result = est.fit(job_name="local-smddp")
+    with caplog.at_level("WARNING", logger="estimators._local_process"):
+        result = est.fit(job_name="local-smddp")
+    # the options reached the local_process path, which reports them literally and does not run them
+    assert f"custom_mpi_options '; touch {marker}' are ignored by instance_type='local_process'" in caplog.text
     assert result.ok and est.local_result is result
     probes = _probes(probe)
     assert sorted(p["env"]["HOROVOD_RANK"] for p in probes) == ["0", "1"]

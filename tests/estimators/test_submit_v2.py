@@ -37,7 +37,7 @@ def _source_tarball(aws, estimator, tmp_path):
     return tar_members(aws.download(uri, str(tmp_path / "sourcedir.tar.gz")))
 
 
-def test_smdistributed_becomes_mpi_launch_with_compat_shipped(aws, tiny_script, tmp_path):
+def test_smdistributed_is_sagemakers_smddp_launch_with_compat_shipped(aws, tiny_script, tmp_path):
     est = _estimator(aws, tiny_script, distribution={
         "smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": "-x NCCL_DEBUG=INFO"}}
     }, hyperparameters={"epochs": 3, "model": "mlp"})
@@ -50,16 +50,18 @@ def test_smdistributed_becomes_mpi_launch_with_compat_shipped(aws, tiny_script, 
     assert request["RoleArn"] == ROLE
     assert request["Environment"]["SMDDP_COMPAT_DISTRIBUTION"] == "smddp"
     hps = request["HyperParameters"]
-    assert hps["sagemaker_mpi_enabled"] == "true"
-    assert hps["sagemaker_mpi_num_of_processes_per_host"] == "8"  # 8 GPUs on p4d.24xlarge
-    assert json.loads(hps["sagemaker_mpi_custom_mpi_options"]) == "-x NCCL_DEBUG=INFO"
+    # The hyperparameters the SDK sends for SMDDP on TF 2.11: the toolkit starts one process per GPU itself.
+    assert hps["sagemaker_distributed_dataparallel_enabled"] == "true"
+    assert json.loads(hps["sagemaker_instance_type"]) == "ml.p4d.24xlarge"
+    assert json.loads(hps["sagemaker_distributed_dataparallel_custom_mpi_options"]) == "-x NCCL_DEBUG=INFO"
     assert json.loads(hps["sagemaker_program"]) == "train.py"
-    assert json.loads(hps["model_dir"]) == "/opt/ml/model"
+    assert json.loads(hps["model_dir"]) == "s3://" + json.loads(hps["sagemaker_submit_directory"])[5:].split("/")[0] \
+        + "/smddp-job-1/model"
     assert hps["epochs"] == "3" and json.loads(hps["model"]) == "mlp"
-    assert not any(k.startswith("sagemaker_distributed_dataparallel") for k in hps)
+    assert not any(k.startswith("sagemaker_mpi") for k in hps)
 
     described = aws.client("sagemaker").describe_training_job(TrainingJobName="smddp-job-1")
-    assert described["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    assert described["HyperParameters"]["sagemaker_distributed_dataparallel_enabled"] == "true"
     assert described["AlgorithmSpecification"]["TrainingImage"] == IMAGE
     assert described["ResourceConfig"]["InstanceCount"] == 2
     assert "smddp-job-1" in aws.training_jobs()
@@ -75,10 +77,12 @@ def test_smdistributed_becomes_mpi_launch_with_compat_shipped(aws, tiny_script, 
     assert est.entry_point == tiny_script and est.source_dir is None
 
 
-def test_cpu_instance_runs_one_process_per_vcpu(aws, tiny_script):
+def test_cpu_instance_leaves_the_process_count_to_the_toolkit(aws, tiny_script):
     est = _estimator(aws, tiny_script, instance_type="ml.c5.2xlarge", instance_count=1, distribution=SMDDP)
     est.fit(wait=False, job_name="smddp-cpu")
-    assert aws.requests[-1]["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    hps = aws.requests[-1]["HyperParameters"]
+    assert json.loads(hps["sagemaker_instance_type"]) == "ml.c5.2xlarge"
+    assert "sagemaker_mpi_num_of_processes_per_host" not in hps  # the toolkit: one process per host on CPU types
 
 
 def test_processes_per_host_override(aws, tiny_script):
@@ -94,8 +98,9 @@ def test_custom_mpi_options_with_shell_metacharacters_pass_literally(aws, tiny_s
         "smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": options}}})
     est.fit(wait=False, job_name="smddp-metachar")
     hps = aws.client("sagemaker").describe_training_job(TrainingJobName="smddp-metachar")["HyperParameters"]
-    assert json.loads(hps["sagemaker_mpi_custom_mpi_options"]) == options
-    assert not os.path.exists("/tmp/pwned-smddp-estimator")
+    # Submitting runs nothing here: what can be checked is that the string travels to SageMaker unchanged. What the
+    # container does with it is tested where it is used (the drivers' and the twin's tests).
+    assert json.loads(hps["sagemaker_distributed_dataparallel_custom_mpi_options"]) == options
 
 
 def test_dtensor_ships_launcher_as_entry_point(aws, tiny_script, tmp_path):
@@ -217,6 +222,7 @@ def test_docker_local_mode_keeps_the_sdk_local_session(aws, tiny_script):
     est = TensorFlow(entry_point=tiny_script, instance_type="local", instance_count=2, image_uri="smddp-compat:local",
                      framework_version="2.21", py_version="py311", distribution=SMDDP)
     assert isinstance(est.sagemaker_session, LocalSession)
-    expected = str(max(1, (os.cpu_count() or 1) // 2))
-    assert est.hyperparameters()["sagemaker_mpi_num_of_processes_per_host"] == expected
+    hyperparameters = est.hyperparameters()
+    assert hyperparameters["sagemaker_distributed_dataparallel_enabled"] == "true"
+    assert json.loads(hyperparameters["sagemaker_instance_type"]) == "local"
     assert est.role.startswith("arn:aws:iam::") and aws.requests == []

@@ -176,19 +176,27 @@ def test_smddprun_passes_arguments_with_metacharacters_literally(tmp_path: Path)
     assert [m.name for m in marks if m.exists()] == []
 
 
-def test_custom_mpi_options_with_metacharacters_do_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """``smddp submit --instance-type local_process`` runs the job here through local_mode."""
+def test_custom_mpi_options_reach_local_process_literally_and_are_not_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``smddp submit --instance-type local_process`` runs the job here through local_mode, whose ranks start over
+    Gloo: the options reach the estimator's local_process path, which reports them, literally, as not applying."""
     pytest.importorskip("sagemaker.tensorflow", reason="smddp submit needs the SageMaker SDK v2")
     from smddp_compat.cli import main
 
     mark = tmp_path / "pwned"
+    options = f"; touch {mark} $(touch {mark}) `touch {mark}`"
     monkeypatch.setenv("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     monkeypatch.chdir(tmp_path)
-    code = main(["submit", str(PROGRAMS / "record_args.py"), "--instance-type", "local_process",
-                 "--instance-count", "2", "--distribution", "smddp", "--custom-mpi-options", f"; touch {mark}",
-                 "--output", str(tmp_path / "out"), "--job-name", "mpi-options", "--hyperparameters", "x=1"])
+    with caplog.at_level("WARNING", logger="estimators._local_process"):
+        code = main(["submit", str(PROGRAMS / "record_args.py"), "--instance-type", "local_process",
+                     "--instance-count", "2", "--distribution", "smddp", "--custom-mpi-options", options,
+                     "--output", str(tmp_path / "out"), "--job-name", "mpi-options", "--hyperparameters", "x=1"])
     assert code == 0, capsys.readouterr()
+    ignored = [r.getMessage() for r in caplog.records if "are ignored by instance_type='local_process'" in
+               r.getMessage()]
+    assert ignored == [f"custom_mpi_options {options!r} are ignored by instance_type='local_process' (ranks start "
+                       "over Gloo, not mpirun)"], caplog.text
     assert not mark.exists()
     assert (tmp_path / "out" / "mpi-options" / "output" / "model.tar.gz").is_file()
 

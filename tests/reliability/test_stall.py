@@ -12,14 +12,15 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.reliability.conftest import PROGRAMS, alive, launch, quiet_env, smddprun
 
-_stall = pytest.importorskip("smddp_compat.tensorflow._stall")
-from smddp_compat.errors import UsageError  # noqa: E402
+from smddp_compat.errors import UsageError
+from smddp_compat.tensorflow import _stall
 
 
 def _me(rank: int = 0, size: int = 3) -> "_stall.Identity":
@@ -174,25 +175,39 @@ def test_watchdog_thread_ends_a_stalled_block_on_its_own(tmp_path: Path) -> None
     assert "in train_step" in out.getvalue()
 
 
-def test_hot_path_costs_about_one_dict_update(tmp_path: Path) -> None:
-    """What every eager collective pays: a dict insert and a dict pop, compared with exactly that, measured here."""
+def _best_seconds_per_call(body: Callable[[int], None], calls: int = 20_000, rounds: int = 5) -> float:
+    """The fastest of ``rounds`` timings of ``body(calls)``, per call: the cost without the machine's other load."""
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        body(calls)
+        best = min(best, (time.perf_counter() - started) / calls)
+    return best
+
+
+def test_hot_path_cost_per_eager_collective(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What every eager collective pays with the watchdog on: ``_stall.enter`` (description included) and
+    ``_stall.leave``, as ``collective_errors`` calls them. Printed with ``-s``; _stall.py quotes the figure."""
     dog, _, _ = _watchdog(tmp_path)
-    n = 100_000
-    table: dict[int, tuple[str, float]] = {}
-    started = time.perf_counter()
-    for key in range(n):
-        table[key] = ("allreduce", time.monotonic())
-        table.pop(key, None)
-    baseline = (time.perf_counter() - started) / n
-    started = time.perf_counter()
-    for _ in range(n):
-        dog.leave(dog.enter("allreduce"))
-    per_call = (time.perf_counter() - started) / n
-    print(f"stall watchdog: enter+leave {per_call * 1e9:.0f} ns per collective (bare dict insert+pop "
-          f"{baseline * 1e9:.0f} ns)")
-    assert per_call < 3 * baseline + 1e-6
-    assert per_call < 20e-6  # an eager 2-rank Gloo allreduce of one float takes hundreds of microseconds here
-    assert dog.active == {} and dog.completed == n
+    monkeypatch.setattr(_stall, "_watchdog", dog)
+    monkeypatch.setattr(_stall, "_configured", True)
+
+    def collectives(calls: int) -> None:
+        for _ in range(calls):
+            _stall.leave(_stall.enter("allreduce", "3 gradients", "grad_0"))
+
+    def bare_dict(calls: int) -> None:
+        table: dict[int, tuple[str, float]] = {}
+        for key in range(calls):
+            table[key] = ("allreduce of tensor 'grad_0' (3 gradients)", time.monotonic())
+            table.pop(key, None)
+
+    per_call = _best_seconds_per_call(collectives)
+    baseline = _best_seconds_per_call(bare_dict)
+    print(f"stall watchdog: {per_call * 1e6:.2f} us per eager collective (enter + leave; a bare dict insert + pop: "
+          f"{baseline * 1e6:.2f} us)")
+    assert per_call < 5e-6  # measured 0.6-1.2 us on the 2-core test machine under load
+    assert dog.active == {} and dog.completed == 5 * 20_000
 
 
 def test_watch_is_a_no_op_when_the_watchdog_is_off() -> None:

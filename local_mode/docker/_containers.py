@@ -1,0 +1,187 @@
+"""The Docker engine calls the twin makes: one internal network per job, one container per host, their logs.
+
+Everything goes through the docker CLI with argument lists (never a shell), each call bounded by a timeout. Every
+network and container carries the label ``org.smddp-compat.twin-job=<id>``, so that :func:`remove_job` (and
+``smddp image --clean``) find whatever a job left, whatever happened to the process that started it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from local_mode.docker._commands import capture, run_command
+from local_mode.docker._engine import Engine
+from local_mode.docker.errors import DockerError
+
+__all__ = ["TWIN_LABEL", "HOST_LABEL", "Mount", "ContainerState", "TwinEngine"]
+
+TWIN_LABEL = "org.smddp-compat.twin-job"
+HOST_LABEL = "org.smddp-compat.host"
+_CALL_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount: a folder (or file) of this machine at a path in the container."""
+
+    source: Path
+    target: str
+    read_only: bool = False
+
+    def argument(self) -> str:
+        """The ``--mount`` value (paths may hold commas only if quoted; the twin's never do)."""
+        return f"type=bind,source={self.source},target={self.target}" + (",readonly" if self.read_only else "")
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """What ``docker inspect`` says of a container: running, or exited with a code (``oom`` when killed for memory)."""
+
+    running: bool
+    exit_code: int
+    oom_killed: bool = False
+
+
+class TwinEngine:
+    """The docker calls of one twin job.
+
+    Args:
+        engine: The Docker engine.
+        job_id: The job's unique id (labels and names).
+        log_path: File every docker call's output is appended to, or None.
+    """
+
+    def __init__(self, engine: Engine, job_id: str, log_path: str | None = None) -> None:
+        self.engine = engine
+        self.job_id = job_id
+        self.log_path = log_path
+        self.network = f"smddp-twin-{job_id}"
+        self._log_threads: list[threading.Thread] = []
+
+    def _run(self, *argv: str, timeout: float = _CALL_SECONDS) -> str:
+        code, output = capture([self.engine.docker, *argv], timeout=timeout)
+        if code != 0:
+            raise DockerError(f"`docker {' '.join(argv[:3])} ...` failed (exit code {code}): {output[-2000:]}")
+        return output
+
+    def container_name(self, host: str) -> str:
+        """The container of ``host`` (``smddp-twin-<id>-algo-1``)."""
+        return f"{self.network}-{host}"
+
+    def create_network(self) -> None:
+        """Creates the job's internal network: no route out, each container its own namespace and hostname."""
+        self._run("network", "create", "--internal", "--label", f"{TWIN_LABEL}={self.job_id}", self.network)
+
+    def start(
+        self,
+        host: str,
+        image: str,
+        command: Sequence[str],
+        *,
+        environment: Mapping[str, str],
+        mounts: Sequence[Mount],
+        aliases: Sequence[str] = (),
+        shm_size: str = "1g",
+    ) -> str:
+        """Starts one host's container, detached, on the job's network.
+
+        Args:
+            host: Its hostname (``algo-1``, or ``s3`` for the twin's S3 service).
+            image: The image.
+            command: What it runs.
+            environment: Its variables: passed by name (``--env NAME``) so that no value is on a command line.
+            mounts: Bind mounts.
+            aliases: Extra names it answers to on the network.
+            shm_size: ``/dev/shm`` size (SageMaker's instances give MPI's shared-memory transport plenty).
+
+        Returns:
+            The container's name.
+        """
+        name = self.container_name(host)
+        argv = [
+            "run", "--detach", "--name", name, "--hostname", host,
+            "--network", self.network, "--network-alias", host,
+            "--label", f"{TWIN_LABEL}={self.job_id}", "--label", f"{HOST_LABEL}={host}",
+            "--shm-size", shm_size,
+        ]  # fmt: skip
+        for alias in aliases:
+            argv += ["--network-alias", alias]
+        for variable in sorted(environment):
+            argv += ["--env", variable]
+        for mount in mounts:
+            argv += ["--mount", mount.argument()]
+        argv += [image, *command]
+        code, output = capture(
+            [self.engine.docker, *argv], timeout=_CALL_SECONDS, env={**os.environ, **environment}
+        )
+        if code != 0:
+            raise DockerError(f"could not start the container of {host} (exit code {code}): {output[-2000:]}")
+        return name
+
+    def address(self, host: str) -> str:
+        """The container's address on the job's network."""
+        template = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
+        return self._run("inspect", "--format", template, self.container_name(host))
+
+    def states(self, hosts: Sequence[str]) -> dict[str, ContainerState]:
+        """Whether each host's container runs, and its exit code once it has stopped (one ``docker inspect``).
+
+        A container that cannot be inspected (removed behind the twin's back) counts as stopped with code 255.
+        """
+        code, out = capture(
+            [self.engine.docker, "inspect", "--format",
+             "{{.Config.Hostname}} {{.State.Running}} {{.State.ExitCode}} {{.State.OOMKilled}}",
+             *[self.container_name(host) for host in hosts]],
+            timeout=_CALL_SECONDS,
+        )
+        found: dict[str, ContainerState] = {}
+        for line in out.splitlines() if code is not None else []:
+            parts = line.split()
+            if len(parts) == 4 and parts[0] in hosts:
+                found[parts[0]] = ContainerState(parts[1] == "true", int(parts[2]), parts[3] == "true")
+        return {host: found.get(host, ContainerState(False, 255)) for host in hosts}
+
+    def signal(self, host: str, signal_name: str) -> None:
+        """Sends a signal to the container's first process (``docker kill --signal``); a stopped one is skipped."""
+        capture([self.engine.docker, "kill", "--signal", signal_name, self.container_name(host)], timeout=_CALL_SECONDS)
+
+    def follow_logs(self, host: str, stream: IO[str] | None, log_file: Path) -> None:
+        """Copies the container's output, as it comes, into ``log_file`` and to ``stream`` with ``[host]`` prefixes."""
+
+        def pump() -> None:
+            with subprocess.Popen(
+                [self.engine.docker, "logs", "--follow", self.container_name(host)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            ) as logs, log_file.open("ab") as sink:
+                assert logs.stdout is not None
+                for line in logs.stdout:
+                    sink.write(line)
+                    sink.flush()
+                    if stream is not None:
+                        stream.write(f"[{host}] {line.decode('utf-8', 'replace').rstrip()}\n")
+                        stream.flush()
+
+        thread = threading.Thread(target=pump, name=f"logs-{host}", daemon=True)
+        thread.start()
+        self._log_threads.append(thread)
+
+    def wait_for_logs(self, timeout: float = 10.0) -> None:
+        """Waits (bounded) until every followed log has reached its container's end."""
+        for thread in self._log_threads:
+            thread.join(timeout)
+
+    def remove_job(self) -> None:
+        """Removes every container and the network of this job (by label); failures are only logged."""
+        code, ids = capture(
+            [self.engine.docker, "ps", "--all", "--quiet", "--filter", f"label={TWIN_LABEL}={self.job_id}"],
+            timeout=_CALL_SECONDS,
+        )
+        if code == 0 and ids:
+            run_command([self.engine.docker, "rm", "--force", *ids.split()], timeout=120, log_path=self.log_path)
+        run_command([self.engine.docker, "network", "rm", self.network], timeout=_CALL_SECONDS, log_path=self.log_path)

@@ -1,0 +1,477 @@
+"""The SageMaker twin: what SageMaker does with a CreateTrainingJob request, done with this machine's Docker engine.
+
+Given a request (:class:`~local_mode.docker.request.TrainingJobRequest`), :class:`SageMakerTwin` follows SageMaker's
+start sequence:
+
+1. each host ``algo-N`` gets its ``/opt/ml`` tree: ``input/config/{hyperparameters,resourceconfig,inputdataconfig}
+   .json`` as SageMaker writes them (the request's hyperparameters verbatim), the channels downloaded from S3 into
+   ``input/data/<channel>`` (File mode; ``ShardedByS3Key`` splits the objects between hosts), and the checkpoints of
+   ``CheckpointConfig.S3Uri`` in ``/opt/ml/checkpoints``;
+2. an internal Docker network of the job's own: every host its own network namespace, hostname and ports, and no
+   route out; on it, the twin's own S3 (a moto server) holding what the containers fetch by themselves (the
+   ``sagemaker_submit_directory`` source, the buckets of ``model_dir``), so the containers never see the user's
+   credentials or S3;
+3. every container started with ``train`` (or the request's ``ContainerEntrypoint``) and nothing else; GPU
+   instance types run on the CPU, and a stand-in ``nvidia-smi`` lists the GPUs the twin grants each host, which is
+   how the toolkit decides its processes per host;
+4. while it runs: ``/opt/ml/checkpoints`` synced to ``CheckpointConfig.S3Uri`` every few seconds,
+   ``MaxRuntimeInSeconds`` enforced (SIGTERM, then SIGKILL after the grace period), the first host that fails ends
+   the job; :meth:`SageMakerTwin.stop` is StopTrainingJob;
+5. at the end: ``model.tar.gz`` and ``output.tar.gz`` under ``<S3OutputPath>/<job>/output/`` in the S3 the request
+   came from, and the job's status, secondary status and ``FailureReason`` as DescribeTrainingJob reports them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from local_mode._s3 import S3Location, make_s3_client
+from local_mode.artifacts import job_destination, store_artifacts
+from local_mode.channels import download_s3_prefix
+from local_mode.docker._containers import ContainerState, Mount, TwinEngine
+from local_mode.docker._engine import Engine, find_engine
+from local_mode.docker._image import LATEST_TAG
+from local_mode.docker._rootfs import image_exists
+from local_mode.docker.errors import DockerError, ImageNotFoundError
+from local_mode.docker.request import TrainingJobRequest
+from local_mode.errors import ChannelError
+from local_mode.layout import HostLayout, create_host_tree, resource_config
+
+__all__ = ["SageMakerTwin", "TwinResult", "replay", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
+
+NETWORK_INTERFACE = "eth0"
+"""The interface each container's hosts talk over (written to resourceconfig.json)."""
+
+STOP_GRACE_SECONDS = 120.0
+"""SageMaker's time between SIGTERM and SIGKILL when a job is stopped or runs out of time."""
+
+FAILURE_REASON_LIMIT = 1024
+_S3_PORT = 9000
+_S3_READY_SECONDS = 60.0
+_POLL_SECONDS = 0.5
+_TWIN_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "smddp-twin", "AWS_SECRET_ACCESS_KEY": "smddp-twin"}
+
+
+@dataclass
+class TwinResult:
+    """How a replayed job ended, in DescribeTrainingJob's terms.
+
+    Attributes:
+        job_name: The job's name.
+        status: ``Completed``, ``Failed`` or ``Stopped``.
+        secondary_status: ``Completed``, ``Failed``, ``Stopped`` or ``MaxRuntimeExceeded``.
+        failure_reason: ``FailureReason`` (None unless Failed).
+        model_artifacts: The ``model.tar.gz`` URI, or None.
+        output_artifacts: The ``output.tar.gz`` URI, or None.
+        start: When the containers started.
+        end: When the job ended.
+        exit_codes: Host -> its container's exit code.
+        logs: Host -> its log file (kept only when the twin was asked to keep its folder).
+        processes_per_host: The GPUs the twin granted each host (0 for CPU instance types).
+    """
+
+    job_name: str
+    status: str
+    secondary_status: str
+    failure_reason: str | None
+    model_artifacts: str | None
+    output_artifacts: str | None
+    start: datetime
+    end: datetime
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    processes_per_host: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when the job completed."""
+        return self.status == "Completed"
+
+    def describe(self) -> dict[str, Any]:
+        """The DescribeTrainingJob fields SageMaker would report for this job."""
+        answer: dict[str, Any] = {
+            "TrainingJobName": self.job_name,
+            "TrainingJobStatus": self.status,
+            "SecondaryStatus": self.secondary_status,
+            "TrainingStartTime": self.start,
+            "TrainingEndTime": self.end,
+            "TrainingTimeInSeconds": int((self.end - self.start).total_seconds()),
+        }
+        if self.failure_reason:
+            answer["FailureReason"] = self.failure_reason
+        if self.model_artifacts:
+            answer["ModelArtifacts"] = {"S3ModelArtifacts": self.model_artifacts}
+        return answer
+
+
+class SageMakerTwin:
+    """Runs one CreateTrainingJob request as SageMaker would, in containers on this machine.
+
+    Args:
+        request: The request.
+        gpus_per_host: For GPU instance types: the GPUs each host shows the toolkit (one process each, on the CPU);
+            default: the instance type's GPUs, at most this machine's cores divided among the hosts (at least 1).
+        stream: Where the twin's and the containers' output goes (``[algo-N]`` prefixes), or None.
+        stop_grace: Seconds between SIGTERM and SIGKILL on a stop or when the time runs out.
+        checkpoint_sync_seconds: How often ``/opt/ml/checkpoints`` is synced to ``CheckpointConfig.S3Uri``.
+        keep: Keep the job's folder (hosts' trees and logs) instead of removing it.
+        s3_client_factory: Makes the client of the S3 the request came from (default: boto3, honouring
+            ``AWS_ENDPOINT_URL``).
+
+    Raises:
+        ImageNotFoundError: The request's image, or the kit's image (for the twin's S3), is not in the engine.
+        DockerUnavailableError: Docker cannot be used.
+    """
+
+    def __init__(
+        self,
+        request: TrainingJobRequest,
+        *,
+        gpus_per_host: int | None = None,
+        stream: IO[str] | None = sys.stdout,
+        stop_grace: float = STOP_GRACE_SECONDS,
+        checkpoint_sync_seconds: float = 5.0,
+        keep: bool = False,
+        s3_client_factory: Callable[[], Any] = make_s3_client,
+        engine: Engine | None = None,
+    ) -> None:
+        self.request = request
+        self.stream = stream
+        self.stop_grace = stop_grace
+        self.checkpoint_sync_seconds = checkpoint_sync_seconds
+        self.keep = keep
+        self._s3_factory = s3_client_factory
+        self.engine = engine or find_engine(need_compose=False)
+        for image in {request.image, LATEST_TAG}:
+            if not image_exists(self.engine, image):
+                raise ImageNotFoundError(image)
+        self.gpus_per_host = _granted_gpus(request, gpus_per_host)
+        self.job_id = f"{request.job_name[:40].lower()}-{uuid.uuid4().hex[:6]}"
+        self.docker = TwinEngine(self.engine, self.job_id)
+        self._stop_reason: str | None = None
+        self._stop_requested = threading.Event()
+        self.started = threading.Event()
+        self._synced: dict[Path, tuple[int, int]] = {}  # checkpoint file -> (mtime, size) last uploaded
+
+    # -- public ------------------------------------------------------------------------------------------------------
+
+    def container(self, host: str) -> str:
+        """The name of ``host``'s container (for ``docker exec`` / ``docker kill`` while the job runs)."""
+        return self.docker.container_name(host)
+
+    def stop(self) -> None:
+        """StopTrainingJob: SIGTERM to every container, SIGKILL after the grace period; the job ends Stopped."""
+        self._stop_reason = self._stop_reason or "Stopped"
+        self._stop_requested.set()
+
+    def run(self) -> TwinResult:
+        """Runs the job to its end (completed, failed, stopped or out of time) and cleans up.
+
+        Returns:
+            The job's outcome; artifacts are in the request's S3.
+
+        Raises:
+            ChannelError: A channel or the source could not be fetched from the request's S3.
+            DockerError: The engine refused a network or a container.
+        """
+        request = self.request
+        root = Path(tempfile.mkdtemp(prefix=f"smddp-twin-{request.job_name[:30]}-"))
+        user_s3 = self._s3_factory()
+        self._say(f"job {request.job_name}: {request.instance_count} x {request.instance_type}, image {request.image}")
+        if self.gpus_per_host:
+            self._say(
+                f"{request.instance_type} has GPUs on SageMaker; here each host runs on the CPU and shows "
+                f"{self.gpus_per_host} stand-in GPU(s) to the toolkit (nvidia-smi), which starts one process per GPU"
+            )
+        start = datetime.now(timezone.utc)
+        try:
+            layouts = self._prepare_hosts(root, user_s3)
+            self.docker.log_path = str(root / "docker.log")
+            self.docker.create_network()
+            twin_s3 = self._start_s3_service()
+            self._stage_for_containers(user_s3, twin_s3)
+            self._start_hosts(root, layouts, twin_s3)
+            start = datetime.now(timezone.utc)
+            self.started.set()
+            status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
+            self.docker.wait_for_logs()
+            self._sync_checkpoints(layouts, user_s3)
+            reason = _failure_reason(layouts, failed_host, codes, root) if status == "Failed" else None
+            if reason:
+                self._say(f"FailureReason: {reason}")
+            artifacts = store_artifacts(
+                job_destination(request.output_path.uri, request.job_name),
+                model_dir=layouts[request.hosts[0]].model_dir if status != "Failed" else None,
+                output_data_dirs={host: layout.output_data_dir for host, layout in layouts.items()},
+                log_files={},
+                scratch_dir=root,
+            )
+            result = TwinResult(
+                job_name=request.job_name, status=status, secondary_status=secondary, failure_reason=reason,
+                model_artifacts=artifacts.model, output_artifacts=artifacts.output, start=start,
+                end=datetime.now(timezone.utc), exit_codes=codes,
+                logs={host: str(root / f"{host}.log") for host in layouts} if self.keep else {},
+                processes_per_host=self.gpus_per_host,
+            )
+            self._say(f"job {request.job_name}: {status} ({secondary}) in "
+                      f"{(result.end - result.start).total_seconds():.1f} s; model: {result.model_artifacts}")
+            return result
+        finally:
+            self.docker.remove_job()
+            if not self.keep:
+                shutil.rmtree(root, ignore_errors=True)
+
+    # -- steps -------------------------------------------------------------------------------------------------------
+
+    def _say(self, message: str) -> None:
+        if self.stream is not None:
+            self.stream.write(f"[twin] {message}\n")
+            self.stream.flush()
+
+    def _prepare_hosts(self, root: Path, user_s3: Any) -> dict[str, HostLayout]:
+        request = self.request
+        hosts = request.hosts
+        data_config = {channel.name: channel.input_data_config() for channel in request.channels}
+        layouts = {
+            host: create_host_tree(
+                root / "hosts" / host, host,
+                encoded_hyperparameters=request.hyperparameters,
+                resource=resource_config(hosts, host, request.instance_type, NETWORK_INTERFACE),
+                data_config=data_config,
+            )
+            for host in hosts
+        }  # fmt: skip
+        for channel in request.channels:
+            staged = root / "channels" / channel.name
+            download_s3_prefix(channel.source, staged, channel=channel.name, client=user_s3)
+            files = sorted(p for p in staged.rglob("*") if p.is_file())
+            for index, host in enumerate(hosts):
+                target = layouts[host].channel_dir(channel.name)
+                mine = files if channel.distribution == "FullyReplicated" else files[index :: len(hosts)]
+                for path in mine:
+                    destination = target / path.relative_to(staged)
+                    destination.parent.mkdir(parents=True, exist_ok=True)
+                    os.link(path, destination)
+        if request.checkpoint_s3 is not None:
+            for layout in layouts.values():
+                _download_if_any(request.checkpoint_s3, layout.checkpoints_dir, user_s3)
+        return layouts
+
+    def _start_s3_service(self) -> Any:
+        self.docker.start(
+            "s3", LATEST_TAG, ["moto_server", "-H", "0.0.0.0", "-p", str(_S3_PORT)], environment={}, mounts=[]
+        )
+        endpoint = f"http://{self.docker.address('s3')}:{_S3_PORT}"
+        import boto3
+        from botocore.config import Config
+
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, region_name=self._region(),
+            aws_access_key_id=_TWIN_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=_TWIN_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            config=Config(connect_timeout=2, read_timeout=30, retries={"max_attempts": 1}),
+        )
+        deadline = time.monotonic() + _S3_READY_SECONDS
+        while True:
+            try:
+                client.list_buckets()
+                break
+            except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet" until the deadline
+                if time.monotonic() > deadline:
+                    raise DockerError(f"the twin's S3 service at {endpoint} did not answer within "
+                                      f"{_S3_READY_SECONDS:.0f} s ({exc})") from exc
+                time.sleep(0.3)
+        client.twin_endpoint = endpoint  # type: ignore[attr-defined]
+        return client
+
+    def _stage_for_containers(self, user_s3: Any, twin_s3: Any) -> None:
+        """Copies into the twin's S3 what the containers fetch themselves; creates the buckets they may ask about."""
+        request = self.request
+        buckets = {location.bucket for location in request.s3_uris().values()} | {request.output_path.bucket}
+        for bucket in sorted(buckets):
+            twin_s3.create_bucket(Bucket=bucket)
+        for name, location in request.s3_uris().items():
+            if name == "model_dir":
+                continue
+            with tempfile.TemporaryFile() as data:
+                try:
+                    user_s3.download_fileobj(location.bucket, location.prefix, data)
+                except Exception as exc:  # noqa: BLE001 - botocore raises several unrelated types here
+                    raise ChannelError(
+                        name, location.uri, f"could not be read from S3 ({exc})",
+                        "upload the source first (the estimator does), or fix the URI and AWS_ENDPOINT_URL",
+                    ) from exc
+                data.seek(0)
+                twin_s3.upload_fileobj(data, location.bucket, location.prefix)
+
+    def _region(self) -> str:
+        region = self.request.hyperparameter("sagemaker_region")
+        return region if isinstance(region, str) and region else os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+
+    def _start_hosts(self, root: Path, layouts: dict[str, HostLayout], twin_s3: Any) -> None:
+        request = self.request
+        region = self._region()
+        environment = {
+            "TRAINING_JOB_NAME": request.job_name,
+            "TRAINING_JOB_ARN": f"arn:aws:sagemaker:{region}:000000000000:training-job/{request.job_name}",
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+            "AWS_ENDPOINT_URL": twin_s3.twin_endpoint,
+            **_TWIN_CREDENTIALS,
+            **request.environment,
+        }
+        extra: list[Mount] = []
+        if self.gpus_per_host:
+            stand_in = root / "nvidia-smi"
+            stand_in.write_text(_nvidia_smi_stand_in(request.instance_type, self.gpus_per_host), encoding="utf-8")
+            stand_in.chmod(0o755)
+            extra.append(Mount(stand_in, "/usr/local/bin/nvidia-smi", read_only=True))
+        for host, layout in layouts.items():
+            mounts = [
+                Mount(layout.input_dir, "/opt/ml/input"),
+                Mount(layout.model_dir, "/opt/ml/model"),
+                Mount(layout.output_dir, "/opt/ml/output"),
+                Mount(layout.checkpoints_dir, request.checkpoint_local_path),
+                *extra,
+            ]
+            self.docker.start(host, request.image, request.command, environment=environment, mounts=mounts)
+            self.docker.follow_logs(host, self.stream, root / f"{host}.log")
+
+    def _supervise(
+        self, layouts: dict[str, HostLayout], user_s3: Any
+    ) -> tuple[str, str, str | None, dict[str, int]]:
+        request = self.request
+        hosts = list(layouts)
+        deadline = time.monotonic() + request.max_runtime
+        next_sync = time.monotonic() + self.checkpoint_sync_seconds
+        states: dict[str, ContainerState] = {}
+        while True:
+            states = self.docker.states(hosts)
+            failed = next((h for h in hosts if not states[h].running and states[h].exit_code != 0), None)
+            if failed is not None:
+                for host in hosts:
+                    if states[host].running:
+                        self.docker.signal(host, "SIGKILL")
+                codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
+                self._say(f"{failed} exited with code {states[failed].exit_code}: the job failed")
+                return "Failed", "Failed", failed, codes
+            if not any(state.running for state in states.values()):
+                return "Completed", "Completed", None, {host: 0 for host in hosts}
+            if time.monotonic() > deadline and self._stop_reason is None:
+                self._stop_reason = "MaxRuntimeExceeded"
+                self._stop_requested.set()
+                self._say(f"MaxRuntimeInSeconds ({request.max_runtime} s) exceeded: stopping the job")
+            if self._stop_requested.is_set():
+                self._stop_containers(hosts)
+                codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
+                return "Stopped", self._stop_reason or "Stopped", None, codes
+            if request.checkpoint_s3 is not None and time.monotonic() >= next_sync:
+                self._sync_checkpoints(layouts, user_s3)
+                next_sync = time.monotonic() + self.checkpoint_sync_seconds
+            time.sleep(_POLL_SECONDS)
+
+    def _stop_containers(self, hosts: list[str]) -> None:
+        self._say(f"stopping: SIGTERM to every container, SIGKILL after {self.stop_grace:.0f} s")
+        for host in hosts:
+            self.docker.signal(host, "SIGTERM")
+        deadline = time.monotonic() + self.stop_grace
+        while time.monotonic() < deadline and any(s.running for s in self.docker.states(hosts).values()):
+            time.sleep(_POLL_SECONDS)
+        for host, state in self.docker.states(hosts).items():
+            if state.running:
+                self.docker.signal(host, "SIGKILL")
+
+    def _sync_checkpoints(self, layouts: dict[str, HostLayout], user_s3: Any) -> None:
+        """Uploads every host's new or changed checkpoint files to ``CheckpointConfig.S3Uri``."""
+        location = self.request.checkpoint_s3
+        if location is None:
+            return
+        for layout in layouts.values():
+            folder = layout.checkpoints_dir
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                relative = path.relative_to(folder).as_posix()
+                if relative.startswith(".") or "/." in relative:
+                    continue  # a file being written (temporary names start with a dot)
+                stamp = (path.stat().st_mtime_ns, path.stat().st_size)
+                if self._synced.get(path) == stamp:
+                    continue
+                user_s3.upload_file(str(path), location.bucket, location.child(relative).prefix)
+                self._synced[path] = stamp
+
+
+def replay(request: TrainingJobRequest, **options: Any) -> TwinResult:
+    """Runs ``request`` in the twin: ``SageMakerTwin(request, **options).run()``."""
+    return SageMakerTwin(request, **options).run()
+
+
+def _granted_gpus(request: TrainingJobRequest, wanted: int | None) -> int:
+    from estimators._instance_types import instance_spec  # the instance-type table
+
+    try:
+        gpus = instance_spec(request.instance_type).gpus
+    except Exception:  # noqa: BLE001 - an instance type the table does not know is treated as a CPU type
+        gpus = 0
+    if gpus == 0:
+        return 0
+    if wanted is None:
+        return max(1, min(gpus, (os.cpu_count() or 1) // request.instance_count))
+    if wanted < 1:
+        from local_mode.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "gpus_per_host", wanted, "must be >= 1 for a GPU instance type", f"use 1..{gpus} ({request.instance_type})"
+        )
+    return min(wanted, gpus)
+
+
+def _nvidia_smi_stand_in(instance_type: str, count: int) -> str:
+    lines = "\n".join(
+        f"GPU {index}: CPU stand-in for {instance_type} (UUID: GPU-smddp-twin-{index})" for index in range(count)
+    )
+    return f"#!/bin/sh\n# smddp-compat twin: the GPUs this host shows the SageMaker toolkit.\ncat <<'EOF'\n{lines}\nEOF\n"
+
+
+def _download_if_any(location: S3Location, destination: Path, client: Any) -> None:
+    try:
+        download_s3_prefix(location, destination, channel="checkpoints", client=client)
+    except ChannelError as exc:
+        if "no object exists" not in str(exc):
+            raise
+
+
+# Open MPI's report of the process that ended the job: "... rank 2 with PID 0 on node algo-2 exited on signal 9".
+_MPI_CULPRIT = re.compile(r"rank \d+ with PID \d+ on node \S+ exited on signal \d+[^\n]*")
+
+
+def _failure_reason(layouts: dict[str, HostLayout], failed_host: str | None, codes: dict[str, int], root: Path) -> str:
+    """``FailureReason`` as SageMaker words it (``AlgorithmError:`` and the failure file), naming the host; when
+    mpirun reports which rank on which node ended the job, that comes first (the host that failed is then the one
+    that ran mpirun, not the one where the rank died)."""
+    culprit = ""
+    for host in layouts:
+        log = root / f"{host}.log"
+        found = _MPI_CULPRIT.search(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else None
+        if found:
+            culprit = f"mpirun: {found.group(0).strip()}. "
+            break
+    order = [failed_host] if failed_host else []
+    order += [host for host in layouts if host not in order]
+    for host in order:
+        failure = layouts[host].failure_file
+        text = failure.read_text(encoding="utf-8", errors="replace").strip() if failure.is_file() else ""
+        if text:
+            return f"AlgorithmError: {culprit}{text} (on {host}, exit code {codes.get(host)})"[:FAILURE_REASON_LIMIT]
+    code = codes.get(failed_host or "")
+    return f"AlgorithmError: {culprit}{failed_host} exited with code {code} and wrote no failure file"

@@ -1,0 +1,72 @@
+"""The training image's ``train``: AWS's ``sagemaker-training`` toolkit, with two fixes of this kit's.
+
+SageMaker starts a training container as ``docker run <image> train``. In the kit's image ``train`` runs the
+toolkit's own trainer (``sagemaker_training.trainer.train``: the ``s3://`` source, ``requirements.txt``, the
+``SM_*`` environment, the launch chosen by ``SAGEMAKER_TRAINING_MODULE``, the failure file) after two changes:
+
+1. **Argument lists stay argument lists.** The toolkit joins every command it runs (the entry point with its
+   ``--name value`` hyperparameters, ``mpirun`` with ``custom_mpi_options``) into one string and gives it to a
+   shell, so a hyperparameter holding a space becomes two arguments and one holding ``$(...)`` or ``;`` runs as a
+   command. Here the same list is started directly (``asyncio.create_subprocess_exec``): every value reaches the
+   script exactly as the request sent it, and nothing in a request is ever run by a shell.
+2. **SIGTERM reaches the job.** ``train`` is the container's first process, for which the kernel drops signals that
+   have no handler, and the toolkit installs none: the SIGTERM with which SageMaker stops a job (StopTrainingJob,
+   ``MaxRuntimeInSeconds``, spot reclaim; SIGKILL follows after 120 s) never reached the script. Here ``train``
+   passes it on to every other process of the container (the launcher, the ranks, ``sshd`` and what it started),
+   so a script can write its checkpoint and stop.
+
+Everything else is the toolkit's own code, unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+__all__ = ["main", "run_argument_list"]
+
+
+async def run_argument_list(
+    cmd: list[str], processes_per_host: int, env: Any, cwd: str, stderr: Any, error_classes: Any = None, **kwargs: Any
+) -> tuple[int, Any, Any]:
+    """``sagemaker_training.process.run_async`` with the command started as a list (no shell).
+
+    Same arguments and result as the toolkit's function, which this replaces.
+    """
+    from sagemaker_training import process
+
+    proc = await asyncio.create_subprocess_exec(
+        *[str(part) for part in cmd], env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=stderr, **kwargs
+    )
+    output = await asyncio.gather(
+        process.watch(proc.stdout, processes_per_host, error_classes=error_classes),
+        process.watch(proc.stderr, processes_per_host, error_classes=error_classes),
+    )
+    return_code = await proc.wait()
+    return return_code, output, proc
+
+
+def _pass_on_sigterm(signum: int, _frame: object) -> None:
+    """Sends the signal to every other process of the container (``kill(-1)``: all but this one)."""
+    try:
+        os.kill(-1, signum)
+    except ProcessLookupError:
+        pass
+
+
+def main() -> None:
+    """Runs the toolkit's trainer with the two fixes (the console entry ``train`` of the image)."""
+    from sagemaker_training import process, trainer
+
+    process.run_async = run_argument_list
+    if os.getpid() == 1:
+        signal.signal(signal.SIGTERM, _pass_on_sigterm)
+    trainer.train()
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

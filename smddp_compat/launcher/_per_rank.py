@@ -1,0 +1,140 @@
+"""``smddprun`` as one rank of an ``mpirun`` job: prepare this process, then become the command.
+
+SageMaker's training toolkit (``sagemaker_training.smdataparallel``) starts SMDDP jobs as
+
+    mpirun --host algo-1:8,algo-2:8 -np 16 ... -x SMDATAPARALLEL_USE_HOMOGENEOUS=1 ... \\
+        smddprun python -m mpi4py train.py --epochs 3
+
+so ``smddprun`` runs once per rank, under mpirun, without ``-np``. It then starts no ranks: it gives this rank what
+the launcher gives its ranks (the ``smdistributed`` alias on ``PYTHONPATH``, the stall watchdog, Horovod on the MPI
+controller) and replaces itself with the command (``execvpe``), so mpirun supervises the real process and its exit
+code and signals reach mpirun unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import IO, Mapping, NoReturn, Sequence
+
+from smddp_compat.errors import UsageError
+from smddp_compat.launcher._rendezvous import GLOO_RANK_VARIABLES
+from smddp_compat.launcher._rank_settings import stall_env, stall_watchdog_env, with_shim_on_path
+
+__all__ = [
+    "MPI_RANK_MARKERS",
+    "MPI_THREAD_LEVEL_VARIABLE",
+    "launched_by_mpi",
+    "mpi_job_directory",
+    "rank_environment",
+    "exec_rank",
+]
+
+#: Variables an MPI launcher gives each process it starts: Open MPI (``mpirun``), MPICH/Intel MPI (Hydra's PMI).
+MPI_RANK_MARKERS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+#: mpi4py's setting of the thread level it asks MPI_Init_thread for. Horovod's MPI controller runs collectives on
+#: its own background thread, so when mpi4py initializes MPI first (``python -m mpi4py``) it must ask for
+#: MPI_THREAD_MULTIPLE (mpi4py's default; a user's ``serialized``/``single`` would crash Horovod later).
+MPI_THREAD_LEVEL_VARIABLE = "MPI4PY_RC_THREAD_LEVEL"
+
+# Options of smddprun that belong to a launch (-np); under mpirun, mpirun's own options do these jobs.
+_LAUNCH_ONLY_OPTIONS = {
+    "hosts": ("-H", "mpirun --host"),
+    "timeout": ("--timeout", "the job's own time limit (SageMaker's max_run, or `timeout` around mpirun)"),
+    "grace": ("--grace", "mpirun's signal forwarding"),
+    "gloo_timeout": ("--gloo-timeout", "nothing: ranks under mpirun use the MPI controller, not Gloo"),
+    "log_dir": ("--log-dir", "mpirun --output-filename DIR"),
+}
+
+
+def launched_by_mpi(environ: Mapping[str, str]) -> bool:
+    """True when this process is a rank started by an MPI launcher (Open MPI's mpirun, or a PMI launcher)."""
+    return any(marker in environ for marker in MPI_RANK_MARKERS)
+
+
+def mpi_job_directory(environ: Mapping[str, str]) -> str | None:
+    """A folder the ranks of this MPI job on this host share, which the MPI launcher removes when the job ends.
+
+    Open MPI gives every job a session directory (``/tmp/ompi.<host>.<uid>/pid.<mpirun pid>``), the same for all
+    ranks on a host; the stall watchdog's status files go there, so nothing is left behind.
+
+    Returns:
+        That directory, or None when the launcher gives none (then the watchdog runs without naming missing ranks).
+    """
+    session = environ.get("OMPI_MCA_orte_jobfam_session_dir")
+    job_id = environ.get("OMPI_MCA_ess_base_jobid")
+    if session and job_id and os.path.isdir(session):
+        return os.path.join(session, f"smddp-stall-{job_id}")
+    return None
+
+
+def _reject_launch_options(args: argparse.Namespace) -> None:
+    for attribute, (option, instead) in _LAUNCH_ONLY_OPTIONS.items():
+        if getattr(args, attribute) is not None:
+            raise UsageError(
+                f"{option} {getattr(args, attribute)} applies when smddprun starts the ranks itself (with -np); "
+                f"here mpirun started this rank (OMPI_COMM_WORLD_RANK/PMI_RANK is set). Remove {option} or use "
+                f"{instead}."
+            )
+    if args.engine == "gloo":
+        raise UsageError(
+            "--gloo was given, but mpirun started this rank: ranks under mpirun use Horovod's MPI controller. "
+            "Remove --gloo, or start the job with `smddprun -np N --gloo ...` instead of mpirun."
+        )
+
+
+def rank_environment(
+    environ: Mapping[str, str], args: argparse.Namespace, *, stream: IO[str] = sys.stderr
+) -> dict[str, str]:
+    """The environment this rank's command runs with.
+
+    Args:
+        environ: This process's environment (set by mpirun).
+        args: smddprun's parsed options (``--no-shim``, ``--stall-check-seconds``, ``--stall-shutdown-seconds``).
+        stream: Where a note about a real SMDDP installation goes.
+
+    Returns:
+        ``environ`` without any Gloo launch variable, with Horovod's MPI controller and CPU operations, the
+        ``smdistributed`` alias first on ``PYTHONPATH`` (unless a real SMDDP is installed, or ``--no-shim``),
+        mpi4py asking for MPI_THREAD_MULTIPLE, and the stall settings of the launcher.
+
+    Raises:
+        UsageError: A launch-only option was given, or mpi4py is set to a thread level Horovod cannot use, or the
+            stall limits contradict each other.
+    """
+    _reject_launch_options(args)
+    thread_level = environ.get(MPI_THREAD_LEVEL_VARIABLE, "multiple").strip().lower()
+    if thread_level != "multiple":
+        raise UsageError(
+            f"{MPI_THREAD_LEVEL_VARIABLE}={environ[MPI_THREAD_LEVEL_VARIABLE]!r}: Horovod's MPI controller calls MPI "
+            "from its own thread and needs MPI_THREAD_MULTIPLE; unset it or set it to 'multiple'."
+        )
+    env = {name: value for name, value in environ.items() if name not in GLOO_RANK_VARIABLES}
+    env.update({"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi", MPI_THREAD_LEVEL_VARIABLE: "multiple"})
+    env = with_shim_on_path(env, enabled=not args.no_shim, stream=stream)
+    env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
+    directory = environ.get("SMDDP_STALL_DIR") or mpi_job_directory(environ)
+    if directory is not None:
+        os.makedirs(directory, exist_ok=True)
+        env.update(stall_watchdog_env(args.stall_check_seconds, args.stall_shutdown_seconds, directory))
+    return env
+
+
+def exec_rank(command: Sequence[str], args: argparse.Namespace) -> NoReturn:
+    """Prepares this rank and replaces this process with ``command`` (never returns).
+
+    Raises:
+        UsageError: As :func:`rank_environment`, or the command cannot be run (not found, not executable).
+    """
+    env = rank_environment(os.environ, args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(command[0], list(command), env)
+    except OSError as exc:
+        raise UsageError(
+            f"smddprun could not run {command[0]!r} on rank {os.environ.get('OMPI_COMM_WORLD_RANK', '?')}: "
+            f"{exc.strerror or exc}. Check the command after smddprun (e.g. `smddprun python -m mpi4py train.py`)."
+        ) from exc

@@ -1,0 +1,38 @@
+"""Session-wide test hooks: the Docker-backend tests never disappear silently.
+
+Without a Docker engine the docker-backend tests skip; the terminal summary then says how many were skipped and how to
+run them. Under CI (``CI=true``) a missing engine is an error instead (see ``tests/docker/conftest.py``), so CI cannot
+pass without running them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+#: The start of the skip reason of every Docker-backend test that found no engine.
+DOCKER_SKIP_REASON = "no usable Docker engine"
+
+
+def docker_missing_is_an_error(environ: dict[str, str]) -> bool:
+    """Whether a missing Docker engine fails the run (in CI) rather than skipping the Docker tests."""
+    return environ.get("CI", "").lower() == "true"
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (file, line, "Skipped: reason")
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Prints how many Docker-backend tests were skipped for want of an engine, and how to run them."""
+    skipped = [report for report in terminalreporter.stats.get("skipped", []) if DOCKER_SKIP_REASON in
+               _skip_reason(report)]
+    if skipped:
+        terminalreporter.write_sep("!", f"{len(skipped)} Docker-backend tests SKIPPED: {DOCKER_SKIP_REASON}",
+                                   yellow=True, bold=True)
+        terminalreporter.write_line(
+            "Start an engine (source .ci/docker.sh && smddp_docker_start) and run pytest again to run them; "
+            "with CI=true a missing engine fails the run."
+        )

@@ -1,0 +1,165 @@
+"""``smddprun`` as one rank of an mpirun job (how SageMaker's training toolkit starts SMDDP jobs)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from smddp_compat import smdistributed_shim
+from smddp_compat.errors import UsageError
+from smddp_compat.launcher import HorovodRendezvous, HostSlots
+from smddp_compat.launcher._cli import build_parser
+from smddp_compat.launcher._per_rank import launched_by_mpi, mpi_job_directory, rank_environment
+from smddp_compat.launcher._rendezvous import GLOO_RANK_VARIABLES
+
+REPO = Path(__file__).resolve().parents[2]
+
+# What Open MPI 4.1 gives rank 1 of 2 (the variables the wrapper reads), plus a caller's own variables.
+MPIRUN_ENV = {
+    "OMPI_COMM_WORLD_RANK": "1",
+    "OMPI_COMM_WORLD_SIZE": "2",
+    "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+    "OMPI_MCA_ess_base_jobid": "2076573697",
+    "PATH": "/usr/bin:/bin",
+    "PYTHONPATH": "/code",
+    "SMDATAPARALLEL_USE_SINGLENODE": "1",
+    "NCCL_SOCKET_IFNAME": "eth0",
+}
+
+
+def parse(*argv: str):
+    return build_parser().parse_args([*argv, "python", "-m", "mpi4py", "train.py"])
+
+
+def test_rank_environment_is_exact(tmp_path):
+    session = tmp_path / "pid.42"
+    session.mkdir()
+    environ = {**MPIRUN_ENV, "OMPI_MCA_orte_jobfam_session_dir": str(session)}
+    env = rank_environment(environ, parse())
+    stall_dir = str(session / "smddp-stall-2076573697")
+    assert env == {
+        **environ,
+        "PYTHONPATH": os.pathsep.join([smdistributed_shim.path(), "/code"]),
+        "HOROVOD_CONTROLLER": "mpi",
+        "HOROVOD_CPU_OPERATIONS": "mpi",
+        "MPI4PY_RC_THREAD_LEVEL": "multiple",
+        "SMDDP_STALL_DIR": stall_dir,
+    }
+    assert os.path.isdir(stall_dir)
+
+
+def test_gloo_launch_variables_do_not_leak_into_an_mpi_rank():
+    # A job started inside another smddprun / local-mode rank inherits that rank's Gloo variables.
+    with HorovodRendezvous([HostSlots("localhost", 2)]) as rendezvous:
+        gloo = rendezvous.rank_envs()[0]
+    assert set(gloo) - {"NCCL_SOCKET_IFNAME"} <= set(GLOO_RANK_VARIABLES)
+    env = rank_environment({**MPIRUN_ENV, **gloo, "NCCL_SOCKET_IFNAME": "eth0"}, parse("--no-shim"))
+    assert env == {
+        **MPIRUN_ENV,
+        "HOROVOD_CONTROLLER": "mpi",
+        "HOROVOD_CPU_OPERATIONS": "mpi",
+        "MPI4PY_RC_THREAD_LEVEL": "multiple",
+    }
+
+
+def test_stall_options_reach_horovod_and_the_watchdog():
+    env = rank_environment(
+        {**MPIRUN_ENV, "SMDDP_STALL_DIR": "/shared/stall"},
+        parse("--no-shim", "--stall-check-seconds", "5", "--stall-shutdown-seconds", "20"),
+    )
+    expected = {
+        "HOROVOD_STALL_CHECK_TIME_SECONDS": "5",
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "20",
+        "SMDDP_STALL_DIR": "/shared/stall",
+        "SMDDP_STALL_WARNING_SECONDS": "5",
+        "SMDDP_STALL_TIMEOUT_SECONDS": "20",
+    }
+    assert {k: env[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (["-H", "localhost:2"], "-H localhost:2 applies when smddprun starts the ranks"),
+        (["--timeout", "5"], "--timeout 5.0 applies"),
+        (["--log-dir", "/x"], "mpirun --output-filename"),
+        (["--gloo"], "ranks under mpirun use Horovod's MPI controller"),
+    ],
+)
+def test_launch_options_are_refused_under_mpirun(option, message):
+    with pytest.raises(UsageError, match=message):
+        rank_environment(MPIRUN_ENV, parse(*option))
+
+
+def test_a_thread_level_horovod_cannot_use_is_refused():
+    with pytest.raises(UsageError, match="MPI4PY_RC_THREAD_LEVEL='serialized'.*MPI_THREAD_MULTIPLE"):
+        rank_environment({**MPIRUN_ENV, "MPI4PY_RC_THREAD_LEVEL": "serialized"}, parse())
+
+
+def test_mpi_detection():
+    assert launched_by_mpi(MPIRUN_ENV) and launched_by_mpi({"PMI_RANK": "0"})
+    assert not launched_by_mpi({"HOROVOD_RANK": "0"})
+    assert mpi_job_directory(MPIRUN_ENV) is None  # no session directory given
+
+
+def _smddprun_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "HOROVOD_"))}
+    env.update({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", **extra})
+    return env
+
+
+def test_without_np_outside_mpirun_is_a_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "smddp_compat.launcher", "python", "x.py"],
+                          capture_output=True, text=True, timeout=60, env=_smddprun_env())
+    assert proc.returncode == 2
+    assert "smddprun needs -np N" in proc.stderr
+
+
+def test_the_wrapper_becomes_the_command_with_its_exit_code():
+    # exec: the command runs in the wrapper's own process, and its exit code is the wrapper's.
+    code = "import os, sys; print(os.getpid(), os.environ['HOROVOD_CONTROLLER']); sys.exit(7)"
+    proc = subprocess.Popen([sys.executable, "-m", "smddp_compat.launcher", sys.executable, "-c", code],
+                            stdout=subprocess.PIPE, text=True, env=_smddprun_env(OMPI_COMM_WORLD_RANK="0"))
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 7
+    assert out.split() == [str(proc.pid), "mpi"]
+
+
+ALLREDUCE_SCRIPT = """
+import numpy as np
+import smdistributed.dataparallel.tensorflow as sdp
+import horovod.tensorflow as hvd
+from mpi4py import MPI
+
+sdp.init()
+rank, size = sdp.rank(), sdp.size()
+assert (rank, size) == (MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()), (rank, size)
+assert (sdp.local_rank(), sdp.local_size()) == (rank, size)
+assert MPI.Query_thread() == MPI.THREAD_MULTIPLE
+assert hvd.mpi_enabled() and not hvd.gloo_enabled()
+total = sdp.allreduce(np.full(1000, rank + 1.0, dtype=np.float32), average=False).numpy()
+assert np.all(total == size * (size + 1) / 2), total
+mean = sdp.allreduce(np.full(4, float(rank), dtype=np.float32)).numpy()
+assert np.allclose(mean, (size - 1) / 2), mean
+print(f"rank {rank} of {size} ok, alias {'_shim_root' in sdp.__file__}", flush=True)
+"""
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed (Debian's openmpi-bin)")
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_mpirun_runs_smddprun_per_rank_as_sagemaker_does(tmp_path, ranks):
+    pytest.importorskip("mpi4py")
+    script = tmp_path / "script.py"
+    script.write_text(ALLREDUCE_SCRIPT)
+    bin_dir = Path(sys.executable).parent
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
+            "--mca", "btl", "self,vader", "-x", "SMDATAPARALLEL_USE_SINGLENODE=1", "-x", "PATH",
+            str(bin_dir / "smddprun"), sys.executable, "-m", "mpi4py", str(script)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                          env=_smddprun_env(OMPI_MCA_mpi_yield_when_idle="1"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = sorted(line for line in proc.stdout.splitlines() if line.startswith("rank "))
+    assert lines == [f"rank {r} of {ranks} ok, alias True" for r in range(ranks)]
