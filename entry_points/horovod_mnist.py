@@ -1,7 +1,9 @@
-"""MNIST CNN trained with Keras ``fit`` and the Horovod API: a typical Horovod Keras script with one line swapped.
+"""MNIST CNN trained with Keras ``fit`` and the Horovod API: a typical Horovod Keras script with its imports swapped.
 
-``import horovod.tensorflow.keras as hvd`` becomes ``import smddp_compat.tensorflow as hvd``; the rest is the
-usual Horovod recipe: ``hvd.init()``, one GPU per process by ``local_rank``, learning rate times ``hvd.size()``,
+``import horovod.tensorflow as hvd`` becomes ``import smddp_compat.horovod.tensorflow as hvd`` and
+``import horovod.tensorflow.keras as hvd_keras`` becomes ``import smddp_compat.horovod.tensorflow.keras as
+hvd_keras`` (the Horovod face: Horovod's semantics); the rest is the usual Horovod recipe: ``hvd.init()``, one GPU
+per process by ``local_rank``, learning rate times ``hvd.size()``,
 ``hvd.DistributedOptimizer`` around the Keras optimizer, ``BroadcastGlobalVariablesCallback(0)`` and
 ``MetricAverageCallback()``, progress output and checkpoints / the saved model on rank 0 only.
 
@@ -27,7 +29,8 @@ if __package__ in (None, ""):
 import numpy as np
 import tensorflow as tf
 
-import smddp_compat.tensorflow as hvd
+import smddp_compat.horovod.tensorflow as hvd
+import smddp_compat.horovod.tensorflow.keras as hvd_keras
 from entry_points.checkpoints import restore_latest, save_checkpoint
 from entry_points.datasets import load_mnist
 from entry_points.errors import HyperparameterError
@@ -138,9 +141,9 @@ def main() -> None:
                              stop_agreement=any_rank_stopping, log=log)
     callbacks = [
         # Horovod: make every rank start from rank 0's weights (and optimizer state) after the first batch.
-        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0),
         # Horovod: average the epoch's metrics over the ranks before anything reads them.
-        hvd.callbacks.MetricAverageCallback(),
+        hvd_keras.callbacks.MetricAverageCallback(),
         counter,
         MetricLines(counter, log_steps=args.log_steps, log=log, evaluate=evaluate),
     ]

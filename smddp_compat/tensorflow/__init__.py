@@ -8,7 +8,9 @@ SMDDP scripts::
     tape = sdp.DistributedGradientTape(tape)
     sdp.broadcast_variables(model.variables, root_rank=0)
 
-Horovod scripts swap one line: ``import horovod.tensorflow as hvd`` -> ``import smddp_compat.tensorflow as hvd``.
+Horovod scripts use the Horovod face instead, with Horovod's semantics (a second ``init()`` allowed, Horovod's
+error types): ``import horovod.tensorflow as hvd`` -> ``import smddp_compat.horovod.tensorflow as hvd``
+(see :mod:`smddp_compat.horovod`).
 """
 
 from smddp_compat.tensorflow import callbacks

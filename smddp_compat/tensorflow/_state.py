@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import horovod.tensorflow as _hvd
 
 from smddp_compat.errors import AlreadyInitializedError, NotInitializedError
 
 __all__ = [
+    "start",
     "init",
     "shutdown",
     "is_initialized",
@@ -44,6 +46,23 @@ def _choose_controller() -> None:
         os.environ["HOROVOD_CPU_OPERATIONS"] = "gloo"
 
 
+def start(**horovod_init_args: Any) -> None:
+    """Starts Horovod (or joins it when already started) and adapts Keras 3 for Keras 2-era scripts.
+
+    Shared by both faces: SMDDP's ``init()`` (which refuses a second call) and Horovod's (which allows it).
+
+    Args:
+        **horovod_init_args: Passed to ``horovod.tensorflow.init`` (``comm``, ``process_sets``).
+    """
+    global _initialized
+    _choose_controller()
+    _hvd.init(**horovod_init_args)
+    _initialized = True
+    from smddp_compat.tensorflow._keras_compat import adapt_keras3_for_keras2_scripts
+
+    adapt_keras3_for_keras2_scripts()
+
+
 def init() -> None:
     """Initializes smdistributed.dataparallel. Call it once, at the start of the training script.
 
@@ -53,15 +72,9 @@ def init() -> None:
     Raises:
         AlreadyInitializedError: ``init()`` was already called (and ``shutdown()`` was not).
     """
-    global _initialized
     if _initialized:
         raise AlreadyInitializedError()
-    _choose_controller()
-    _hvd.init()
-    _initialized = True
-    from smddp_compat.tensorflow._keras_compat import make_optimizer_variables_callable
-
-    make_optimizer_variables_callable()
+    start()
 
 
 def shutdown() -> None:
