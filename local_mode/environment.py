@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from local_mode.layout import HostLayout
+from smddp_compat.launcher._rendezvous import GLOO_RANK_VARIABLES
 
 __all__ = [
     "TOOLKIT_PARAMETERS",
@@ -72,16 +73,8 @@ _RESERVED_NAMES = frozenset(
         "SAGEMAKER_REGION",
         "TRAINING_JOB_NAME",
         "CURRENT_HOST",
-        "HOROVOD_RANK",
-        "HOROVOD_SIZE",
-        "HOROVOD_LOCAL_RANK",
-        "HOROVOD_LOCAL_SIZE",
-        "HOROVOD_CROSS_RANK",
-        "HOROVOD_CROSS_SIZE",
         "HOROVOD_HOSTNAME",
-        "HOROVOD_CONTROLLER",
-        "HOROVOD_CPU_OPERATIONS",
-        "HOROVOD_GLOO_IFACE",
+        *GLOO_RANK_VARIABLES,  # what the launcher gives each Gloo rank (rank numbers, rendezvous, timeout)
     }
 )
 # An enclosing launcher's per-process variables (mpirun, PMI): meaningless for the processes local_mode starts.
