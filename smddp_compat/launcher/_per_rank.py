@@ -91,7 +91,7 @@ _IDENTITY_SOURCES = {
 
 
 def _horovod_identity(environ: Mapping[str, str]) -> dict[str, str]:
-    """HOROVOD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE from what MPI gave this rank.
+    """HOROVOD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE (and CROSS_RANK/SIZE) from what MPI gave this rank.
 
     Horovod's MPI controller asks MPI, not these; they are set so that a script reading them (as under the Gloo
     launcher) sees the same numbers as ``hvd.rank()``.
@@ -101,6 +101,14 @@ def _horovod_identity(environ: Mapping[str, str]) -> dict[str, str]:
         value = next((environ[s] for s in sources if environ.get(s, "").isdigit()), None)
         if value is not None:
             identity[name] = value
+    # HOROVOD_CROSS_RANK/SIZE (which host, how many hosts), when every host runs the same number of ranks in
+    # blocks, as mpirun's slot mapping places them (SageMaker's toolkit and smddprun --mpi both map by slot).
+    numbers = [int(identity.get(n, -1)) for n in ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
+                                                  "HOROVOD_LOCAL_SIZE")]
+    rank, size, local_rank, local_size = numbers
+    if min(numbers) >= 0 and local_size > 0 and size % local_size == 0:
+        identity["HOROVOD_CROSS_RANK"] = str((rank - local_rank) // local_size)
+        identity["HOROVOD_CROSS_SIZE"] = str(size // local_size)
     return identity
 
 

@@ -31,6 +31,7 @@ MPIRUN_ENV = {
 }
 # Horovod's rank variables as MPI numbered that rank (the Gloo launcher's ones are replaced).
 RANK_1_OF_2 = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
+               "HOROVOD_CROSS_RANK": "0", "HOROVOD_CROSS_SIZE": "1",
                "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}  # and large allocations on huge pages
 
 
@@ -191,3 +192,14 @@ def test_mpirun_runs_smddprun_per_rank_as_sagemaker_does(tmp_path, ranks):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [(tmp_path / f"result-{r}.txt").read_text() for r in range(ranks)]
     assert lines == [f"rank {r} of {ranks} ok, alias True" for r in range(ranks)]
+
+
+def test_cross_rank_is_the_host_under_slot_mapping() -> None:
+    from smddp_compat.launcher._per_rank import _horovod_identity
+
+    ompi = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    identity = _horovod_identity(ompi)
+    assert (identity["HOROVOD_CROSS_RANK"], identity["HOROVOD_CROSS_SIZE"]) == ("1", "2")
+    uneven = _horovod_identity({**ompi, "OMPI_COMM_WORLD_SIZE": "3"})
+    assert "HOROVOD_CROSS_RANK" not in uneven  # hosts with different rank counts: left to Horovod
