@@ -33,7 +33,11 @@ def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
     for name, measurement in results["measurements"].items():
         assert measurement["rows"], name
         for row in measurement["rows"]:
-            assert row["ratio"] is not None and row["ratio"]["count"] > 0, (name, row)
+            if row["ratio"] is None:  # only a measurement that cannot be taken (MPI moves no socket bytes) says so
+                assert "bytes moved: Horovod/MPI" in row["comparison"], (name, row)
+                assert row["detail"].startswith("not measured"), (name, row)
+                continue
+            assert row["ratio"]["count"] > 0, (name, row)
             assert row["ratio"]["median"] > 0, (name, row)
 
     # Measured facts that must hold whatever the load: fp16 halves what Gloo writes to its sockets, the MLP and the
