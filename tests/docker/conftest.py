@@ -48,8 +48,19 @@ def kit_image(docker_engine: Engine) -> str:
 
 @pytest.fixture
 def no_leftovers(docker_engine: Engine) -> Iterator[None]:
-    """Fails the test if a twin job leaves a container or a network behind."""
+    """Fails the test if a twin job it ran leaves a container or a network behind (entries that were already there,
+    or belong to another twin job running beside it, are not this test's)."""
+
+    def twin_entries() -> set[str]:
+        found: set[str] = set()
+        for what in (["ps", "--all"], ["network", "ls"]):
+            code, output = capture([docker_engine.docker, *what, "--quiet", "--filter", f"label={TWIN_LABEL}"],
+                                   timeout=60)
+            assert code == 0, output
+            found.update(f"{what[0]}:{entry}" for entry in output.split())
+        return found
+
+    before = twin_entries()
     yield
-    for what in (["ps", "--all"], ["network", "ls"]):
-        code, output = capture([docker_engine.docker, *what, "--quiet", "--filter", f"label={TWIN_LABEL}"], timeout=60)
-        assert code == 0 and output == "", f"a twin job left {what[0]} entries behind: {output}"
+    left = twin_entries() - before
+    assert not left, f"a twin job left these behind: {sorted(left)}"

@@ -9,6 +9,7 @@ checksum of the trained weights, the hyperparameters it received); rank 0 also s
 import argparse
 import json
 import os
+import socket
 import sys
 
 import numpy as np
@@ -76,7 +77,9 @@ if args.hold:
 
 record = {
     "rank": rank, "size": size, "local_rank": local_rank, "local_size": local_size,
-    "host": os.environ.get("SM_CURRENT_HOST"), "hosts": json.loads(os.environ.get("SM_HOSTS", "[]")),
+    # The machine this rank runs on (under the MPI launch, the toolkit exports algo-1's SM_* to every rank).
+    "host": socket.gethostname(), "sm_current_host": os.environ.get("SM_CURRENT_HOST"),
+    "hosts": json.loads(os.environ.get("SM_HOSTS", "[]")),
     "allreduce_sum": total, "weights": [float(v) for v in w.numpy().ravel()],
     "note": args.note, "argv": sys.argv[1:], "unknown": unknown,
 }
