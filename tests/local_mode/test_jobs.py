@@ -38,8 +38,12 @@ def _records(output_tarball: Path, hosts: int, per_host: int) -> dict[int, tuple
 
 @pytest.mark.parametrize(("distribution", "hosts", "per_host"), CASES, ids=[f"{d}-{h}x{p}" for d, h, p in CASES])
 def test_every_process_sees_the_sagemaker_contract(
-    tmp_path: Path, scripts_dir: Path, no_leftover_job_dirs: None, distribution: str, hosts: int, per_host: int
+    tmp_path: Path, scripts_dir: Path, no_leftover_job_dirs: None, distribution: str, hosts: int, per_host: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The Gloo contract (rendezvous on algo-1's address): one-host jobs would otherwise take the MPI engine whenever
+    # the machine has idle cores; the MPI engine's environment is checked in tests/launcher/test_mpi_engine.py.
+    monkeypatch.setenv("SMDDP_ENGINE", "gloo")
     data = tmp_path / "data"
     (data / "sub").mkdir(parents=True)
     (data / "train.csv").write_text("x,y\n1,2\n")
