@@ -1,4 +1,11 @@
-"""Session-wide test hooks: the Docker-backend tests never disappear silently.
+"""Session-wide test settings and hooks.
+
+Horovod jobs whose engine is not named run on Gloo here (``SMDDP_ENGINE=gloo`` unless the caller set it): smddprun's
+own rule picks MPI only when every rank has an idle core, so without this a test's engine would depend on the
+machine's load at that moment. The tests that are about an engine name it (``--mpi``/``--gloo``, or
+``SMDDP_ENGINE`` per test), on both engines where it matters.
+
+The Docker-backend tests never disappear silently.
 
 Without a Docker engine the docker-backend tests skip; the terminal summary then says how many were skipped and how to
 run them. Under CI (``CI=true``) a missing engine is an error instead (see ``tests/docker/conftest.py``), so CI cannot
@@ -7,7 +14,11 @@ pass without running them.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+os.environ.setdefault("SMDDP_ENGINE", "gloo")
 
 #: The start of the skip reason of every Docker-backend test that found no engine.
 DOCKER_SKIP_REASON = "no usable Docker engine"
