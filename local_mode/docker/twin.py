@@ -48,6 +48,7 @@ from local_mode.docker.errors import DockerError, ImageNotFoundError
 from local_mode.docker.request import TrainingJobRequest
 from local_mode.errors import ChannelError
 from local_mode.layout import HostLayout, create_host_tree, resource_config
+from local_mode.runner import FAILURE_REASON_LIMIT
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
@@ -57,7 +58,6 @@ NETWORK_INTERFACE = "eth0"
 STOP_GRACE_SECONDS = 120.0
 """SageMaker's time between SIGTERM and SIGKILL when a job is stopped or runs out of time."""
 
-FAILURE_REASON_LIMIT = 1024
 _S3_PORT = 9000
 _S3_READY_SECONDS = 60.0
 _POLL_SECONDS = 0.5
@@ -200,9 +200,9 @@ class SageMakerTwin:
             layouts = self._prepare_hosts(root, user_s3)
             self.docker.log_path = str(root / "docker.log")
             self.docker.create_network()
-            twin_s3 = self._start_s3_service()
+            twin_s3, twin_endpoint = self._start_s3_service()
             self._stage_for_containers(user_s3, twin_s3)
-            self._start_hosts(root, layouts, twin_s3)
+            self._start_hosts(root, layouts, twin_endpoint)
             start = datetime.now(timezone.utc)
             self.started.set()
             status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
@@ -264,12 +264,15 @@ class SageMakerTwin:
                     destination = target / path.relative_to(staged)
                     destination.parent.mkdir(parents=True, exist_ok=True)
                     os.link(path, destination)
-        if request.checkpoint_s3 is not None:
-            for layout in layouts.values():
-                _download_if_any(request.checkpoint_s3, layout.checkpoints_dir, user_s3)
+        if request.checkpoint_s3 is not None and _has_objects(request.checkpoint_s3, user_s3):
+            staged = root / "checkpoints"
+            download_s3_prefix(request.checkpoint_s3, staged, channel="checkpoints", client=user_s3)
+            for layout in layouts.values():  # copies: a script may rewrite its checkpoint files in place
+                shutil.copytree(staged, layout.checkpoints_dir, dirs_exist_ok=True)
         return layouts
 
-    def _start_s3_service(self) -> Any:
+    def _start_s3_service(self) -> tuple[Any, str]:
+        """Starts the twin's S3 (moto) on the job's network; returns a client of it and its endpoint, once it answers."""
         self.docker.start(
             "s3", LATEST_TAG, ["moto_server", "-H", "0.0.0.0", "-p", str(_S3_PORT)], environment={}, mounts=[]
         )
@@ -293,8 +296,7 @@ class SageMakerTwin:
                     raise DockerError(f"the twin's S3 service at {endpoint} did not answer within "
                                       f"{_S3_READY_SECONDS:.0f} s ({exc})") from exc
                 time.sleep(0.3)
-        client.twin_endpoint = endpoint  # type: ignore[attr-defined]
-        return client
+        return client, endpoint
 
     def _stage_for_containers(self, user_s3: Any, twin_s3: Any) -> None:
         """Copies into the twin's S3 what the containers fetch themselves; creates the buckets they may ask about."""
@@ -320,7 +322,7 @@ class SageMakerTwin:
         region = self.request.hyperparameter("sagemaker_region")
         return region if isinstance(region, str) and region else os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
 
-    def _start_hosts(self, root: Path, layouts: dict[str, HostLayout], twin_s3: Any) -> None:
+    def _start_hosts(self, root: Path, layouts: dict[str, HostLayout], twin_endpoint: str) -> None:
         request = self.request
         region = self._region()
         environment = {
@@ -328,7 +330,7 @@ class SageMakerTwin:
             "TRAINING_JOB_ARN": f"arn:aws:sagemaker:{region}:000000000000:training-job/{request.job_name}",
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
-            "AWS_ENDPOINT_URL": twin_s3.twin_endpoint,
+            "AWS_ENDPOINT_URL": twin_endpoint,
             **_TWIN_CREDENTIALS,
             **request.environment,
         }
@@ -443,12 +445,9 @@ def _nvidia_smi_stand_in(instance_type: str, count: int) -> str:
     return f"#!/bin/sh\n# smddp-compat twin: the GPUs this host shows the SageMaker toolkit.\ncat <<'EOF'\n{lines}\nEOF\n"
 
 
-def _download_if_any(location: S3Location, destination: Path, client: Any) -> None:
-    try:
-        download_s3_prefix(location, destination, channel="checkpoints", client=client)
-    except ChannelError as exc:
-        if "no object exists" not in str(exc):
-            raise
+def _has_objects(location: S3Location, client: Any) -> bool:
+    """Whether anything is stored under ``location`` (a first run has no checkpoints yet)."""
+    return bool(client.list_objects_v2(Bucket=location.bucket, Prefix=location.prefix, MaxKeys=1).get("KeyCount"))
 
 
 # Open MPI's report of the process that ended the job: "... rank 2 with PID 0 on node algo-2 exited on signal 9".
