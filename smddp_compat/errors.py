@@ -1,15 +1,23 @@
-"""Errors raised by smddp_compat.
+"""The kit's one error base, and the errors every package shares.
 
-Every error separates the user's mistakes (:class:`UsageError`) from failures of the job itself
-(:class:`LaunchError`, :class:`RankFailedError`, :class:`CollectiveError`). Messages say what was wrong, the value
-received, and how to fix it.
+Every error the kit raises is a :class:`SmddpError`; the packages (``local_mode``, ``estimators``, ``entry_points``,
+``bench``) subclass it. Besides its message an error carries what a program needs to act on it without parsing the
+text: for the user's mistakes the ``field``, the ``value`` received, the ``problem`` and the ``fix``; for failures of
+a job the ``rank``, ``host`` and ``exit_code`` of the process at fault. Unset fields are None
+(:meth:`SmddpError.details` lists the set ones).
+
+:class:`UsageError` (and :class:`ConfigurationError`, which always names field, value, problem and fix) are the
+user's mistakes; :class:`LaunchError` and :class:`CollectiveError` failures of the job itself.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "SmddpError",
     "UsageError",
+    "ConfigurationError",
     "NotInitializedError",
     "AlreadyInitializedError",
     "NotSupportedError",
@@ -19,12 +27,100 @@ __all__ = [
 ]
 
 
+_UNSET: Any = object()
+
+
 class SmddpError(Exception):
-    """Base class of every error raised by smddp_compat."""
+    """Base class of every error raised by the kit.
+
+    Attributes:
+        field: The setting (argument, option, variable) that holds a bad value, or None.
+        value: The value received (None when unset or not applicable).
+        problem: What is wrong with it, or None.
+        fix: What to do instead, or None.
+        rank: The rank (or process label) at fault, or None.
+        host: The host at fault, or None.
+        exit_code: The exit code of the process at fault, or None.
+    """
+
+    field: str | None = None
+    value: Any = None
+    problem: str | None = None
+    fix: str | None = None
+    rank: int | str | None = None
+    host: str | None = None
+    exit_code: int | None = None
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        field: str | None = None,
+        value: Any = _UNSET,
+        problem: str | None = None,
+        fix: str | None = None,
+        rank: int | str | None = None,
+        host: str | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        """Keeps the structured fields; the message defaults to ``<field>=<value!r>: <problem>. Fix: <fix>``.
+
+        Args:
+            message: The full message (composed from the fields when None).
+            field: The setting at fault.
+            value: The value received.
+            problem: What is wrong.
+            fix: What to do instead.
+            rank: The rank or process label at fault.
+            host: The host at fault.
+            exit_code: The exit code of the process at fault.
+        """
+        self.field = field
+        self.value = None if value is _UNSET else value
+        self.problem = problem
+        self.fix = fix
+        self.rank = rank
+        self.host = host
+        self.exit_code = exit_code
+        if message is None:
+            message = _compose(field, value, problem, fix)
+        super().__init__(message)
+
+    def details(self) -> dict[str, Any]:
+        """The structured fields that are set (for logs, JSON answers and tests)."""
+        names = ("field", "value", "problem", "fix", "rank", "host", "exit_code")
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+
+def _compose(field: str | None, value: Any, problem: str | None, fix: str | None) -> str:
+    subject = field or ""
+    if value is not _UNSET:
+        subject = f"{subject}={value!r}" if subject else repr(value)
+    text = ": ".join(part for part in (subject, problem) if part)
+    return f"{text}. Fix: {fix}" if fix else text
 
 
 class UsageError(SmddpError, ValueError):
     """A value given by the user is invalid. The message names the value and the fix."""
+
+
+class ConfigurationError(UsageError):
+    """A setting of a job, a launcher or an estimator is invalid: names the field, the value, the problem and the fix.
+
+    The message is ``<field>=<value!r>: <problem>. Fix: <fix>``.
+    """
+
+    def __init__(self, field: str, value: Any, problem: str, fix: str) -> None:
+        """Builds the error from its four parts.
+
+        Args:
+            field: The setting at fault, as the user wrote it (e.g. ``processes_per_host``, ``--channel``,
+                ``distribution["dtensor"]["mesh"]``).
+            value: The value received.
+            problem: What is wrong with it.
+            fix: How to correct it.
+        """
+        super().__init__(field=field, value=value, problem=problem, fix=fix)
 
 
 class NotInitializedError(SmddpError, RuntimeError):
