@@ -2,10 +2,10 @@
 MultiWorkerMirroredStrategy across hosts (TensorFlow's own collectives; no Horovod).
 
 One process per host. The cluster comes from ``TF_CONFIG`` when it is set; otherwise it is built from SageMaker's
-``SM_HOSTS`` / ``SM_CURRENT_HOST``: worker ``i`` is host ``i`` of ``SM_HOSTS``, listening on
-``<address of host i>:<--mwms-port + i>``, where the address comes from ``SMDDP_HOST_ADDRESSES`` (local mode maps
-algo-N to loopback addresses) or is the host name itself (SageMaker). Worker 0 is the chief. Adding the index to
-the port keeps workers apart even when several "hosts" share one address.
+``SM_HOSTS`` / ``SM_CURRENT_HOST`` by ``smddp_compat.cluster`` (as every launcher of the kit builds it): worker ``i``
+is host ``i`` of ``SM_HOSTS``, listening on ``<address of host i>:<--mwms-port>``, where the address comes from
+``SMDDP_HOST_ADDRESSES`` (local mode maps algo-N to loopback addresses) or is the host name itself (SageMaker).
+Worker 0 is the chief. Hosts that share one address take the next ports, so their workers stay apart.
 
 Batching follows the tf.distribute guide: global batch = per-replica batch x ``num_replicas_in_sync``;
 ``--global-batch-size`` may be given instead, and must then be divisible by the number of replicas. The learning
@@ -37,6 +37,8 @@ if __package__ in (None, ""):
     except ImportError:  # a plain checkout: make the repository root importable
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from smddp_compat.cluster import Cluster, endpoints, mwms_tf_config, uniform_placements  # noqa: E402 (no TF)
+
 
 def _is_multi_worker(environ: dict[str, str]) -> bool:
     """Whether this run spans several workers (read without TensorFlow; malformed values are reported later)."""
@@ -45,8 +47,8 @@ def _is_multi_worker(environ: dict[str, str]) -> bool:
         if raw:
             cluster = json.loads(raw).get("cluster", {})
             return sum(len(tasks) for kind, tasks in cluster.items() if kind in ("chief", "worker")) > 1
-        return len(json.loads(environ.get("SM_HOSTS") or "[]")) > 1
-    except (ValueError, AttributeError, TypeError):
+        return len(Cluster.from_environ(environ).hosts) > 1
+    except (ValueError, AttributeError, TypeError):  # ClusterConfigError is a ValueError
         return False
 
 
@@ -91,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-dir", default=None,
                         help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
     parser.add_argument("--mwms-port", type=positive_int, default=12345,
-                        help="worker i listens on port mwms-port + i (only when TF_CONFIG is not set)")
+                        help="each worker listens on this port (the next ones for workers sharing an address; only "
+                             "when TF_CONFIG is not set)")
     parser.add_argument("--seed", type=non_negative_int, default=42)
     parser.add_argument("--save-model", type=boolean, default=True)
     parser.add_argument("--weights-digest", type=boolean, default=False,
@@ -102,21 +105,23 @@ def build_parser() -> argparse.ArgumentParser:
 def tf_config_from_env(env: TrainingEnv, base_port: int) -> dict:
     """The ``TF_CONFIG`` of this host's worker, built from the SageMaker cluster description.
 
+    One worker per host, in SM_HOSTS order; ports follow :func:`smddp_compat.cluster.endpoints` (``base_port`` at
+    each address, the next ports for further workers sharing that address).
+
     Args:
         env: The training environment (hosts, current host, host addresses).
-        base_port: Worker ``i`` listens on ``base_port + i``.
+        base_port: The first port at each address (``--mwms-port``).
 
     Returns:
-        ``{"cluster": {"worker": ["addr:port", ...]}, "task": {"type": "worker", "index": i}}``.
+        :func:`smddp_compat.cluster.mwms_tf_config` of this host's worker.
 
     Raises:
-        ClusterConfigError: The ports would exceed 65535.
+        smddp_compat.cluster.ClusterConfigError: The ports would exceed 65535.
     """
-    if base_port + len(env.hosts) - 1 > 65535:
-        raise ClusterConfigError(f"--mwms-port {base_port} + {len(env.hosts) - 1} hosts exceeds port 65535; "
-                                 "choose a lower --mwms-port.")
-    workers = [f"{env.address_of(host)}:{base_port + i}" for i, host in enumerate(env.hosts)]
-    return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": env.host_index}}
+    cluster = env.cluster
+    placements = uniform_placements(cluster.hosts, 1)
+    workers = endpoints(placements, cluster.addresses, base_port=base_port, port_field="--mwms-port")
+    return mwms_tf_config(workers, cluster.host_index)
 
 
 def global_batch_size(per_replica: int, requested_global: int, replicas: int) -> int:

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from entry_points.errors import ClusterConfigError, EntryPointError, HyperparameterError
+from smddp_compat.cluster import Cluster
+from smddp_compat.cluster import ClusterConfigError as ClusterDescriptionError
 
 __all__ = [
     "TrainingEnv",
@@ -60,16 +62,6 @@ def _writable_dir(path: Path) -> bool:
 
 def _local_root(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("SMDDP_LOCAL_ROOT") or Path.cwd() / "sm_local")
-
-
-def _json_env(environ: Mapping[str, str], name: str, default: object) -> object:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ClusterConfigError(f"{name}={raw!r} is not valid JSON ({exc.msg}); SageMaker sets it as a JSON value.")
 
 
 @dataclass(frozen=True)
@@ -116,8 +108,10 @@ class TrainingEnv:
             The environment.
 
         Raises:
-            ClusterConfigError: ``SM_HOSTS`` / ``SMDDP_HOST_ADDRESSES`` are malformed, or the current host is not
-                one of the hosts.
+            smddp_compat.cluster.ClusterConfigError: ``SM_HOSTS`` / ``SMDDP_HOST_ADDRESSES`` are malformed, or the
+                current host is not one of the hosts (read by :class:`smddp_compat.cluster.Cluster`, as by every
+                launcher).
+            ClusterConfigError: ``SM_NUM_GPUS`` / ``SM_NUM_CPUS`` are not integers.
         """
         env = os.environ if environ is None else environ
         local = _local_root(env)
@@ -145,22 +139,7 @@ class TrainingEnv:
             if key.startswith("SM_CHANNEL_") and value:
                 channels[key[len("SM_CHANNEL_"):].lower()] = Path(value)
 
-        current_host = env.get("SM_CURRENT_HOST") or "algo-1"
-        hosts_value = _json_env(env, "SM_HOSTS", [current_host])
-        if not isinstance(hosts_value, list) or not hosts_value or not all(isinstance(h, str) for h in hosts_value):
-            raise ClusterConfigError(f"SM_HOSTS={env.get('SM_HOSTS')!r} must be a JSON list of host names.")
-        if current_host not in hosts_value:
-            raise ClusterConfigError(
-                f"SM_CURRENT_HOST={current_host!r} is not one of SM_HOSTS={hosts_value}; set both consistently."
-            )
-        addresses_value = _json_env(env, "SMDDP_HOST_ADDRESSES", {})
-        if not isinstance(addresses_value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in addresses_value.items()
-        ):
-            raise ClusterConfigError(
-                f"SMDDP_HOST_ADDRESSES={env.get('SMDDP_HOST_ADDRESSES')!r} must be a JSON object "
-                '{"algo-1": "127.0.0.2", ...}.'
-            )
+        cluster = Cluster.from_environ(env)
 
         def count(variable: str, default: int) -> int:
             raw = env.get(variable)
@@ -175,9 +154,9 @@ class TrainingEnv:
             output_dir=output_dir,
             checkpoint_dir=checkpoints,
             channels=channels,
-            hosts=tuple(hosts_value),
-            current_host=current_host,
-            host_addresses=dict(addresses_value),
+            hosts=cluster.hosts,
+            current_host=cluster.current_host,
+            host_addresses=dict(cluster.addresses),
             num_gpus=count("SM_NUM_GPUS", 0),
             num_cpus=count("SM_NUM_CPUS", os.cpu_count() or 1),
         )
@@ -192,9 +171,14 @@ class TrainingEnv:
         """Whether the job spans more than one host."""
         return len(self.hosts) > 1
 
+    @property
+    def cluster(self) -> Cluster:
+        """The hosts, this host and their addresses, as every launcher of the kit reads them."""
+        return Cluster(self.hosts, self.current_host, self.host_addresses)
+
     def address_of(self, host: str) -> str:
         """Network address of `host`: its ``SMDDP_HOST_ADDRESSES`` entry, else the name itself."""
-        return self.host_addresses.get(host, host)
+        return self.cluster.address_of(host)
 
     def channel(self, name: str) -> str | None:
         """Directory of data channel `name` (``SM_CHANNEL_<NAME>``), or ``None`` when the job has no such channel."""
@@ -497,7 +481,7 @@ def _failure_path(output_dir: str | os.PathLike[str] | None) -> Path:
         return Path(output_dir) / "failure"
     try:
         return TrainingEnv.from_environ().output_dir / "failure"
-    except EntryPointError:
+    except (EntryPointError, ClusterDescriptionError):
         fallback = os.environ.get("SM_OUTPUT_DIR")
         return Path(fallback) / "failure" if fallback else _local_root(os.environ) / "output" / "failure"
 

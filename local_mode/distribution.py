@@ -1,19 +1,19 @@
-"""Launch plans: which processes a job starts on which host, and the variables each needs to find its peers.
+"""Launch plans of local mode: which processes a job starts on which host, with the variables each needs.
 
-Every function here is pure (ports and Horovod's rank variables are passed in), so the unit tests assert the exact
-plans built. Processes are numbered host-major: host ``algo-1`` runs global indices ``0..P-1``, ``algo-2`` the next
-P, and so on; that index is the Horovod rank, the MWMS worker index and the DTensor client id.
+The placement and the variables are :mod:`smddp_compat.cluster`'s (the same as every other launcher's); this module
+adds what is local mode's own: one loopback address per host, the ``sagemaker_*`` framework parameters, and the
+``PYTHONPATH`` folders of a process. Every function is pure (ports and Horovod's rank variables are passed in).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from local_mode.spec import Distribution
+from smddp_compat import cluster
 
 __all__ = [
     "ProcessPlan",
@@ -95,12 +95,8 @@ def framework_parameters(distribution: Distribution, processes_per_host: int, in
     return {}
 
 
-def _placements(hosts: Sequence[str], per_host: int) -> list[tuple[str, int, int, int]]:
-    return [
-        (host, host_index, local, host_index * per_host + local)
-        for host_index, host in enumerate(hosts)
-        for local in range(per_host)
-    ]
+def _plan(placement: cluster.Placement, env: Mapping[str, str], python_path: tuple[str, ...] = ()) -> ProcessPlan:
+    return ProcessPlan(placement.host, placement.host_index, placement.local_index, placement.index, env, python_path)
 
 
 def plan_single(hosts: Sequence[str]) -> list[ProcessPlan]:
@@ -112,7 +108,7 @@ def plan_single(hosts: Sequence[str]) -> list[ProcessPlan]:
     Returns:
         One plan per host.
     """
-    return [ProcessPlan(host, i, 0, i) for i, host in enumerate(hosts)]
+    return [_plan(p, {}) for p in cluster.uniform_placements(hosts, 1)]
 
 
 def plan_horovod(
@@ -132,23 +128,11 @@ def plan_horovod(
     Raises:
         ValueError: ``rank_envs`` does not hold exactly H x P entries.
     """
-    placements = _placements(hosts, per_host)
+    placements = cluster.uniform_placements(hosts, per_host)
     if len(rank_envs) != len(placements):
         raise ValueError(f"expected {len(placements)} rank environments, got {len(rank_envs)}")
     extra = (shim_path,) if shim_path else ()
-    return [
-        ProcessPlan(host, host_index, local, index, dict(rank_envs[index]), extra)
-        for host, host_index, local, index in placements
-    ]
-
-
-def _endpoints(
-    hosts: Sequence[str], per_host: int, addresses: Mapping[str, str], ports: Sequence[int]
-) -> list[str]:
-    placements = _placements(hosts, per_host)
-    if len(ports) != len(placements):
-        raise ValueError(f"expected {len(placements)} ports, got {len(ports)}")
-    return [f"{addresses[host]}:{ports[index]}" for host, _, _, index in placements]
+    return [_plan(p, dict(rank_envs[p.index]), extra) for p in placements]
 
 
 def plan_mwms(
@@ -156,8 +140,8 @@ def plan_mwms(
 ) -> list[ProcessPlan]:
     """Distribution ``mwms``: every process is a MultiWorkerMirroredStrategy worker with its own ``TF_CONFIG``.
 
-    The cluster lists one ``address:port`` per worker on its host's loopback address (SageMaker's toolkit lists
-    ``host:port`` names; names do not resolve here). Worker 0 is the chief.
+    The cluster lists one ``address:port`` per worker on its host's loopback address, with the port reserved for
+    it (:func:`smddp_compat.cluster.endpoints`; names do not resolve here). Worker 0 is the chief.
 
     Args:
         hosts: The host names.
@@ -168,12 +152,9 @@ def plan_mwms(
     Returns:
         One plan per worker.
     """
-    workers = _endpoints(hosts, per_host, addresses, ports)
-    plans = []
-    for host, host_index, local, index in _placements(hosts, per_host):
-        tf_config = {"cluster": {"worker": workers}, "environment": "cloud", "task": {"index": index, "type": "worker"}}
-        plans.append(ProcessPlan(host, host_index, local, index, {"TF_CONFIG": json.dumps(tf_config)}))
-    return plans
+    placements = cluster.uniform_placements(hosts, per_host)
+    workers = cluster.endpoints(placements, addresses, ports=ports)
+    return [_plan(p, env) for p, env in zip(placements, cluster.mwms_environments(placements, workers))]
 
 
 def plan_dtensor(
@@ -196,19 +177,12 @@ def plan_dtensor(
         devices_per_client: Devices each client should bring (``SMDDP_DTENSOR_DEVICES_PER_CLIENT``), if known.
 
     Returns:
-        One plan per client, with ``DTENSOR_JOBS`` (every client's ``address:port``, in client order),
-        ``DTENSOR_CLIENT_ID`` and ``DTENSOR_JOB_NAME``.
+        One plan per client, with :func:`smddp_compat.cluster.dtensor_environments`' variables.
     """
-    jobs = ",".join(_endpoints(hosts, per_host, addresses, ports))
-    shared = {"DTENSOR_JOBS": jobs, "DTENSOR_JOB_NAME": "worker"}
-    if mesh is not None:
-        shared["SMDDP_DTENSOR_MESH"] = json.dumps(dict(mesh), separators=(",", ":"))
-    if devices_per_client is not None:
-        shared["SMDDP_DTENSOR_DEVICES_PER_CLIENT"] = str(devices_per_client)
-    return [
-        ProcessPlan(host, host_index, local, index, {**shared, "DTENSOR_CLIENT_ID": str(index)})
-        for host, host_index, local, index in _placements(hosts, per_host)
-    ]
+    placements = cluster.uniform_placements(hosts, per_host)
+    clients = cluster.endpoints(placements, addresses, ports=ports)
+    envs = cluster.dtensor_environments(placements, clients, mesh=mesh, devices_per_client=devices_per_client)
+    return [_plan(p, env) for p, env in zip(placements, envs)]
 
 
 def smdistributed_shim_path() -> str | None:

@@ -27,7 +27,6 @@ from local_mode.environment import (
     cmd_args,
     default_region,
     encode_hyperparameters,
-    host_addresses_variable,
     inherited_environment,
     platform_environment,
     training_environment,
@@ -36,6 +35,7 @@ from local_mode.errors import ConfigurationError
 from local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
 from local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
 from local_mode.spec import Distribution, JobSpec
+from smddp_compat.cluster import encode_host_addresses
 
 __all__ = ["run", "INSTANCE_TYPE", "NETWORK_INTERFACE", "FAILURE_REASON_LIMIT"]
 
@@ -294,7 +294,7 @@ def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], di
             )
         )
         env.update(platform_environment(layout, job_name=spec.job_name, region=region))
-        env.update(host_addresses_variable(addresses))
+        env.update(encode_host_addresses(addresses))
         env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed
         layouts[host] = layout
         envs[host] = env

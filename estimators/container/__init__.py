@@ -1,4 +1,4 @@
-"""Scripts that run inside the training container (standard library only; shipped with the job's code).
+"""Scripts that run inside the training container (standard library and the ``smddp_compat`` shipped beside them).
 
 - ``dtensor_launch``: the entry point of ``distribution={"dtensor": ...}`` jobs (SDK v2). Sets DTENSOR_JOBS,
   DTENSOR_CLIENT_ID and DTENSOR_JOB_NAME from SM_HOSTS / SM_CURRENT_HOST and starts the user's script.

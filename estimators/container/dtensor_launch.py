@@ -5,8 +5,9 @@
 Reads ``smddp_compat_dtensor.json`` beside itself (written by the estimator: the user's entry point and the DTensor
 set-up), derives for each DTensor client of this host
 
-- ``DTENSOR_JOBS``: every client's ``address:port``, hosts in SM_HOSTS order, ``processes_per_host`` per host
-  (client ``i`` of a host listens on ``port + i``); host names go through ``SMDDP_HOST_ADDRESSES`` when set;
+- ``DTENSOR_JOBS``: every client's ``address:port``, hosts in SM_HOSTS order (as listed, never re-sorted),
+  ``processes_per_host`` per host (client ``i`` of a host listens on ``port + i``); host names go through
+  ``SMDDP_HOST_ADDRESSES`` when set;
 - ``DTENSOR_CLIENT_ID``: ``host_index * processes_per_host + i``;
 - ``DTENSOR_JOB_NAME``; and, as local_mode sets them, ``SMDDP_DTENSOR_MESH`` (JSON object, e.g.
   ``{"batch":4}``) and ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` for scripts that build their mesh from them, plus
@@ -17,7 +18,9 @@ and starts the user's script with the same arguments: by ``exec`` for one client
 supervised by ``smddp_compat.launcher.run_process_group`` (shipped beside this script): when one fails, the
 others are stopped and the launcher exits with its code.
 
-Standard library only (plus smddp_compat for several clients per host). Also imported by ``dtensor_driver.py``.
+Standard library only, plus ``smddp_compat`` shipped beside it (its ``cluster`` module derives the variables, as
+for every launcher of the kit; its launcher supervises several clients per host). Also imported by
+``dtensor_driver.py``.
 """
 
 from __future__ import annotations
@@ -27,24 +30,9 @@ import os
 import sys
 from typing import Any, Mapping, Sequence
 
+from smddp_compat.cluster import Cluster, ClusterConfigError, dtensor_environments, endpoints, uniform_placements
+
 CONFIG_FILE = "smddp_compat_dtensor.json"
-HOST_ADDRESSES_VARIABLE = "SMDDP_HOST_ADDRESSES"
-
-
-class LaunchConfigError(ValueError):
-    """The container environment or the launch configuration is incomplete or inconsistent."""
-
-
-def host_addresses(hosts: Sequence[str], environ: Mapping[str, str]) -> list[str]:
-    """Network addresses of ``hosts``: mapped through SMDDP_HOST_ADDRESSES (JSON) when set, else the names."""
-    mapping: dict[str, str] = {}
-    raw = environ.get(HOST_ADDRESSES_VARIABLE)
-    if raw:
-        try:
-            mapping = json.loads(raw)
-        except ValueError:
-            raise LaunchConfigError(f"{HOST_ADDRESSES_VARIABLE}={raw!r} is not a JSON object") from None
-    return [str(mapping.get(host, host)) for host in hosts]
 
 
 def client_environments(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[dict[str, str]]:
@@ -60,54 +48,30 @@ def client_environments(config: Mapping[str, Any], environ: Mapping[str, str]) -
         One dict per local client holding only the variables to add.
 
     Raises:
-        LaunchConfigError: SM_HOSTS / SM_CURRENT_HOST missing or inconsistent.
+        ClusterConfigError: SM_HOSTS / SM_CURRENT_HOST missing or inconsistent, or SMDDP_HOST_ADDRESSES malformed.
     """
-    try:
-        hosts = json.loads(environ["SM_HOSTS"])
-        current = environ["SM_CURRENT_HOST"]
-    except KeyError as exc:
-        raise LaunchConfigError(f"{exc.args[0]} is not set: this launcher runs inside a SageMaker job") from None
-    except ValueError:
-        raise LaunchConfigError(f"SM_HOSTS={environ['SM_HOSTS']!r} is not a JSON list") from None
-    if not isinstance(hosts, list) or current not in hosts:
-        raise LaunchConfigError(f"SM_CURRENT_HOST={current!r} is not in SM_HOSTS={hosts!r}")
-    hosts = sorted(hosts, key=_host_order)
+    cluster = Cluster.from_environ(environ, required=True)
     per_host = int(config.get("processes_per_host") or 1)
     gpus = int(environ.get("SM_NUM_GPUS") or 0)
     device_type = str(config.get("device_type") or ("GPU" if gpus else "CPU"))
     default_devices = max(1, gpus // per_host) if device_type == "GPU" else 1
-    devices = int(config.get("devices_per_process") or default_devices)
-    port = int(config.get("port") or 9970)
-    addresses = host_addresses(hosts, environ)
-    jobs = ",".join(f"{address}:{port + i}" for address in addresses for i in range(per_host))
-    index = hosts.index(current)
-    envs = []
-    for local in range(per_host):
-        env = {
-            "DTENSOR_JOBS": jobs,
-            "DTENSOR_CLIENT_ID": str(index * per_host + local),
-            "DTENSOR_JOB_NAME": str(config.get("job_name") or "worker"),
-            "SMDDP_DTENSOR_DEVICE_TYPE": device_type,
-            "SMDDP_DTENSOR_DEVICES_PER_CLIENT": str(devices),
-            "SMDDP_DTENSOR_NUM_CLIENTS": str(len(hosts) * per_host),
-        }
-        if config.get("mesh"):
-            env["SMDDP_DTENSOR_MESH"] = json.dumps(_mesh_object(config["mesh"]), separators=(",", ":"))
-        if device_type == "GPU" and per_host > 1:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(local * devices + d) for d in range(devices))
-        envs.append(env)
-    return envs
+    placements = uniform_placements(cluster.hosts, per_host)
+    clients = endpoints(placements, cluster.addresses, base_port=int(config.get("port") or 9970),
+                        port_field="port")
+    envs = dtensor_environments(
+        placements,
+        clients,
+        job_name=str(config.get("job_name") or "worker"),
+        mesh=_mesh_object(config["mesh"]) if config.get("mesh") else None,
+        devices_per_client=int(config.get("devices_per_process") or default_devices),
+        device_type=device_type,
+    )
+    return [env for p, env in zip(placements, envs) if p.host == cluster.current_host]
 
 
 def _mesh_object(mesh: Any) -> dict[str, int]:
     # The estimator writes [[name, size], ...] (ordered); v3 configs may hold a mapping.
     return dict(mesh.items()) if isinstance(mesh, Mapping) else {str(n): int(s) for n, s in mesh}
-
-
-def _host_order(name: str) -> tuple[str, int]:
-    # algo-10 after algo-9: SageMaker numbers hosts from 1.
-    prefix, _, number = name.rpartition("-")
-    return (prefix, int(number)) if number.isdigit() else (name, 0)
 
 
 def launch(config: Mapping[str, Any], script: str, args: Sequence[str], environ: Mapping[str, str]) -> int:
@@ -154,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return launch(bundle["dtensor"], script, args, dict(os.environ))
-    except LaunchConfigError as exc:
+    except ClusterConfigError as exc:
         print(f"[smddp-compat dtensor] error: {exc}", file=sys.stderr, flush=True)
         return 2
 

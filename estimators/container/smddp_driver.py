@@ -6,7 +6,7 @@ directory. SM_DISTRIBUTED_CONFIG holds ``processes_per_host`` (default: SM_NUM_G
 ``custom_mpi_options``; SM_ENTRY_SCRIPT is the user's script, SM_HPS its hyperparameters.
 
 - One host: ``smddprun -np P python SCRIPT ARGS`` (Horovod over Gloo, the alias on PYTHONPATH).
-- Several hosts: mpirun over SSH from the first host, as SageMaker ran SMDDP, using the SDK's own SSH bootstrap
+- Several hosts: mpirun over SSH from the first host (hosts and ranks in SM_HOSTS order, as SageMaker lists them), as SageMaker ran SMDDP, using the SDK's own SSH bootstrap
   helpers shipped in the same directory; ``-np`` is hosts x P and ``custom_mpi_options`` are split into arguments
   (never given to a shell). PYTHONPATH reaches every rank with ``-x``.
 """
@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import hyperparameter_args  # noqa: E402  (a sibling script, found through the line above)
+from smddp_compat.cluster import Cluster  # noqa: E402  (shipped beside this script)
 
 
 def _processes_per_host(config: dict, environ: dict) -> int:
@@ -81,8 +82,8 @@ def main() -> int:
     try:
         config = json.loads(environ.get("SM_DISTRIBUTED_CONFIG") or "{}")
         script = environ["SM_ENTRY_SCRIPT"]
-        hosts = sorted(json.loads(environ.get("SM_HOSTS") or "[]")) or [environ.get("SM_CURRENT_HOST", "algo-1")]
-        current = environ.get("SM_CURRENT_HOST", hosts[0])
+        cluster = Cluster.from_environ(environ)  # hosts in SageMaker's order: mpirun numbers ranks in it
+        hosts, current = list(cluster.hosts), cluster.current_host
         args = hyperparameter_args.from_environment(environ)
         pph = _processes_per_host(config, environ)
         options = shlex.split(config.get("custom_mpi_options") or "")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 
+from smddp_compat.cluster import HOST_ADDRESSES_VARIABLE, parse_host_addresses
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher._rendezvous import HostSlots
 
@@ -94,14 +94,7 @@ def assign_ranks(hosts: list[HostSlots], num_proc: int) -> list[HostSlots]:
 
 def _known_local_names() -> dict[str, str]:
     names = {"localhost": "127.0.0.1", socket.gethostname(): "127.0.0.1"}
-    mapping = os.environ.get("SMDDP_HOST_ADDRESSES")
-    if mapping:
-        try:
-            names.update({str(k): str(v) for k, v in json.loads(mapping).items()})
-        except (ValueError, AttributeError):
-            raise UsageError(
-                f"SMDDP_HOST_ADDRESSES must be a JSON object of host name to address, got {mapping!r}."
-            ) from None
+    names.update(parse_host_addresses(os.environ.get(HOST_ADDRESSES_VARIABLE)))
     return names
 
 

@@ -18,9 +18,9 @@ import os
 import sys
 from typing import IO, Mapping, NoReturn, Sequence
 
+from smddp_compat.cluster import GLOO_RANK_VARIABLES, horovod_mpi_environment
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher._mpi_group import load_rank_spec, record_process_group
-from smddp_compat.launcher._rendezvous import GLOO_RANK_VARIABLES
 from smddp_compat.launcher._rank_settings import stall_env, stall_watchdog_env, with_shim_on_path
 
 __all__ = [
@@ -81,37 +81,6 @@ def mpi_job_directory(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-# Horovod's rank variables and the MPI launchers' own names for them (Open MPI, then Hydra's PMI).
-_IDENTITY_SOURCES = {
-    "HOROVOD_RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK"),
-    "HOROVOD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"),
-    "HOROVOD_LOCAL_RANK": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"),
-    "HOROVOD_LOCAL_SIZE": ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"),
-}
-
-
-def _horovod_identity(environ: Mapping[str, str]) -> dict[str, str]:
-    """HOROVOD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE (and CROSS_RANK/SIZE) from what MPI gave this rank.
-
-    Horovod's MPI controller asks MPI, not these; they are set so that a script reading them (as under the Gloo
-    launcher) sees the same numbers as ``hvd.rank()``.
-    """
-    identity = {}
-    for name, sources in _IDENTITY_SOURCES.items():
-        value = next((environ[s] for s in sources if environ.get(s, "").isdigit()), None)
-        if value is not None:
-            identity[name] = value
-    # HOROVOD_CROSS_RANK/SIZE (which host, how many hosts), when every host runs the same number of ranks in
-    # blocks, as mpirun's slot mapping places them (SageMaker's toolkit and smddprun --mpi both map by slot).
-    numbers = [int(identity.get(n, -1)) for n in ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
-                                                  "HOROVOD_LOCAL_SIZE")]
-    rank, size, local_rank, local_size = numbers
-    if min(numbers) >= 0 and local_size > 0 and size % local_size == 0:
-        identity["HOROVOD_CROSS_RANK"] = str((rank - local_rank) // local_size)
-        identity["HOROVOD_CROSS_SIZE"] = str(size // local_size)
-    return identity
-
-
 def _reject_launch_options(args: argparse.Namespace) -> None:
     for attribute, (option, instead) in _LAUNCH_ONLY_OPTIONS.items():
         if getattr(args, attribute) is not None:
@@ -156,8 +125,8 @@ def rank_environment(
             "from its own thread and needs MPI_THREAD_MULTIPLE; unset it or set it to 'multiple'."
         )
     env = {name: value for name, value in environ.items() if name not in GLOO_RANK_VARIABLES}
-    env.update({"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi", MPI_THREAD_LEVEL_VARIABLE: "multiple"})
-    env.update(_horovod_identity(environ))
+    env.update(horovod_mpi_environment(environ))
+    env[MPI_THREAD_LEVEL_VARIABLE] = "multiple"
     env.setdefault(MALLOC_TUNABLES_VARIABLE, MALLOC_HUGE_PAGES)
     env = with_shim_on_path(env, enabled=not args.no_shim, stream=stream)
     env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))

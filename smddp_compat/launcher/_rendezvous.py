@@ -12,31 +12,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Sequence
 
+from smddp_compat.cluster import GLOO_RANK_VARIABLES, assign, horovod_gloo_environments
 from smddp_compat.errors import UsageError
 
 __all__ = ["HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS", "GLOO_RANK_VARIABLES"]
 
 #: How long a rank waits for its peers during Gloo set-up and collectives before it gives up.
 DEFAULT_GLOO_TIMEOUT_SECONDS = 60
-
-#: The variables :meth:`HorovodRendezvous.rank_envs` gives a rank that an MPI-launched rank must not inherit (they
-#: would make Horovod wait for a Gloo rendezvous, or report a rank that is not its MPI rank). ``HOROVOD_HOSTNAME``
-#: and ``NCCL_SOCKET_IFNAME`` are not among them: they mean the same under MPI.
-GLOO_RANK_VARIABLES = (
-    "HOROVOD_GLOO_RENDEZVOUS_ADDR",
-    "HOROVOD_GLOO_RENDEZVOUS_PORT",
-    "HOROVOD_CONTROLLER",
-    "HOROVOD_CPU_OPERATIONS",
-    "HOROVOD_GLOO_IFACE",
-    "HOROVOD_GLOO_TIMEOUT_SECONDS",
-    "HOROVOD_RANK",
-    "HOROVOD_SIZE",
-    "HOROVOD_LOCAL_RANK",
-    "HOROVOD_LOCAL_SIZE",
-    "HOROVOD_CROSS_RANK",
-    "HOROVOD_CROSS_SIZE",
-)
-
 
 @dataclass(frozen=True)
 class HostSlots:
@@ -143,33 +125,15 @@ class HorovodRendezvous:
         """The HOROVOD_* environment of every rank, in rank order.
 
         Returns:
-            One dict per rank with rank, size, local and cross rank/size, host name, the rendezvous address and
-            port, the Gloo controller and its timeout.
+            :func:`smddp_compat.cluster.horovod_gloo_environments` for these hosts and this server (the same
+            numbering as the server's Horovod plan).
         """
         if self._plan is None or self._httpd is None:
             raise RuntimeError("rank_envs() needs a running server; call it inside the `with` block.")
-        common = {
-            "HOROVOD_GLOO_RENDEZVOUS_ADDR": self.bind_address,
-            "HOROVOD_GLOO_RENDEZVOUS_PORT": str(self.port),
-            "HOROVOD_CONTROLLER": "gloo",
-            "HOROVOD_CPU_OPERATIONS": "gloo",
-            "HOROVOD_GLOO_IFACE": self.iface,
-            "HOROVOD_GLOO_TIMEOUT_SECONDS": str(int(self.timeout)),
-            "NCCL_SOCKET_IFNAME": self.iface,
-        }
-        envs = []
-        for slot in self._plan:
-            env = dict(common)
-            env.update(
-                {
-                    "HOROVOD_HOSTNAME": str(slot.hostname),
-                    "HOROVOD_RANK": str(slot.rank),
-                    "HOROVOD_SIZE": str(slot.size),
-                    "HOROVOD_LOCAL_RANK": str(slot.local_rank),
-                    "HOROVOD_LOCAL_SIZE": str(slot.local_size),
-                    "HOROVOD_CROSS_RANK": str(slot.cross_rank),
-                    "HOROVOD_CROSS_SIZE": str(slot.cross_size),
-                }
-            )
-            envs.append(env)
-        return envs
+        return horovod_gloo_environments(
+            assign([(h.name, h.slots) for h in self.hosts]),
+            rendezvous_address=self.bind_address,
+            rendezvous_port=self.port,
+            timeout_seconds=self.timeout,
+            iface=self.iface,
+        )

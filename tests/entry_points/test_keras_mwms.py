@@ -33,9 +33,15 @@ def test_tf_config_built_from_sagemaker_hosts() -> None:
         "SMDDP_HOST_ADDRESSES": '{"algo-1": "127.0.0.2", "algo-2": "127.0.0.3"}',
     })
     assert tf_config_from_env(env, 12345) == {
-        "cluster": {"worker": ["127.0.0.2:12345", "127.0.0.3:12346", "algo-3:12347"]},
+        "cluster": {"worker": ["127.0.0.2:12345", "127.0.0.3:12345", "algo-3:12345"]},
+        "environment": "cloud",
         "task": {"type": "worker", "index": 1},
     }
+    shared = TrainingEnv.from_environ({
+        "SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2",
+        "SMDDP_HOST_ADDRESSES": '{"algo-1": "127.0.0.1", "algo-2": "127.0.0.1"}',
+    })
+    assert tf_config_from_env(shared, 12345)["cluster"]["worker"] == ["127.0.0.1:12345", "127.0.0.1:12346"]
 
 
 def test_global_batch_rules() -> None:

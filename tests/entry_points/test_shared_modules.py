@@ -26,6 +26,7 @@ from entry_points.sagemaker_contract import (
     positive_float,
     positive_int,
 )
+from smddp_compat import cluster
 
 # ------------------------------------------------------------------------------------------------ datasets
 
@@ -116,14 +117,14 @@ def test_training_env_local_fallbacks(tmp_path: Path) -> None:
     assert env.output_data_dir.is_dir()
 
 
-@pytest.mark.parametrize(("environ", "message"), [
-    ({"SM_HOSTS": "[algo-1]"}, "not valid JSON"),
-    ({"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-3"}, "not one of SM_HOSTS"),
-    ({"SMDDP_HOST_ADDRESSES": '["127.0.0.2"]'}, "must be a JSON object"),
-    ({"SM_NUM_CPUS": "many"}, "not an integer"),
+@pytest.mark.parametrize(("environ", "error", "message"), [
+    ({"SM_HOSTS": "[algo-1]"}, cluster.ClusterConfigError, "not valid JSON"),
+    ({"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-3"}, cluster.ClusterConfigError, "not one of SM_HOSTS"),
+    ({"SMDDP_HOST_ADDRESSES": '["127.0.0.2"]'}, cluster.ClusterConfigError, "is not a JSON object"),
+    ({"SM_NUM_CPUS": "many"}, ClusterConfigError, "not an integer"),
 ])
-def test_training_env_rejects_bad_cluster_values(environ: dict[str, str], message: str) -> None:
-    with pytest.raises(ClusterConfigError, match=message):
+def test_training_env_rejects_bad_cluster_values(environ: dict[str, str], error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
         TrainingEnv.from_environ(environ)
 
 

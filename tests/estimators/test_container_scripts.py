@@ -36,11 +36,16 @@ def _container_env(probe_dir, **extra):
 
 def test_client_environments_follow_hosts_and_addresses():
     config = {"processes_per_host": 2, "port": 9970, "mesh": [["batch", 4]], "device_type": "CPU"}
-    environ = {"SM_HOSTS": '["algo-2", "algo-1"]', "SM_CURRENT_HOST": "algo-2",
+    environ = {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2",
                "SMDDP_HOST_ADDRESSES": '{"algo-1": "127.0.0.2", "algo-2": "127.0.0.3"}'}
     envs = client_environments(config, environ)
     assert [e["DTENSOR_CLIENT_ID"] for e in envs] == ["2", "3"]
     assert {e["DTENSOR_JOBS"] for e in envs} == {"127.0.0.2:9970,127.0.0.2:9971,127.0.0.3:9970,127.0.0.3:9971"}
+    # SM_HOSTS order is SageMaker's (never re-sorted): a host listed first is client 0.
+    listed_first = client_environments(config, {**environ, "SM_HOSTS": '["algo-2", "algo-1"]'})
+    assert [e["DTENSOR_CLIENT_ID"] for e in listed_first] == ["0", "1"]
+    assert {e["DTENSOR_JOBS"] for e in listed_first} == {
+        "127.0.0.3:9970,127.0.0.3:9971,127.0.0.2:9970,127.0.0.2:9971"}
     assert {e["DTENSOR_JOB_NAME"] for e in envs} == {"worker"}
     assert {e["SMDDP_DTENSOR_MESH"] for e in envs} == {'{"batch":4}'}
     assert all("CUDA_VISIBLE_DEVICES" not in e for e in envs)
@@ -86,7 +91,7 @@ def test_launcher_outside_a_job_explains_itself(tiny_script, tmp_path):
     finally:
         staged.cleanup()
     assert out.returncode == 2
-    assert "SM_HOSTS is not set" in out.stderr
+    assert "SM_HOSTS=None: is not set" in out.stderr
 
 
 def test_sdk3_dtensor_driver(tiny_script, tmp_path):

@@ -195,11 +195,11 @@ def test_mpirun_runs_smddprun_per_rank_as_sagemaker_does(tmp_path, ranks):
 
 
 def test_cross_rank_is_the_host_under_slot_mapping() -> None:
-    from smddp_compat.launcher._per_rank import _horovod_identity
+    from smddp_compat.cluster import horovod_mpi_environment
 
     ompi = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
             "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
-    identity = _horovod_identity(ompi)
+    identity = horovod_mpi_environment(ompi)
     assert (identity["HOROVOD_CROSS_RANK"], identity["HOROVOD_CROSS_SIZE"]) == ("1", "2")
-    uneven = _horovod_identity({**ompi, "OMPI_COMM_WORLD_SIZE": "3"})
+    uneven = horovod_mpi_environment({**ompi, "OMPI_COMM_WORLD_SIZE": "3"})
     assert "HOROVOD_CROSS_RANK" not in uneven  # hosts with different rank counts: left to Horovod

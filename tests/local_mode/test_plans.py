@@ -209,11 +209,13 @@ def test_plan_dtensor_builds_jobs_client_ids_and_mesh() -> None:
             "DTENSOR_CLIENT_ID": str(index),
             "SMDDP_DTENSOR_MESH": '{"batch":4}',
             "SMDDP_DTENSOR_DEVICES_PER_CLIENT": "2",
+            "SMDDP_DTENSOR_NUM_CLIENTS": "2",
         }
         for index in range(2)
     ]
     bare = plan_dtensor(["algo-1"], 2, host_addresses(1), [3001, 3002])
-    assert bare[1].env == {"DTENSOR_JOBS": "127.0.0.2:3001,127.0.0.2:3002", "DTENSOR_JOB_NAME": "worker", "DTENSOR_CLIENT_ID": "1"}
+    assert bare[1].env == {"DTENSOR_JOBS": "127.0.0.2:3001,127.0.0.2:3002", "DTENSOR_JOB_NAME": "worker",
+                           "DTENSOR_CLIENT_ID": "1", "SMDDP_DTENSOR_NUM_CLIENTS": "2"}
 
 
 def test_the_callers_job_variables_are_not_inherited() -> None:
