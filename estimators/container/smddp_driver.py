@@ -6,9 +6,10 @@ directory. SM_DISTRIBUTED_CONFIG holds ``processes_per_host`` (default: SM_NUM_G
 ``custom_mpi_options``; SM_ENTRY_SCRIPT is the user's script, SM_HPS its hyperparameters.
 
 - One host: ``smddprun -np P python SCRIPT ARGS`` (Horovod over Gloo, the alias on PYTHONPATH).
-- Several hosts: mpirun over SSH from the first host (hosts and ranks in SM_HOSTS order, as SageMaker lists them), as SageMaker ran SMDDP, using the SDK's own SSH bootstrap
-  helpers shipped in the same directory; ``-np`` is hosts x P and ``custom_mpi_options`` are split into arguments
-  (never given to a shell). PYTHONPATH reaches every rank with ``-x``.
+- Several hosts: mpirun over SSH from the first host, as SageMaker ran SMDDP (hosts, and so ranks, in SM_HOSTS
+  order, never re-sorted), using the SDK's own SSH bootstrap helpers shipped in the same directory; ``-np`` is
+  hosts x P and ``custom_mpi_options`` are split into arguments (never given to a shell). PYTHONPATH reaches every
+  rank with ``-x``.
 """
 
 from __future__ import annotations
