@@ -318,7 +318,7 @@ def test_global_batch_not_divisible_by_the_replicas(tmp_path: Path) -> None:
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output
-    assert "--global-batch-size 7 is not divisible by the 2 replicas in sync" in output, output
+    assert "--global-batch-size=7: is not divisible by the 2 replicas in sync" in output, output
     assert "use a multiple of 2" in output
     assert_no_half_written_artifacts(tmp_path / "out")
 
