@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any, Mapping
 
-from estimators.errors import ConfigurationError
+from estimators.errors import ConfigurationError, raised_as_estimator_errors
 
 __all__ = ["check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN"]
 
@@ -108,7 +108,7 @@ def check_entry_point(entry_point: object, source_dir: object, dependencies: obj
 
 
 def check_hyperparameters(hyperparameters: object) -> dict[str, Any]:
-    """Checks that hyperparameters are a dict of JSON-serialisable values (SageMaker sends them as JSON).
+    """Checks that hyperparameters are a dict of usable names and JSON-serialisable values (SageMaker sends JSON).
 
     Args:
         hyperparameters: The dict given, or None.
@@ -117,7 +117,9 @@ def check_hyperparameters(hyperparameters: object) -> dict[str, Any]:
         The hyperparameters (an empty dict for None).
 
     Raises:
-        ConfigurationError: Not a mapping, a non-string key, or a value JSON cannot encode.
+        ConfigurationError: Not a mapping, a name local_mode refuses (not letters, digits, ``_-.``, or starting with
+            ``sagemaker_``: it becomes the script's ``--NAME`` argument and ``SM_HP_NAME``), or a value JSON cannot
+            encode.
     """
     if hyperparameters is None:
         return {}
@@ -125,11 +127,12 @@ def check_hyperparameters(hyperparameters: object) -> dict[str, Any]:
         raise ConfigurationError(
             "hyperparameters", hyperparameters, "must be a dictionary", "pass e.g. {'epochs': 3, 'lr': 0.001}"
         )
+    # The names local_mode accepts, checked by local_mode's own rule (imported here: loading local_mode takes time).
+    from local_mode.spec import check_hyperparameter_name
+
     for key, value in hyperparameters.items():
-        if not isinstance(key, str) or not key:
-            raise ConfigurationError(
-                "hyperparameters", key, "every name must be a non-empty string", "rename the hyperparameter"
-            )
+        with raised_as_estimator_errors():
+            check_hyperparameter_name(key)
         if hasattr(value, "to_string") and hasattr(value, "expr"):  # a SageMaker pipeline parameter
             continue
         try:

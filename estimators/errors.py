@@ -7,6 +7,9 @@ field, the value received and the fix. :class:`JobError` is a job that ran and f
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from smddp_compat import errors as _shared
 
 __all__ = [
@@ -17,6 +20,8 @@ __all__ = [
     "MissingDependencyError",
     "JobError",
     "JobTimeoutError",
+    "as_estimator_error",
+    "raised_as_estimator_errors",
 ]
 
 
@@ -83,3 +88,44 @@ class JobError(EstimatorError, RuntimeError):
 
 class JobTimeoutError(JobError, TimeoutError):
     """Waiting for a job took longer than the timeout; the job itself goes on."""
+
+
+def as_estimator_error(error: _shared.SmddpError) -> EstimatorError:
+    """The estimators' error for an error of a package the estimator called (local_mode), with its structured fields.
+
+    A configuration error stays a :class:`ConfigurationError` (same field, value, problem and fix); a failed local
+    job (``status``, ``reason``) becomes a :class:`JobError`; anything else an :class:`EstimatorError` with the same
+    message and fields.
+
+    Args:
+        error: The error raised by the called package.
+
+    Returns:
+        ``error`` itself when it already is an :class:`EstimatorError`, else the matching one (the caller raises it
+        ``from error``).
+    """
+    if isinstance(error, EstimatorError):
+        return error
+    if isinstance(error, _shared.ConfigurationError):
+        return ConfigurationError(error.field, error.value, error.problem, error.fix)
+    job_name, status = getattr(error, "job_name", None), getattr(error, "status", None)
+    if job_name is not None and status is not None:
+        return JobError(
+            job_name, str(error), status=status, reason=getattr(error, "reason", None),
+            rank=error.rank, host=error.host, exit_code=error.exit_code,
+        )
+    return EstimatorError(str(error), **error.details())
+
+
+@contextlib.contextmanager
+def raised_as_estimator_errors() -> Iterator[None]:
+    """Re-raises any :class:`~smddp_compat.errors.SmddpError` from the block as :func:`as_estimator_error` does,
+    chained to the original (``from``), so that the estimators' public methods raise :class:`EstimatorError` s only.
+    """
+    try:
+        yield
+    except _shared.SmddpError as error:
+        wrapped = as_estimator_error(error)
+        if wrapped is error:
+            raise
+        raise wrapped from error
