@@ -39,15 +39,15 @@ class HyperparameterError(_shared.HyperparameterError, ConfigurationError):
 
 
 class ChannelError(LocalModeError):
-    """An input channel could not be fetched (e.g. an ``s3://`` prefix with no objects, or S3 unreachable)."""
+    """An input channel could not be fetched (e.g. an ``s3://`` prefix with no objects, or S3 unreachable).
+
+    The message is the kit's ``channels['<channel>']='<source>': <problem>. Fix: <fix>``.
+    """
 
     def __init__(self, channel: str, source: str, problem: str, fix: str) -> None:
         self.channel = channel
         self.source = source
-        super().__init__(
-            f"channel {channel!r} from {source}: {problem}. Fix: {fix}",
-            field=f"channels[{channel!r}]", value=source, problem=problem, fix=fix,
-        )
+        super().__init__(field=f"channels[{channel!r}]", value=source, problem=problem, fix=fix)
 
 
 class ArtifactError(LocalModeError):
