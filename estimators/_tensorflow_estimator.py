@@ -105,7 +105,9 @@ class TensorFlow(_SdkTensorFlow):
                 "clone the repository yourself and pass source_dir",
             )
         check_entry_point(entry_point, source_dir, dependencies)
-        hyperparameters = check_hyperparameters(kwargs.get("hyperparameters"))
+        hyperparameters = check_hyperparameters(
+            kwargs.get("hyperparameters"), local_process=instance_type == "local_process"
+        )
         kwargs["hyperparameters"] = hyperparameters
         plan = plan_distribution(distribution, spec=spec, instance_count=instance_count)
         if plan.kind == "parameter_server" and instance_type == "local_process":
