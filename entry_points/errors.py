@@ -7,6 +7,7 @@ environment failure and is reported with its type name.
 
 from __future__ import annotations
 
+from smddp_compat import cluster as _cluster
 from smddp_compat import errors as _shared
 
 __all__ = ["EntryPointError", "HyperparameterError", "DatasetError", "CheckpointError", "ClusterConfigError"]
@@ -41,5 +42,13 @@ class CheckpointError(EntryPointError):
         self.path = path
 
 
-class ClusterConfigError(EntryPointError):
-    """The cluster description (SM_HOSTS, SM_CURRENT_HOST, TF_CONFIG, host addresses) is inconsistent."""
+class ClusterConfigError(EntryPointError, _cluster.ClusterConfigError):
+    """A variable a launcher gives the script (``TF_CONFIG``, ``DTENSOR_*``, ``SM_NUM_*``) is inconsistent.
+
+    ``SM_HOSTS``, ``SM_CURRENT_HOST`` and ``SMDDP_HOST_ADDRESSES`` are read by :mod:`smddp_compat.cluster`, which
+    raises its own :class:`smddp_compat.cluster.ClusterConfigError` (this class's base), as at every launcher.
+    """
+
+    def __init__(self, message: str) -> None:
+        """Keeps ``message`` as the whole text (the script's own checks compose it)."""
+        _shared.SmddpError.__init__(self, message)

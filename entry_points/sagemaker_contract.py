@@ -32,7 +32,7 @@ from typing import NoReturn, TextIO
 
 from entry_points.errors import ClusterConfigError, EntryPointError, HyperparameterError
 from smddp_compat.cluster import Cluster
-from smddp_compat.cluster import ClusterConfigError as ClusterDescriptionError
+from smddp_compat.cluster import ClusterConfigError as ClusterDescriptionError  # the base of ClusterConfigError
 
 __all__ = [
     "TrainingEnv",

@@ -22,8 +22,6 @@ SHARED_ERRORS = REPO / "smddp_compat" / "errors.py"
 
 # Classes that are not errors a user sees: control flow inside one function, never raised out of it.
 PRIVATE_SIGNALS = {"smddp_compat.launcher._supervisor._Interrupted"}
-# Launchers shipped alone into containers (standard library only); the cluster module replaces this one's checks.
-STANDALONE = {"estimators.container.dtensor_launch.LaunchConfigError"}
 
 
 class _Module:
@@ -103,7 +101,7 @@ def test_the_walk_finds_every_package_errors():
                          ids=[f"{module.name}.{name}" for module, name in EXCEPTION_CLASSES])
 def test_every_exception_class_is_an_smddp_error(module: _Module, name: str) -> None:
     qualified = f"{module.name}.{name}"
-    if qualified in PRIVATE_SIGNALS | STANDALONE or module.path == SHARED_ERRORS:
+    if qualified in PRIVATE_SIGNALS or module.path == SHARED_ERRORS:
         return
     bases = module.bases(name)
     assert any(issubclass(base, SmddpError) for base in bases), f"{qualified} derives from {bases}, not SmddpError"
