@@ -35,7 +35,6 @@ __all__ = [
     "HostCapacity",
     "DistributionConfig",
     "parse_mesh",
-    "format_mesh",
 ]
 
 #: Each kind as the CLIs and ``JobSpec`` spell it -> its key in the SDK's ``distribution`` dictionary.
@@ -121,17 +120,19 @@ class HostCapacity:
         slots: Processes one host holds at most: its GPUs, else its vCPUs or CPU cores; None when unknown.
         gpus: Its GPUs (0: DTensor clients use virtual CPU devices).
         slot_unit: What a CPU slot is called (``vCPU``, ``CPU core``).
+        larger: How to get a larger host, for the fix of a message (None: there is no larger one).
     """
 
     name: str
     slots: int | None
     gpus: int = 0
     slot_unit: str = "vCPU"
+    larger: str | None = None
 
     @classmethod
     def instance(cls, name: str, vcpus: int, gpus: int) -> HostCapacity:
         """A SageMaker instance type: one process per GPU, or per vCPU on CPU types, fits."""
-        return cls(name, gpus or vcpus, gpus, "vCPU")
+        return cls(name, gpus or vcpus, gpus, "vCPU", "a larger instance type")
 
     @classmethod
     def this_machine(cls, cores: int | None) -> HostCapacity:
@@ -217,11 +218,6 @@ def parse_mesh(value: object, name: str = "dtensor_mesh") -> Mesh | None:
     return tuple(mesh)
 
 
-def format_mesh(mesh: Mesh) -> str:
-    """``(("batch", 4), ("model", 2))`` as ``batch=4,model=2`` (the form of ``SMDDP_DTENSOR_MESH`` and ``--mesh``)."""
-    return ",".join(f"{dim}={size}" for dim, size in mesh)
-
-
 def _count(name: str, value: object) -> None:
     if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
         raise ConfigurationError(name, value, "must be an integer >= 1", "use a positive integer, e.g. 1")
@@ -279,8 +275,6 @@ class DistributionConfig:
                 f"is only used with distribution smddp, mpi or parameter_server, not {self.kind!r}",
                 "drop the option, or use one of those distributions",
             )
-        object.__setattr__(self, "mesh", parse_mesh(self.mesh, names.mesh))
-        _count(names.devices_per_process, self.devices_per_process)
         if self.kind != "dtensor":
             defaults = DistributionConfig.__dataclass_fields__
             for setting in _DTENSOR_SETTINGS:
@@ -292,6 +286,8 @@ class DistributionConfig:
                         "drop the option, or use distribution 'dtensor'",
                     )
             return
+        object.__setattr__(self, "mesh", parse_mesh(self.mesh, names.mesh))
+        _count(names.devices_per_process, self.devices_per_process)
         if self.device_type is not None and self.device_type not in DEVICE_TYPES:
             raise ConfigurationError(names.device_type, self.device_type, "must be 'GPU' or 'CPU'", "pick one of the two")
         if not _is_int(self.port) or not 1024 <= self.port <= _MAX_PORT:
@@ -481,7 +477,7 @@ class DistributionConfig:
                 names.processes_per_host, per_host,
                 f"{capacity.name} has only {capacity.describe_slots()}, so at most {capacity.slots} processes per "
                 "host fit",
-                f"use processes_per_host <= {capacity.slots}, or a larger instance type",
+                f"use processes_per_host <= {capacity.slots}" + (f", or {capacity.larger}" if capacity.larger else ""),
             )
         resolved = replace(self, processes_per_host=per_host)
         if self.kind != "dtensor":

@@ -121,7 +121,7 @@ def test_fetch_refuses_a_path_traversal_archive(aws, tiny_script, tmp_path, caps
         (["--channel", "train=/no/such/dir"], "no such file"),
         (["--processes-per-host", "2"], "one process per host"),
         (["--instance-count", "0"], "instance_count"),
-        (["--distribution", "smddp", "--mesh", "batch=4"], "dtensor only"),
+        (["--distribution", "smddp", "--mesh", "batch=4"], "only used with distribution 'dtensor'"),
         (["--distribution", "dtensor", "--mesh", "batch=3"], "product of the mesh sizes"),
         (["--hyperparameters", "epochs=1", "epochs=2"], "given twice"),
         (["--role", "not-an-arn"], "role"),
