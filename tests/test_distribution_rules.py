@@ -175,3 +175,43 @@ def test_smddp_submit(rule: Rule, aws: Any, script: Path, tmp_path: Path,  # noq
         return
     _assert_refused_on_the_command_line(code, stderr, rule)
     assert aws.all_objects() == [] and aws.training_jobs() == []
+
+
+GIVEN_DEVICES_PROBLEM = ("the mesh (batch=8) has 8 devices but the job has 4 (2 host(s) x 1 process(es) x 2 CPU(s))",
+                         "make the product of the mesh sizes 4, or change instance_count / processes_per_host / "
+                         "devices_per_process")
+
+
+def test_given_devices_per_process_must_match_the_mesh_at_every_entry(
+    aws: Any, script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    """Once devices_per_process is given, the mesh size must be clients x devices (here 8 != 2 x 2)."""
+    from local_mode import JobSpec
+    from local_mode.cli import main as local_main
+    from local_mode.errors import ConfigurationError as LocalConfigurationError
+
+    with pytest.raises(LocalConfigurationError) as local:
+        JobSpec(entry_point=str(script), instance_count=HOSTS, distribution="dtensor", dtensor_mesh={"batch": 8},
+                devices_per_process=2, output_path=str(tmp_path / "out"))
+    assert (local.value.problem, local.value.fix) == GIVEN_DEVICES_PROBLEM
+    code = local_main([str(script), "--instance-count", str(HOSTS), "--distribution", "dtensor", "--mesh", "batch=8",
+                       "--devices-per-process", "2", "--output", str(tmp_path / "out")])
+    assert code == 2 and "{}. Fix: {}".format(*GIVEN_DEVICES_PROBLEM) in capsys.readouterr().err
+
+    pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
+    from estimators.cli import main as submit_main
+    from estimators.errors import ConfigurationError
+
+    from estimators import TensorFlow
+
+    with pytest.raises(ConfigurationError) as estimator:
+        TensorFlow(entry_point=str(script), role=ROLE, instance_type="ml.c5.xlarge", instance_count=HOSTS,
+                   image_uri=IMAGE, framework_version="2.21", py_version="py311",
+                   sagemaker_session=aws.sagemaker_session(),
+                   distribution={"dtensor": {"enabled": True, "mesh": {"batch": 8}, "devices_per_process": 2}})
+    assert (estimator.value.problem, estimator.value.fix) == GIVEN_DEVICES_PROBLEM
+    code = submit_main(["submit", str(script), "--instance-type", "ml.c5.xlarge", "--instance-count", str(HOSTS),
+                        "--role", ROLE, "--image-uri", IMAGE, "--distribution", "dtensor", "--mesh", "batch=8",
+                        "--devices-per-process", "2"])
+    assert code == 2 and "{}. Fix: {}".format(*GIVEN_DEVICES_PROBLEM) in capsys.readouterr().err
+    assert aws.all_objects() == [] and aws.training_jobs() == []

@@ -41,3 +41,12 @@ def test_dtensor_plug_in(rule: Rule) -> None:
     error = _refusal(caught.value)
     assert (error.problem, error.fix) == (rule.problem, rule.fix), str(caught.value)
     assert f"{rule.problem}. Fix: {rule.fix}" in str(caught.value)
+
+
+def test_given_devices_per_process_must_match_the_mesh() -> None:
+    from estimators.sdk3 import DTensor
+    from tests.test_distribution_rules import GIVEN_DEVICES_PROBLEM
+
+    with pytest.raises(ConfigurationError) as caught:
+        DTensor(mesh={"batch": 8}, devices_per_process=2).check("ml.c5.xlarge", HOSTS)
+    assert (caught.value.problem, caught.value.fix) == GIVEN_DEVICES_PROBLEM
