@@ -120,6 +120,8 @@ def test_fetch_refuses_a_path_traversal_archive(aws, tiny_script, tmp_path, caps
         (["--channel", "train"], "NAME=VALUE"),
         (["--channel", "train=/no/such/dir"], "no such file"),
         (["--processes-per-host", "2"], "one process per host"),
+        (["--distribution", "mwms", "--processes-per-host", "2"], "multi_worker_mirrored_strategy runs one process"),
+        (["--distribution", "dtensor", "--mesh", "batch=4", "batch=2"], "dimension name 'batch' is given twice"),
         (["--instance-count", "0"], "instance_count"),
         (["--distribution", "smddp", "--mesh", "batch=4"], "only used with distribution 'dtensor'"),
         (["--distribution", "dtensor", "--mesh", "batch=3"], "product of the mesh sizes"),
