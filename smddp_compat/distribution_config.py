@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from smddp_compat.errors import ConfigurationError
@@ -233,7 +233,8 @@ class DistributionConfig:
         kind: ``none``, ``smddp``, ``mpi``, ``mwms``, ``parameter_server`` or ``dtensor``.
         processes_per_host: Processes each host runs (None: the kind's default).
         custom_mpi_options: mpirun options (``smddp``, ``mpi``, ``parameter_server``), kept literally.
-        mesh: ``dtensor``: the global mesh, or None (the script builds its own).
+        mesh: ``dtensor``: the global mesh, or None (the script builds its own). Given as anything
+            :func:`parse_mesh` reads; stored as a :data:`Mesh`.
         devices_per_process: ``dtensor``: GPUs or virtual CPUs each client drives (None: derived).
         device_type: ``dtensor``: ``GPU`` or ``CPU`` (None: GPU on GPU hosts).
         port: ``dtensor``: first port of the clients on every host (client ``i`` of a host listens on ``port + i``).
@@ -252,6 +253,7 @@ class DistributionConfig:
     names: FieldNames = field(default=FieldNames(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        """Checks every value on its own (the cluster is checked by :meth:`resolve`) and normalises the mesh."""
         names = self.names
         if self.kind not in KINDS:
             raise ConfigurationError(names.kind, self.kind, "unknown distribution", f"use one of: {', '.join(KINDS)}")
@@ -276,15 +278,13 @@ class DistributionConfig:
                 "drop the option, or use one of those distributions",
             )
         if self.kind != "dtensor":
-            defaults = DistributionConfig.__dataclass_fields__
-            for setting in _DTENSOR_SETTINGS:
-                value = getattr(self, setting)
-                if value != defaults[setting].default:
-                    raise ConfigurationError(
-                        getattr(names, setting), value,
-                        f"is only used with distribution 'dtensor', not {self.kind!r}",
-                        "drop the option, or use distribution 'dtensor'",
-                    )
+            given = self._given_dtensor_settings()
+            if given:
+                setting, value = next(iter(given.items()))
+                raise ConfigurationError(
+                    getattr(names, setting), value, f"is only used with distribution 'dtensor', not {self.kind!r}",
+                    "drop the option, or use distribution 'dtensor'",
+                )
             return
         object.__setattr__(self, "mesh", parse_mesh(self.mesh, names.mesh))
         _count(names.devices_per_process, self.devices_per_process)
@@ -300,6 +300,11 @@ class DistributionConfig:
                 names.job_name, self.job_name, "must be a plain ASCII identifier",
                 f"use the default {DEFAULT_DTENSOR_JOB_NAME!r}",
             )
+
+    def _given_dtensor_settings(self) -> dict[str, Any]:
+        """The DTensor settings that differ from their defaults."""
+        defaults = {f.name: f.default for f in fields(self)}
+        return {name: getattr(self, name) for name in _DTENSOR_SETTINGS if getattr(self, name) != defaults[name]}
 
     # Parsers ---------------------------------------------------------------------------------------------------
 
@@ -431,12 +436,8 @@ class DistributionConfig:
             config["processes_per_host"] = self.processes_per_host
         if self.custom_mpi_options:
             config["custom_mpi_options"] = self.custom_mpi_options
-        if self.kind == "dtensor":
-            defaults = DistributionConfig.__dataclass_fields__
-            for setting in _DTENSOR_SETTINGS:
-                value = getattr(self, setting)
-                if value != defaults[setting].default:
-                    config[setting] = dict(value) if setting == "mesh" else value
+        for setting, value in self._given_dtensor_settings().items():
+            config[setting] = dict(value) if setting == "mesh" else value
         if self.kind == "smddp":
             return {"smdistributed": {"dataparallel": config}}
         return {str(KINDS[self.kind]): config}

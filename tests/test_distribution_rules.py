@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from smddp_compat.distribution_config import DistributionConfig, HostCapacity
+from smddp_compat.errors import ConfigurationError as SharedConfigurationError
 from tests.estimators.conftest import tar_members
 from tests.fake_aws import ROLE, aws, moto_url  # noqa: F401
 
@@ -74,7 +75,7 @@ def test_the_model_itself_on_two_cpu_hosts() -> None:
     for rule in RULES:
         try:
             config = DistributionConfig.from_flat("dtensor", mesh=rule.mesh).resolve(HostCapacity.this_machine(8), HOSTS)
-        except Exception as error:  # noqa: BLE001 - compared below
+        except SharedConfigurationError as error:
             _assert_refused(error, rule)
         else:
             assert rule.problem is None, rule.case
@@ -215,3 +216,25 @@ def test_given_devices_per_process_must_match_the_mesh_at_every_entry(
                         "--devices-per-process", "2"])
     assert code == 2 and "{}. Fix: {}".format(*GIVEN_DEVICES_PROBLEM) in capsys.readouterr().err
     assert aws.all_objects() == [] and aws.training_jobs() == []
+
+
+@pytest.mark.parametrize("flat", [
+    {"kind": "smddp", "processes_per_host": 2, "custom_mpi_options": "-x NCCL_DEBUG=INFO"},
+    {"kind": "mpi"},
+    {"kind": "mwms"},
+    {"kind": "dtensor", "processes_per_host": 2, "mesh": "batch=4,model=2", "devices_per_process": 4},
+])
+def test_the_flat_form_and_the_sdk_dictionary_describe_the_same_config(flat: dict[str, Any]) -> None:
+    """``smddp submit`` hands the estimator ``to_sdk_dict()``: reading it back gives the same config."""
+    config = DistributionConfig.from_flat(flat.pop("kind"), **flat)
+    assert DistributionConfig.from_sdk_dict(config.to_sdk_dict()) == config
+
+
+def test_gpu_hosts_split_their_gpus_over_the_clients() -> None:
+    p4d = HostCapacity.instance("ml.p4d.24xlarge", 96, 8)
+    config = DistributionConfig("dtensor", 2, mesh={"batch": 16}).resolve(p4d, 2)
+    assert (config.device_type, config.devices_per_process) == ("GPU", 4)
+    assert DistributionConfig("smddp").resolve(p4d, 2).processes_per_host == 8
+    assert DistributionConfig("mpi").resolve(HostCapacity.instance("ml.c5.xlarge", 4, 0), 1).processes_per_host == 1
+    with pytest.raises(SharedConfigurationError, match="8 GPU\\(s\\), which 3 clients cannot share evenly"):
+        DistributionConfig("dtensor", 3).resolve(p4d, 1)
