@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from smddp_compat import errors as kit_errors
 from smddp_compat.distribution_config import FLAT_KINDS
 
-from local_mode.errors import ConfigurationError, LocalModeError
+from local_mode.errors import ConfigurationError
 from local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
 
 __all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT"]
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _USAGE_ERROR
     try:
         spec = spec_from_args(args)
-    except ConfigurationError as exc:
+    except kit_errors.ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     from local_mode.backends import ProcessBackend
@@ -201,14 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_reporting_errors(job: Callable[[], int]) -> int:
     """Runs ``job`` and returns its exit code; a configuration error prints and gives 2, any other error of the
     kit's prints and gives 1."""
-    from smddp_compat.errors import SmddpError
-
     try:
         return job()
-    except ConfigurationError as exc:
+    except kit_errors.ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    except (LocalModeError, SmddpError) as exc:
+    except kit_errors.SmddpError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return 1
 
