@@ -24,7 +24,9 @@ import os
 import sys
 from typing import Any, Sequence
 
-from estimators._distribution import KINDS
+from smddp_compat import errors as shared_errors
+from smddp_compat.distribution_config import FLAT_KINDS, DistributionConfig, FieldNames
+
 from estimators._jobs import describe_job, fetch_model, format_status, iter_log_events, wait_for_job
 from smddp_compat import errors as kit_errors
 
@@ -35,6 +37,11 @@ __all__ = ["main", "build_parser", "distribution_from_args", "parse_key_values"]
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
 DEFAULT_FRAMEWORK_VERSION = "2.21"
 DEFAULT_PY_VERSION = "py311"
+#: The distribution settings as ``smddp submit`` spells them.
+_OPTION_NAMES = FieldNames(
+    kind="--distribution", instance_count="--instance-count", processes_per_host="--processes-per-host",
+    custom_mpi_options="--custom-mpi-options", mesh="--mesh", devices_per_process="--devices-per-process",
+)
 
 
 def parse_key_values(items: Sequence[str] | None, option: str, *, json_values: bool) -> dict[str, Any]:
@@ -60,40 +67,34 @@ def parse_key_values(items: Sequence[str] | None, option: str, *, json_values: b
     return out
 
 
-def distribution_from_args(kind: str, processes_per_host: int | None, mesh: dict[str, Any],
-                           custom_mpi_options: str | None) -> dict[str, Any] | None:
+def distribution_from_args(kind: str, processes_per_host: int | None, mesh: str | None,
+                           custom_mpi_options: str | None,
+                           devices_per_process: int | None = None) -> dict[str, Any] | None:
     """The estimator's ``distribution`` dictionary for ``--distribution`` and its companion options.
 
+    The options are checked by :mod:`smddp_compat.distribution_config`, as ``smddp local`` checks them.
+
+    Args:
+        kind: ``--distribution``.
+        processes_per_host: ``--processes-per-host`` (None: the distribution's default).
+        mesh: ``--mesh`` as ``DIM=SIZE,...`` text (None: no mesh).
+        custom_mpi_options: ``--custom-mpi-options``.
+        devices_per_process: ``--devices-per-process``.
+
+    Returns:
+        The dictionary, or None for ``none``.
+
     Raises:
-        ConfigurationError: An unknown distribution, or an option that does not apply to it.
+        ConfigurationError: An unknown distribution, a bad value, or an option that does not apply to it.
     """
-    if kind not in KINDS or kind == "parameter_server":
-        raise ConfigurationError(
-            "--distribution", kind, "unknown distribution", "use one of none, smddp, mpi, mwms, dtensor"
+    try:
+        config = DistributionConfig.from_flat(
+            kind, processes_per_host=processes_per_host, mesh=mesh, devices_per_process=devices_per_process,
+            custom_mpi_options=custom_mpi_options, names=_OPTION_NAMES,
         )
-    if mesh and kind != "dtensor":
-        raise ConfigurationError("--mesh", mesh, "applies to --distribution dtensor only", "drop --mesh")
-    if custom_mpi_options and kind not in ("smddp", "mpi"):
-        raise ConfigurationError(
-            "--custom-mpi-options", custom_mpi_options, "applies to smddp and mpi only", "drop the option"
-        )
-    if kind == "none":
-        if processes_per_host not in (None, 1):
-            raise ConfigurationError(
-                "--processes-per-host", processes_per_host, "distribution 'none' runs one process per host",
-                "pick a distribution (smddp, mpi, dtensor) or drop the option",
-            )
-        return None
-    config: dict[str, Any] = {"enabled": True}
-    if processes_per_host is not None and kind != "mwms":
-        config["processes_per_host"] = processes_per_host
-    if custom_mpi_options:
-        config["custom_mpi_options"] = custom_mpi_options
-    if mesh:
-        config["mesh"] = mesh
-    if kind == "smddp":
-        return {"smdistributed": {"dataparallel": config}}
-    return {KINDS[kind]: config}
+        return config.to_sdk_dict()
+    except shared_errors.ConfigurationError as exc:
+        raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--source-dir", default=None)
     submit.add_argument("--instance-count", type=int, default=1)
     submit.add_argument("--processes-per-host", type=int, default=None)
-    submit.add_argument("--distribution", default="none", help="none | smddp | mpi | mwms | dtensor")
+    submit.add_argument("--distribution", default="none", help=" | ".join(FLAT_KINDS))
     submit.add_argument("--hyperparameters", nargs="*", default=[], metavar="K=V")
     submit.add_argument("--channel", action="append", default=[], metavar="NAME=PATH|s3://...")
     submit.add_argument("--output", default=None, help="s3:// output path (a folder for local_process)")
@@ -120,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--py-version", default=DEFAULT_PY_VERSION)
     submit.add_argument("--job-name", default=None)
     submit.add_argument("--mesh", nargs="*", default=[], metavar="DIM=SIZE", help="DTensor mesh, e.g. batch=8")
+    submit.add_argument("--devices-per-process", type=int, default=None, metavar="N",
+                        help="DTensor: devices per client (default: GPUs / processes per host; on CPU, mesh / clients)")
     submit.add_argument("--custom-mpi-options", default=None)
     submit.add_argument("--wait", action="store_true", help="wait for the job to end, showing progress")
     submit.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds --wait waits at most")
@@ -162,8 +165,9 @@ def _submit(args: argparse.Namespace) -> int:
 
     hyperparameters = parse_key_values(args.hyperparameters, "--hyperparameters", json_values=True)
     channels = parse_key_values(args.channel, "--channel", json_values=False)
-    mesh = parse_key_values(args.mesh, "--mesh", json_values=True)
-    distribution = distribution_from_args(args.distribution, args.processes_per_host, mesh, args.custom_mpi_options)
+    mesh = ",".join(args.mesh) if args.mesh else None
+    distribution = distribution_from_args(args.distribution, args.processes_per_host, mesh, args.custom_mpi_options,
+                                          args.devices_per_process)
     local = args.instance_type == "local_process"
     for name, source in channels.items():
         if not source.startswith("s3://") and not os.path.exists(source):

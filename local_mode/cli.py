@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat import errors as kit_errors
+from smddp_compat.distribution_config import FLAT_KINDS
 
 from local_mode.errors import ConfigurationError
 from local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--instance-count", type=int, metavar="H", help="number of hosts (default 1)")
     parser.add_argument("--processes-per-host", type=int, metavar="P", help="processes per host (default 1)")
     parser.add_argument(
-        "--distribution", metavar="KIND", help="none, smddp, mpi, mwms or dtensor (default none)"
+        "--distribution", metavar="KIND", help=f"{', '.join(FLAT_KINDS)} (default none)"
     )
     parser.add_argument(
         "--hyperparameters", "--hp", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
@@ -123,20 +124,6 @@ def _hyperparameter_value(text: str) -> Any:
         return text
 
 
-def _mesh(text: str | None) -> dict[str, int] | None:
-    if text is None:
-        return None
-    mesh: dict[str, int] = {}
-    for name, size in _pairs("--mesh", text.split(",")):
-        try:
-            mesh[name] = int(size)
-        except ValueError:
-            raise ConfigurationError(
-                "--mesh", text, f"size {size!r} of {name!r} is not an integer", "e.g. --mesh batch=4"
-            ) from None
-    return mesh
-
-
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
     """Builds the validated job from parsed arguments (the demo job when no entry point is given).
 
@@ -178,7 +165,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         job_name=args.job_name,
         environment=dict(_pairs("--env", args.env)),
         checkpoint_path=args.checkpoint_dir,
-        dtensor_mesh=_mesh(args.mesh),
+        dtensor_mesh=args.mesh,  # DIM=SIZE,... text: parsed and checked by the job's distribution model
         devices_per_process=args.devices_per_process,
         work_dir=args.work_dir,
     )

@@ -3,7 +3,8 @@
 :class:`JobSpec` holds everything :func:`local_mode.run` needs. Building one checks every value (paths exist,
 counts are positive, hyperparameters are JSON-serialisable, the DTensor mesh fits the clients...) and raises a
 :class:`~local_mode.errors.ConfigurationError` naming the field, the value and the fix, so nothing starts with a bad
-configuration.
+configuration. The distribution settings are checked by :mod:`smddp_compat.distribution_config`, as the estimators
+and both CLIs check them, against this machine's CPU cores.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from smddp_compat import errors as shared_errors
+from smddp_compat.distribution_config import DistributionConfig, HostCapacity
 from smddp_compat.launcher import usable_cores
 
 from local_mode._s3 import is_s3_uri, parse_s3_uri
@@ -42,7 +45,6 @@ _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _HP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$")
 _HP_VALUE_MAX = 2500
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MESH_DIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _ENTRY_POINT_SUFFIXES = (".py", ".sh")
 
@@ -63,30 +65,6 @@ class Distribution(str, enum.Enum):
     MPI = "mpi"
     MWMS = "mwms"
     DTENSOR = "dtensor"
-
-    @classmethod
-    def parse(cls, value: "Distribution | str", field_name: str = "distribution") -> "Distribution":
-        """The member named by ``value`` (case-insensitive).
-
-        Args:
-            value: A member or its name.
-            field_name: The field named in the error.
-
-        Returns:
-            The member.
-
-        Raises:
-            ConfigurationError: ``value`` names no distribution.
-        """
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls(value.strip().lower())
-            except ValueError:
-                pass
-        choices = ", ".join(member.value for member in cls)
-        raise ConfigurationError(field_name, value, "unknown distribution", f"use one of: {choices}")
 
 
 def _require_count(name: str, value: Any) -> int:
@@ -117,19 +95,6 @@ def _writable_destination(name: str, path: Path) -> None:
         raise ConfigurationError(
             name, str(path), f"{problem}: {exc.strerror or exc}", "choose a writable directory"
         ) from None
-
-
-def _require_cores_for(per_host: int, cores: int | None) -> None:
-    """Refuses more processes per host than this machine has CPU cores, as SageMaker refuses more than an
-    instance's GPUs or vCPUs: every local host runs on this machine."""
-    if cores is not None and per_host > cores:
-        raise ConfigurationError(
-            "processes_per_host",
-            per_host,
-            f"more processes per host than the {cores} CPU core(s) of this machine, which every local host shares "
-            "(SageMaker likewise refuses more processes per host than an instance's GPUs or vCPUs)",
-            f"use processes_per_host <= {cores}",
-        )
 
 
 def encode_hyperparameter(name: str, value: Any) -> str:
@@ -257,28 +222,6 @@ def _validate_channels(values: Mapping[str, str]) -> dict[str, str]:
     return checked
 
 
-def _validate_mesh(mesh: Mapping[str, int] | None) -> dict[str, int] | None:
-    if mesh is None:
-        return None
-    if not isinstance(mesh, Mapping) or not mesh:
-        raise ConfigurationError(
-            "dtensor_mesh", mesh, "must be a non-empty mapping of dimension -> size", "e.g. {'batch': 4}"
-        )
-    checked: dict[str, int] = {}
-    for dim, size in mesh.items():
-        if not isinstance(dim, str) or not _MESH_DIM.match(dim):
-            raise ConfigurationError("dtensor_mesh", dim, "is not a valid mesh dimension name", "e.g. batch, model")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ConfigurationError(f"dtensor_mesh[{dim!r}]", size, "must be an integer >= 1", "e.g. batch=4")
-        checked[dim] = size
-    return checked
-
-
-def format_mesh(mesh: Mapping[str, int]) -> str:
-    """``{'batch': 4, 'model': 2}`` as ``batch=4,model=2``."""
-    return ",".join(f"{dim}={size}" for dim, size in mesh.items())
-
-
 def default_job_name(entry_point: str, now: float | None = None) -> str:
     """A SageMaker-style unique job name: the entry point's stem and a millisecond timestamp.
 
@@ -320,13 +263,16 @@ class JobSpec:
         environment: Extra environment variables for every process.
         checkpoint_path: Local folder shared as every host's ``checkpoints`` directory (kept between runs, so a rerun
             resumes); a fresh empty folder per host when None.
-        dtensor_mesh: For ``dtensor``: the global mesh, e.g. ``{"batch": 4}``; its size must split evenly over the
-            H x P clients. Exported as ``SMDDP_DTENSOR_MESH``.
+        dtensor_mesh: For ``dtensor``: the global mesh, e.g. ``{"batch": 4}`` (or ``[("batch", 4)]``, or
+            ``"batch=4"``); its size must split evenly over the H x P clients. Exported as ``SMDDP_DTENSOR_MESH``.
+            Stored as a read-only mapping.
         devices_per_process: For ``dtensor``: devices (virtual CPUs or GPUs) each client should use; exported as
             ``SMDDP_DTENSOR_DEVICES_PER_CLIENT``. Derived from the mesh when None.
         work_dir: Folder for the per-host ``/opt/ml`` trees, kept after the job; a temporary folder that is removed
             at the end when None.
         python: Interpreter for ``.py`` entry points (the current one by default).
+        distribution_config: The checked distribution (:class:`~smddp_compat.distribution_config.DistributionConfig`,
+            every default filled in); set when the spec is built.
     """
 
     entry_point: str
@@ -345,21 +291,16 @@ class JobSpec:
     devices_per_process: int | None = None
     work_dir: str | None = None
     python: str = sys.executable
+    distribution_config: DistributionConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # the dataclass is frozen: normalised values are stored once, here
-        distribution = Distribution.parse(self.distribution)
-        set_(self, "distribution", distribution)
         hosts = _require_count("instance_count", self.instance_count)
-        per_host = _require_count("processes_per_host", self.processes_per_host)
-        _require_cores_for(per_host, usable_cores())
-        if distribution is Distribution.NONE and per_host > 1:
-            raise ConfigurationError(
-                "processes_per_host",
-                per_host,
-                "distribution 'none' runs exactly one process per host",
-                "use processes_per_host=1, or a distribution (smddp, mpi, mwms, dtensor) to run several",
-            )
+        config = self._checked_distribution(hosts)
+        set_(self, "distribution_config", config)
+        set_(self, "distribution", Distribution(config.kind))
+        if config.mesh is not None:
+            set_(self, "dtensor_mesh", MappingProxyType(dict(config.mesh)))
 
         source_dir, entry_point = self._resolve_code()
         set_(self, "source_dir", source_dir)
@@ -404,8 +345,6 @@ class JobSpec:
             resolved = Path(value).expanduser().resolve()
             _writable_destination(name, resolved)
             set_(self, name, str(resolved))
-
-        self._validate_dtensor(distribution, hosts * per_host)
 
         if not isinstance(self.python, str) or not os.access(self.python, os.X_OK):
             raise ConfigurationError("python", self.python, "is not an executable interpreter", "give sys.executable")
@@ -454,41 +393,18 @@ class JobSpec:
             ) from None
         return str(source), relative.as_posix()
 
-    def _validate_dtensor(self, distribution: Distribution, clients: int) -> None:
-        mesh = _validate_mesh(self.dtensor_mesh)
-        if self.devices_per_process is not None:
-            _require_count("devices_per_process", self.devices_per_process)
-        if distribution is not Distribution.DTENSOR:
-            for name in ("dtensor_mesh", "devices_per_process"):
-                if getattr(self, name) is not None:
-                    raise ConfigurationError(
-                        name,
-                        getattr(self, name),
-                        f"is only used with distribution 'dtensor', not {distribution.value!r}",
-                        "leave it out, or use distribution='dtensor'",
-                    )
-            return
-        object.__setattr__(self, "dtensor_mesh", None if mesh is None else MappingProxyType(mesh))
-        if mesh is None:
-            return
-        size = math.prod(mesh.values())
-        if size % clients:
-            raise ConfigurationError(
-                "dtensor_mesh",
-                format_mesh(mesh),
-                f"its {size} devices cannot be split evenly over {clients} clients "
-                f"({self.instance_count} hosts x {self.processes_per_host} processes)",
-                f"use a mesh whose size is a multiple of {clients}, or change instance_count/processes_per_host",
+    def _checked_distribution(self, hosts: int) -> DistributionConfig:
+        """The distribution settings, checked as every entry checks them, against this machine's cores."""
+        try:
+            given = DistributionConfig.from_flat(
+                self.distribution.value if isinstance(self.distribution, Distribution) else self.distribution,
+                processes_per_host=self.processes_per_host,
+                mesh=self.dtensor_mesh,
+                devices_per_process=self.devices_per_process,
             )
-        if self.devices_per_process is not None and size != clients * self.devices_per_process:
-            raise ConfigurationError(
-                "dtensor_mesh",
-                format_mesh(mesh),
-                f"needs {size} devices but the job has {clients} clients x {self.devices_per_process} devices "
-                f"= {clients * self.devices_per_process}",
-                f"make the mesh size {clients * self.devices_per_process}, "
-                f"or set devices_per_process={size // clients}",
-            )
+            return given.resolve(HostCapacity.this_machine(usable_cores()), hosts)
+        except shared_errors.ConfigurationError as exc:
+            raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
 
     # Derived values -------------------------------------------------------------------------------------------
 
@@ -517,8 +433,4 @@ class JobSpec:
     @property
     def devices_per_client(self) -> int | None:
         """Devices each DTensor client should use (given, or mesh size / clients), None when unknown."""
-        if self.devices_per_process is not None:
-            return self.devices_per_process
-        if self.dtensor_mesh is not None:
-            return math.prod(self.dtensor_mesh.values()) // self.world_size
-        return None
+        return self.distribution_config.devices_per_process

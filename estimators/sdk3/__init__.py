@@ -28,12 +28,12 @@ with the install command.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
-from estimators.errors import ConfigurationError, MissingDependencyError
+from estimators.errors import MissingDependencyError
 
 try:
-    from pydantic import Field, PrivateAttr, field_validator
+    from pydantic import PrivateAttr, field_validator, model_validator
     from sagemaker.train.distributed import DistributedConfig
 except ImportError as _exc:  # SDK v2 (or no SDK) here
     raise MissingDependencyError(
@@ -42,7 +42,9 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
         " With SDK v2 use estimators.TensorFlow."
     ) from _exc
 
-from estimators._distribution import DEFAULT_DTENSOR_PORT, plan_distribution
+from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
+
+from estimators._distribution import plan_distribution
 from estimators._instance_types import instance_spec
 from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 
@@ -50,6 +52,10 @@ __all__ = ["SMDDPCompat", "DTensor", "SOURCE_IGNORE_PATTERNS"]
 
 #: ``SourceCode(ignore_patterns=...)`` that leaves secrets, VCS, caches and virtual environments out of the upload.
 SOURCE_IGNORE_PATTERNS: list[str] = list(DEFAULT_SOURCE_EXCLUDES)
+
+#: The plug-ins' settings are named as their own fields in errors.
+_PLUG_IN_NAMES = FieldNames(kind="distributed", mesh="mesh")
+
 
 class SMDDPCompat(DistributedConfig):
     """Runs an SMDDP (``smdistributed.dataparallel.tensorflow``) or Horovod script on smddp-compat.
@@ -60,9 +66,15 @@ class SMDDPCompat(DistributedConfig):
             given to a shell.
     """
 
-    processes_per_host: Optional[int] = Field(default=None, ge=1)
+    processes_per_host: Optional[int] = None
     custom_mpi_options: Optional[str] = None
     _driver_dir: Optional[str] = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _checked(self) -> "SMDDPCompat":
+        DistributionConfig.from_flat("smddp", processes_per_host=self.processes_per_host,
+                                     custom_mpi_options=self.custom_mpi_options, names=_PLUG_IN_NAMES)
+        return self
 
     @property
     def driver_dir(self) -> str:
@@ -102,25 +114,28 @@ class DTensor(DistributedConfig):
         job_name: DTENSOR_JOB_NAME.
     """
 
-    processes_per_host: int = Field(default=1, ge=1)
-    devices_per_process: Optional[int] = Field(default=None, ge=1)
-    device_type: Optional[Literal["GPU", "CPU"]] = None
+    processes_per_host: int = 1
+    devices_per_process: Optional[int] = None
+    device_type: Optional[str] = None
     mesh: Optional[dict[str, int]] = None
-    port: int = Field(default=DEFAULT_DTENSOR_PORT, ge=1024, le=65000)
+    port: int = DEFAULT_DTENSOR_PORT
     job_name: str = "worker"
     _driver_dir: Optional[str] = PrivateAttr(default=None)
 
-    @field_validator("mesh")
+    @field_validator("mesh", mode="before")
     @classmethod
-    def _mesh_sizes(cls, mesh: Optional[dict[str, int]]) -> Optional[dict[str, int]]:
-        if mesh is None:
-            return mesh
-        if not mesh:
-            raise ValueError("mesh has no dimension: give at least one, e.g. {'batch': 4}")
-        for name, size in mesh.items():
-            if not name.isidentifier() or size < 1:
-                raise ValueError(f"mesh dimension {name!r}={size!r}: use identifier names and sizes >= 1")
-        return mesh
+    def _parsed_mesh(cls, mesh: object) -> Optional[dict[str, int]]:
+        """The mesh as a mapping, or (name, size) pairs whose names must then be distinct."""
+        parsed = parse_mesh(mesh, _PLUG_IN_NAMES.mesh)
+        return None if parsed is None else dict(parsed)
+
+    @model_validator(mode="after")
+    def _checked(self) -> "DTensor":
+        DistributionConfig(
+            "dtensor", self.processes_per_host, "", self.mesh, self.devices_per_process, self.device_type, self.port,
+            self.job_name, names=_PLUG_IN_NAMES,
+        )
+        return self
 
     @property
     def driver_dir(self) -> str:
@@ -140,11 +155,9 @@ class DTensor(DistributedConfig):
         """Checks the config against a cluster: the clients share the devices and the mesh fills them.
 
         Raises:
-            ConfigurationError: Unknown instance type, clients that cannot share the GPUs evenly, or a mesh whose
-                size is not instance_count x processes_per_host x devices_per_process.
+            ConfigurationError: Unknown instance type, clients that cannot share the GPUs evenly, or a mesh that does
+                not match the clients' devices (the rules of ``smddp_compat.distribution_config``).
         """
         config = {k: v for k, v in self.model_dump().items() if v is not None}
-        plan = plan_distribution({"dtensor": {"enabled": True, **config}}, spec=instance_spec(instance_type),
-                                 instance_count=instance_count)
-        if plan.dtensor is None:  # pragma: no cover - plan_distribution always sets it for dtensor
-            raise ConfigurationError("distributed", self, "no DTensor set-up", "report this as a bug")
+        plan_distribution({"dtensor": {"enabled": True, **config}}, spec=instance_spec(instance_type),
+                          instance_count=instance_count)

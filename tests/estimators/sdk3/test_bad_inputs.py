@@ -45,22 +45,22 @@ def _checked(build: Callable[[], object], instance_type: str, instance_count: in
 # (case, call, error class, words naming the value, words naming the fix)
 SDK3_CASES = [
     ("sdk3-smddp-processes-per-host-0", _smddp(processes_per_host=0), "ValidationError",
-     ("processes_per_host", "input_value=0"), ("greater than or equal to 1",)),
+     ("processes_per_host=0",), ("use a positive integer",)),
     ("sdk3-smddp-processes-per-host-beyond-the-gpus", _checked(_smddp(processes_per_host=9), "ml.p4d.24xlarge"),
      "ConfigurationError", ("processes_per_host']=9", "ml.p4d.24xlarge has only 8 GPU"),
      ("use processes_per_host <= 8",)),
     ("sdk3-smddp-unknown-instance-type", _checked(_smddp(), "ml.zz9.huge"), "UnknownInstanceTypeError",
      ("instance_type='ml.zz9.huge'",), ("known_instance_types()",)),
     ("sdk3-dtensor-mesh-size-0", _dtensor(mesh={"batch": 0}), "ValidationError",
-     ("mesh dimension 'batch'=0",), ("sizes >= 1",)),
+     ("mesh={'batch': 0}", "dimension 'batch' has size 0"), ("every size must be an integer >= 1",)),
     ("sdk3-dtensor-empty-mesh", _dtensor(mesh={}), "ValidationError",
      ("mesh has no dimension",), ("give at least one, e.g. {'batch': 4}",)),
     ("sdk3-dtensor-mesh-does-not-fill", _checked(_dtensor(mesh={"batch": 6}), "ml.p4d.24xlarge", 2),
      "ConfigurationError", ("{'batch': 6}",), ("make the product of the mesh sizes 16",)),
     ("sdk3-dtensor-unknown-device-type", _dtensor(device_type="TPU"), "ValidationError",
-     ("device_type", "input_value='TPU'"), ("'GPU' or 'CPU'",)),
+     ("device_type='TPU'",), ("'GPU' or 'CPU'",)),
     ("sdk3-dtensor-port-below-1024", _dtensor(port=80), "ValidationError",
-     ("port", "input_value=80"), ("greater than or equal to 1024",)),
+     ("port=80", "must be an integer in 1024..65535"), ("use the default 9970 or a free port",)),
 ]
 
 
