@@ -164,8 +164,9 @@ class Cluster:
 
         Args:
             environ: The environment.
-            required: When True both SageMaker variables must be set; otherwise the current host defaults to
-                ``algo-1`` and the hosts to the current host alone (a script run outside a job).
+            required: When True both SageMaker variables must be set; otherwise the current host defaults to the
+                first host (``algo-1`` without ``SM_HOSTS``) and the hosts to the current host alone (a script run
+                outside a job).
 
         Returns:
             The cluster.
@@ -178,15 +179,17 @@ class Cluster:
             if required and not environ.get(name):
                 raise ClusterConfigError(name, environ.get(name), "is not set",
                                          "run this inside a SageMaker training job (or local mode), which sets it")
-        current = environ.get(CURRENT_HOST_VARIABLE) or "algo-1"
         raw = environ.get(HOSTS_VARIABLE)
+        hosts: Any = None
         if raw:
             try:
                 hosts = json.loads(raw)
             except ValueError:
                 raise ClusterConfigError(HOSTS_VARIABLE, raw, "is not valid JSON",
                                          'give a JSON list of host names, e.g. ["algo-1","algo-2"]') from None
-        else:
+        first = hosts[0] if isinstance(hosts, list) and hosts else "algo-1"
+        current = environ.get(CURRENT_HOST_VARIABLE) or first
+        if hosts is None:
             hosts = [current]
         return cls.from_resource_config({"hosts": hosts, "current_host": current},
                                         parse_host_addresses(environ.get(HOST_ADDRESSES_VARIABLE)))

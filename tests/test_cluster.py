@@ -232,6 +232,18 @@ def test_host_order_is_sagemakers_at_every_entry(entry: str, hosts: list[str],
     assert readers[entry](hosts) == hosts
 
 
+def test_unset_variables_outside_a_job() -> None:
+    assert Cluster.from_environ({}) == Cluster(("algo-1",), "algo-1", {})
+    assert Cluster.from_environ({"SM_HOSTS": '["algo-2","algo-3"]'}).current_host == "algo-2"
+    assert Cluster.from_environ({"SM_CURRENT_HOST": "algo-4"}).hosts == ("algo-4",)
+    with pytest.raises(ClusterConfigError, match=r"SM_CURRENT_HOST=None: is not set"):
+        Cluster.from_environ({"SM_HOSTS": '["algo-1"]'}, required=True)
+    with pytest.raises(ClusterConfigError, match=r"SM_HOSTS=\['algo-1', 'algo-1'\]: names a host more than once"):
+        Cluster.from_environ({"SM_HOSTS": '["algo-1","algo-1"]'})
+    with pytest.raises(ClusterConfigError, match=r"SM_HOSTS=\{\}: is not a non-empty list of host names"):
+        Cluster.from_environ({"SM_HOSTS": "{}", "SM_CURRENT_HOST": "algo-1"})
+
+
 def test_resource_config_order_and_master() -> None:
     resource = {"hosts": SHUFFLED, "current_host": "algo-10"}
     found = Cluster.from_resource_config(resource)
