@@ -306,26 +306,25 @@ def endpoints(
 
     Raises:
         ClusterConfigError: ``ports`` has the wrong length, or a port would exceed 65535.
-        ValueError: Neither or both of ``ports`` and ``base_port`` are given.
+        TypeError: Neither or both of ``ports`` and ``base_port`` are given (a caller's mistake).
     """
     if (ports is None) == (base_port is None):
-        raise ValueError("give exactly one of ports and base_port")
-    hosts = [addresses.get(p.host, p.host) for p in placements]
+        raise TypeError("endpoints() takes exactly one of ports and base_port")
+    located = [addresses.get(p.host, p.host) for p in placements]
     if base_port is not None:
         before: dict[str, int] = {}
         offsets = []
-        for address in hosts:
+        for address in located:
             offsets.append(before.get(address, 0))
             before[address] = offsets[-1] + 1
         if base_port + max(offsets, default=0) > 65535:
             raise ClusterConfigError(port_field, base_port, f"plus {max(offsets)} exceeds port 65535",
                                      "choose a lower port")
         ports = [base_port + offset for offset in offsets]
-    assert ports is not None
-    if len(ports) != len(placements):
+    elif len(ports) != len(placements):
         raise ClusterConfigError("ports", list(ports), f"holds {len(ports)} ports for {len(placements)} processes",
                                  "give one port per process")
-    return [f"{address}:{port}" for address, port in zip(hosts, ports)]
+    return [f"{address}:{port}" for address, port in zip(located, ports)]
 
 
 # -------------------------------------------------------------------------------------------------------- Horovod
