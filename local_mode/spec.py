@@ -9,7 +9,6 @@ configuration.
 from __future__ import annotations
 
 import enum
-import json
 import math
 import os
 import re
@@ -22,6 +21,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from smddp_compat import contract
+from smddp_compat.errors import ConfigurationError as SmddpConfigurationError
 from smddp_compat.launcher import usable_cores
 
 from local_mode._s3 import is_s3_uri, parse_s3_uri
@@ -40,7 +41,6 @@ DEFAULT_OUTPUT_PATH = "smddp_local_output"
 _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _HP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$")
-_HP_VALUE_MAX = 2500
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MESH_DIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -133,7 +133,7 @@ def _require_cores_for(per_host: int, cores: int | None) -> None:
 
 
 def encode_hyperparameter(name: str, value: Any) -> str:
-    """The JSON text SageMaker stores for one hyperparameter in ``hyperparameters.json``.
+    """The JSON text SageMaker stores for one hyperparameter (:func:`smddp_compat.contract.encode_hyperparameter`).
 
     Args:
         name: The hyperparameter's name (named in the error).
@@ -146,22 +146,9 @@ def encode_hyperparameter(name: str, value: Any) -> str:
         HyperparameterError: ``value`` is not JSON-serialisable (NaN and infinity included) or too long.
     """
     try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise HyperparameterError(
-            f"hyperparameters[{name!r}]",
-            value,
-            f"is not JSON-serialisable ({exc})",
-            "pass a string, number, boolean, None, or a list/dict of those",
-        ) from None
-    if len(text) > _HP_VALUE_MAX:
-        raise HyperparameterError(
-            f"hyperparameters[{name!r}]",
-            f"{text[:40]}... ({len(text)} characters)",
-            f"is longer than SageMaker's limit of {_HP_VALUE_MAX} characters",
-            "pass large inputs through a channel instead of a hyperparameter",
-        )
-    return text
+        return contract.encode_hyperparameter(name, value)
+    except SmddpConfigurationError as exc:
+        raise HyperparameterError(str(exc.field), exc.value, str(exc.problem), str(exc.fix)) from None
 
 
 def _validate_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -176,7 +163,7 @@ def _validate_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
                 "is not a usable hyperparameter name (it becomes the --NAME argument and SM_HP_NAME)",
                 "use letters, digits, '_', '-', '.' (no spaces or '='), e.g. learning_rate",
             )
-        if name.lower().startswith("sagemaker_"):
+        if name.lower().startswith(contract.SAGEMAKER_PREFIX):
             raise HyperparameterError(
                 "hyperparameters",
                 name,
