@@ -16,7 +16,8 @@ Contents:
 * hyperparameters: :data:`TOOLKIT_PARAMETERS`, :data:`DISTRIBUTION_FLAGS` and the framework parameters of the
   distributions (SMDDP, MPI, MWMS, parameter server);
 * encoders: :func:`env_value`, :func:`encode_hyperparameter`, :func:`encode_hyperparameters`, :func:`cmd_args`;
-* the failure file: :func:`write_failure_file` (atomic), :func:`read_failure_reason`, :data:`FAILURE_REASON_LIMIT`.
+* the failure file: :func:`write_failure_file` (atomic, with :func:`write_atomically`), :func:`read_failure_reason`,
+  :data:`FAILURE_REASON_LIMIT`.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ __all__ = [
     "FAILURE_REASON_LIMIT",
     "failure_file",
     "truncate_failure_reason",
+    "write_atomically",
     "write_failure_file",
     "read_failure_reason",
 ]
@@ -352,6 +354,37 @@ def truncate_failure_reason(text: str) -> str:
     return text[: FAILURE_REASON_LIMIT - 3] + "..."
 
 
+def write_atomically(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
+    """Replaces the file ``path`` with ``text`` in one step: readers see the old content or the new, never a part.
+
+    The text goes to a temporary file in the same folder (so the final rename stays on one file system), is flushed
+    to disk (when ``durable``), and then renamed over ``path``. If the process dies before the rename, ``path`` is unchanged and the
+    temporary file is removed when possible.
+
+    Args:
+        path: The file to write (its folder must exist).
+        text: The whole content (UTF-8).
+        durable: ``fsync`` the content before the rename, so that it survives a crash of the machine too (a status
+            file rewritten every second can skip it).
+
+    Raises:
+        OSError: The file could not be written (``path`` is unchanged).
+    """
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 def write_failure_file(output_dir: str | os.PathLike[str], reason: str) -> Path:
     """Writes ``reason`` to ``<output_dir>/failure`` atomically.
 
@@ -372,17 +405,7 @@ def write_failure_file(output_dir: str | os.PathLike[str], reason: str) -> Path:
     """
     path = failure_file(output_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(reason if reason.endswith("\n") else reason + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomically(path, reason if reason.endswith("\n") else reason + "\n")
     return path
 
 
