@@ -25,6 +25,8 @@ from typing import Any
 
 from local_mode.errors import ConfigurationError, LocalModeError
 from local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
+from smddp_compat.errors import ConfigurationError as SmddpConfigurationError
+from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT"]
 
@@ -99,33 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _pairs(option: str, items: Sequence[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ConfigurationError(
-                option,
-                item,
-                "is not NAME=VALUE",
-                f"write {option} NAME=VALUE (if {item!r} is the entry point, put it before the options)",
-            )
-        pairs.append((name, value))
-    return pairs
-
-
-def _hyperparameter_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def _mesh(text: str | None) -> dict[str, int] | None:
     if text is None:
         return None
     mesh: dict[str, int] = {}
-    for name, size in _pairs("--mesh", text.split(",")):
+    for name, size in parse_name_values(text.split(","), "--mesh").items():
         try:
             mesh[name] = int(size)
         except ValueError:
@@ -160,9 +140,8 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         entry_point, source_dir = DEMO_ENTRY_POINT, str(bundled_entry_points_dir())
         hosts = _DEMO_HOSTS if hosts is None else hosts
         distribution = _DEMO_DISTRIBUTION.value if distribution is None else distribution
-    hyperparameters = {
-        name: _hyperparameter_value(value) for name, value in _pairs("--hyperparameters", args.hyperparameters)
-    }
+    texts = parse_name_values(args.hyperparameters, "--hyperparameters")
+    hyperparameters = {name: decode_value(text) for name, text in texts.items()}
     return JobSpec(
         entry_point=entry_point,
         source_dir=source_dir,
@@ -170,11 +149,11 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         processes_per_host=1 if args.processes_per_host is None else args.processes_per_host,
         distribution=Distribution.NONE.value if distribution is None else distribution,
         hyperparameters=hyperparameters,
-        channels=dict(_pairs("--channel", args.channel)),
+        channels=parse_name_values(args.channel, "--channel"),
         output_path=args.output,
         max_run=args.max_run,
         job_name=args.job_name,
-        environment=dict(_pairs("--env", args.env)),
+        environment=parse_name_values(args.env, "--env"),
         checkpoint_path=args.checkpoint_dir,
         dtensor_mesh=_mesh(args.mesh),
         devices_per_process=args.devices_per_process,
@@ -202,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _USAGE_ERROR
     try:
         spec = spec_from_args(args)
-    except ConfigurationError as exc:
+    except (ConfigurationError, SmddpConfigurationError) as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     from local_mode.runner import run
