@@ -59,7 +59,9 @@ __all__ = [
     "SM_CURRENT_HOST",
     "SM_NUM_CPUS",
     "SM_NUM_GPUS",
+    "SM_HPS",
     "SM_DISTRIBUTED_CONFIG",
+    "SM_ENTRY_SCRIPT",
     "TRAINING_JOB_NAME",
     "SAGEMAKER_JOB_NAME",
     "CURRENT_HOST",
@@ -149,8 +151,12 @@ SM_HOSTS = "SM_HOSTS"
 SM_CURRENT_HOST = "SM_CURRENT_HOST"
 SM_NUM_CPUS = "SM_NUM_CPUS"
 SM_NUM_GPUS = "SM_NUM_GPUS"
+SM_HPS = "SM_HPS"
+"""The user's hyperparameters as one JSON object."""
 SM_DISTRIBUTED_CONFIG = "SM_DISTRIBUTED_CONFIG"
 """SDK v3's drivers: the distributed configuration's fields as JSON."""
+SM_ENTRY_SCRIPT = "SM_ENTRY_SCRIPT"
+"""SDK v3's drivers: the user's script, which the driver starts."""
 
 # Set by the platform (not the toolkit) in a training container.
 TRAINING_JOB_NAME = "TRAINING_JOB_NAME"
