@@ -89,7 +89,7 @@ CLI_CASES = [
     Bad("local-missing-channel", "local", ("local", "train.py", "--channel", "train=/nonexistent/mnist"),
         ("channels['train']='/nonexistent/mnist'",), ("give an existing folder",)),
     Bad("local-hyperparameter-not-name-value", "local", ("local", "train.py", "--hyperparameters", "lr"),
-        ("'lr'",), ("NAME=VALUE",)),
+        ("--hyperparameters='lr'", "is not NAME=VALUE"), ("write --hyperparameters NAME=VALUE",)),
     Bad("local-dtensor-mesh-does-not-divide", "local",
         ("local", "train.py", "--distribution", "dtensor", "--instance-count", "2", "--mesh", "batch=3"),
         ("batch=3", "cannot be split evenly over 2 clients"), ("multiple of 2",)),
@@ -135,7 +135,7 @@ CLI_CASES = [
         ("--channel train='data'",), ("give an existing path or an s3:// URI",)),
     Bad("submit-hyperparameter-not-name-value", "submit",
         (*SUBMIT, "--instance-type", "ml.c5.xlarge", "--hyperparameters", "lr"),
-        ("--hyperparameters='lr'", "expected NAME=VALUE"), ("write it as --hyperparameters name=value",)),
+        ("--hyperparameters='lr'", "is not NAME=VALUE"), ("write --hyperparameters NAME=VALUE",)),  # one parser
 ]
 
 
