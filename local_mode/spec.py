@@ -132,25 +132,6 @@ def _require_cores_for(per_host: int, cores: int | None) -> None:
         )
 
 
-def encode_hyperparameter(name: str, value: Any) -> str:
-    """The JSON text SageMaker stores for one hyperparameter (:func:`smddp_compat.contract.encode_hyperparameter`).
-
-    Args:
-        name: The hyperparameter's name (named in the error).
-        value: Its value.
-
-    Returns:
-        ``json.dumps(value)``.
-
-    Raises:
-        HyperparameterError: ``value`` is not JSON-serialisable (NaN and infinity included) or too long.
-    """
-    try:
-        return contract.encode_hyperparameter(name, value)
-    except SmddpConfigurationError as exc:
-        raise HyperparameterError(str(exc.field), exc.value, str(exc.problem), str(exc.fix)) from None
-
-
 def _validate_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(values, Mapping):
         raise HyperparameterError("hyperparameters", values, "must be a mapping", "pass a dict of name -> value")
@@ -170,7 +151,10 @@ def _validate_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
                 "names starting with 'sagemaker_' are reserved for the framework (local_mode sets them)",
                 "rename the hyperparameter",
             )
-        encode_hyperparameter(name, value)
+        try:
+            contract.encode_hyperparameter(name, value)  # what SageMaker refuses (not JSON, too long)
+        except SmddpConfigurationError as exc:
+            raise HyperparameterError(str(exc.field), exc.value, str(exc.problem), str(exc.fix)) from None
         checked[name] = value
     return checked
 
