@@ -207,9 +207,10 @@ def emitted_variables() -> frozenset[str]:
 
     The Horovod rank variables come from the rendezvous
     (:data:`~smddp_compat.launcher._rendezvous.RANK_ENV_VARIABLES`), the other distributions' from running their
-    planners on a two-host job with every option set, and the host's own from :func:`platform_environment`, :func:`host_addresses_variable` and the stall watchdog's folder. ``SM_*`` is a
-    family (:data:`_RESERVED_PREFIXES`). ``PYTHONPATH`` is not here (the caller's is kept after the job's
-    entries), nor ``PYTHONUNBUFFERED`` (the job's own value wins).
+    planners on a two-host job with every option set, and the host's own from :func:`platform_environment`,
+    :func:`host_addresses_variable` and the stall watchdog's folder. ``SM_*`` is a family
+    (:data:`_RESERVED_PREFIXES`). ``PYTHONPATH`` is not here (the caller's is kept after the job's entries), nor
+    ``PYTHONUNBUFFERED`` (the job's own value wins).
 
     Returns:
         The variable names.

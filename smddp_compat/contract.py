@@ -363,9 +363,9 @@ def truncate_failure_reason(text: str) -> str:
 def write_atomically(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
     """Replaces the file ``path`` with ``text`` in one step: readers see the old content or the new, never a part.
 
-    The text goes to a temporary file in the same folder (so the final rename stays on one file system), is flushed
-    to disk (when ``durable``), and then renamed over ``path``. If the process dies before the rename, ``path`` is unchanged and the
-    temporary file is removed when possible.
+    The text goes to a temporary file in the same folder (so the final rename stays on one file system), is
+    flushed to disk (when ``durable``), and then renamed over ``path``. If the process dies before the rename,
+    ``path`` is unchanged and the temporary file is removed when possible.
 
     Args:
         path: The file to write (its folder must exist).

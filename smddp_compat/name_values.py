@@ -37,7 +37,8 @@ def parse_name_values(items: Iterable[str] | None, option: str) -> dict[str, str
     for item in items or ():
         name, sep, value = item.partition("=")
         if not sep or not name:
-            problem = "is not NAME=VALUE: it has no '='" if not sep else "is not NAME=VALUE: the name before '=' is empty"
+            missing = "it has no '='" if not sep else "the name before '=' is empty"
+            problem = f"is not NAME=VALUE: {missing}"
             raise ConfigurationError(
                 option, item, problem,
                 f"write {option} NAME=VALUE; a word after {option} that is not NAME=VALUE (an entry point, say) "

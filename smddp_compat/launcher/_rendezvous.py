@@ -14,7 +14,9 @@ from typing import Any, Sequence
 
 from smddp_compat.errors import UsageError
 
-__all__ = ["HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS", "GLOO_RANK_VARIABLES", "RANK_ENV_VARIABLES"]
+__all__ = [
+    "HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS", "GLOO_RANK_VARIABLES", "RANK_ENV_VARIABLES"
+]
 
 #: How long a rank waits for its peers during Gloo set-up and collectives before it gives up.
 DEFAULT_GLOO_TIMEOUT_SECONDS = 60
@@ -169,4 +171,6 @@ RANK_ENV_VARIABLES = tuple(sorted({**_shared_rank_env("", 0, "", 1), **_slot_ran
 #: The variables :meth:`HorovodRendezvous.rank_envs` gives a rank that an MPI-launched rank must not inherit (they
 #: would make Horovod wait for a Gloo rendezvous, or report a rank that is not its MPI rank). ``HOROVOD_HOSTNAME``
 #: and ``NCCL_SOCKET_IFNAME`` are not among them: they mean the same under MPI.
-GLOO_RANK_VARIABLES = tuple(name for name in RANK_ENV_VARIABLES if name not in ("HOROVOD_HOSTNAME", "NCCL_SOCKET_IFNAME"))
+GLOO_RANK_VARIABLES = tuple(
+    name for name in RANK_ENV_VARIABLES if name not in ("HOROVOD_HOSTNAME", "NCCL_SOCKET_IFNAME")
+)
