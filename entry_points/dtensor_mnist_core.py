@@ -166,19 +166,19 @@ def build_parser() -> argparse.ArgumentParser:
 def _validate(args: argparse.Namespace) -> None:
     if args.devices % args.model_shards:
         raise HyperparameterError(
-            f"--model-shards {args.model_shards} does not divide --devices {args.devices}; use a divisor of it.",
-            name="--model-shards", value=args.model_shards)
+            "--model-shards", args.model_shards, f"does not divide --devices {args.devices}",
+            f"use a divisor of {args.devices}")
     for hidden in LAYER_SIZES[1:-1]:
         if hidden % args.model_shards:
             raise HyperparameterError(
-                f"--model-shards {args.model_shards} does not divide the hidden layer of {hidden} units; "
-                "use 1, 2, 4, 5 or 10.", name="--model-shards", value=args.model_shards)
+                "--model-shards", args.model_shards, f"does not divide the hidden layer of {hidden} units",
+                "use 1, 2, 4, 5 or 10")
     batch_shards = args.devices // args.model_shards
     if args.batch_size % batch_shards:
         raise HyperparameterError(
-            f"--batch-size {args.batch_size} does not split over {batch_shards} batch shards "
-            f"(--devices {args.devices} / --model-shards {args.model_shards}); use a multiple of {batch_shards}.",
-            name="--batch-size", value=args.batch_size)
+            "--batch-size", args.batch_size,
+            f"does not split over {batch_shards} batch shards (--devices {args.devices} / --model-shards "
+            f"{args.model_shards})", f"use a multiple of {batch_shards}")
 
 
 def main() -> None:
@@ -202,8 +202,8 @@ def main() -> None:
                                                       test_channel=env.channel("test"))
     steps_per_epoch = len(x_train) // args.batch_size
     if steps_per_epoch < 1:
-        raise HyperparameterError(f"--batch-size {args.batch_size} exceeds the {len(x_train)} training images.",
-                                  name="--batch-size", value=args.batch_size)
+        raise HyperparameterError("--batch-size", args.batch_size, f"exceeds the {len(x_train)} training images",
+                                  f"use --batch-size <= {len(x_train)}")
 
     model = MLP(LAYER_SIZES, _weight_layouts(mesh, args.model_shards), seed=args.seed)
     optimizer = Adam(model.trainable_variables, learning_rate=args.learning_rate)

@@ -129,18 +129,18 @@ class ParallelMode:
         per_replica = self.model_shards * self.feature_shards
         if devices % per_replica:
             raise HyperparameterError(
-                f"--mode {self.name} needs --devices to be a multiple of {per_replica}, got {devices}.",
-                name="--devices", value=devices)
+                "--devices", devices, f"--mode {self.name} needs a multiple of {per_replica}",
+                f"use a multiple of {per_replica}, or another --mode")
         batch_shards = devices // per_replica
         if batch_size % batch_shards:
             raise HyperparameterError(
-                f"--batch-size {batch_size} does not split over the {batch_shards} batch shards of --mode "
-                f"{self.name} on {devices} devices; use a multiple of {batch_shards}.",
-                name="--batch-size", value=batch_size)
+                "--batch-size", batch_size,
+                f"does not split over the {batch_shards} batch shards of --mode {self.name} on {devices} devices",
+                f"use a multiple of {batch_shards}")
         if hidden_units % self.model_shards:
             raise HyperparameterError(
-                f"--hidden-units {hidden_units} does not split over {self.model_shards} model shards; "
-                f"use a multiple of {self.model_shards}.", name="--hidden-units", value=hidden_units)
+                "--hidden-units", hidden_units, f"does not split over {self.model_shards} model shards",
+                f"use a multiple of {self.model_shards}")
 
 
 MODES: dict[str, ParallelMode] = {
@@ -246,15 +246,15 @@ def main() -> None:
     (train_texts, y_train), (test_texts, y_test) = load_rotten_tomatoes(env.channel("train"),
                                                                         test_channel=env.channel("test"))
     if len(train_texts) < args.batch_size:
-        raise HyperparameterError(f"--batch-size {args.batch_size} exceeds the {len(train_texts)} training texts.",
-                                  name="--batch-size", value=args.batch_size)
+        raise HyperparameterError("--batch-size", args.batch_size, f"exceeds the {len(train_texts)} training texts",
+                                  f"use --batch-size <= {len(train_texts)}")
     features = TfIdfFeatures(args.max_tokens)
     features.adapt(train_texts)
     if features.size % mode.feature_shards:
         raise HyperparameterError(
+            "--max-tokens", args.max_tokens,
             f"the vocabulary has {features.size} tokens, which does not split over {mode.feature_shards} feature "
-            "shards; use --max-tokens with an even number no larger than the corpus' vocabulary.",
-            name="--max-tokens", value=args.max_tokens)
+            "shards", "use an even --max-tokens no larger than the corpus' vocabulary")
     x_train = features(tf.constant(train_texts)).numpy()
     x_test = features(tf.constant(test_texts)).numpy()
 

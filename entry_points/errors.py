@@ -7,25 +7,18 @@ environment failure and is reported with its type name.
 
 from __future__ import annotations
 
+from smddp_compat import errors as _shared
+
 __all__ = ["EntryPointError", "HyperparameterError", "DatasetError", "CheckpointError", "ClusterConfigError"]
 
 
-class EntryPointError(Exception):
+class EntryPointError(_shared.SmddpError):
     """Base class: a user-fixable problem with how a training script was configured or fed."""
 
 
-class HyperparameterError(EntryPointError, ValueError):
-    """A hyperparameter is unknown, malformed or out of range.
-
-    Attributes:
-        name: The hyperparameter as the user spelled it (``--epochs``), or ``None`` when not attributable.
-        value: The received value (as text), or ``None``.
-    """
-
-    def __init__(self, message: str, *, name: str | None = None, value: object = None) -> None:
-        super().__init__(message)
-        self.name = name
-        self.value = value
+class HyperparameterError(_shared.HyperparameterError, EntryPointError):
+    """A hyperparameter is unknown, malformed or out of range: ``field`` is the hyperparameter as the user spelled
+    it (``--epochs``), with the ``value`` received, the ``problem`` and the ``fix``."""
 
 
 class DatasetError(EntryPointError):

@@ -96,13 +96,13 @@ def main() -> None:
     full_epoch = (len(x_train) // size) // args.batch_size  # the same on every rank: fit steps are collectives
     if full_epoch < 1:
         raise HyperparameterError(
-            f"--batch-size {args.batch_size} exceeds each rank's shard ({len(x_train) // size} images); "
-            f"use --batch-size <= {len(x_train) // size}.", name="--batch-size", value=args.batch_size)
+            "--batch-size", args.batch_size, f"exceeds each rank's shard ({len(x_train) // size} images)",
+            f"use --batch-size <= {len(x_train) // size}")
     if args.steps_per_epoch > full_epoch:
         raise HyperparameterError(
-            f"--steps-per-epoch {args.steps_per_epoch} exceeds one pass over each rank's shard ({full_epoch} batches "
-            f"of {args.batch_size}); use --steps-per-epoch <= {full_epoch} or 0.",
-            name="--steps-per-epoch", value=args.steps_per_epoch)
+            "--steps-per-epoch", args.steps_per_epoch,
+            f"exceeds one pass over each rank's shard ({full_epoch} batches of {args.batch_size})",
+            f"use --steps-per-epoch <= {full_epoch} or 0")
     steps_per_epoch = args.steps_per_epoch or full_epoch
 
     tf.random.set_seed(args.seed)

@@ -130,9 +130,8 @@ def global_batch_size(per_replica: int, requested_global: int, replicas: int) ->
     if requested_global % replicas:
         suggestion = replicas * max(1, round(requested_global / replicas))
         raise HyperparameterError(
-            f"--global-batch-size {requested_global} is not divisible by the {replicas} replicas in sync; use a "
-            f"multiple of {replicas} (e.g. {suggestion}) or set --batch-size-per-replica instead.",
-            name="--global-batch-size", value=requested_global)
+            "--global-batch-size", requested_global, f"is not divisible by the {replicas} replicas in sync",
+            f"use a multiple of {replicas} (e.g. {suggestion}) or set --batch-size-per-replica instead")
     return requested_global
 
 
@@ -182,9 +181,9 @@ def main() -> None:
     full_epoch = len(x_train) // global_batch
     if full_epoch < 1 or args.steps_per_epoch > full_epoch:
         raise HyperparameterError(
-            f"the global batch of {global_batch} with --steps-per-epoch {args.steps_per_epoch} needs more than the "
-            f"{len(x_train)} training images; lower the batch size or use --steps-per-epoch <= {max(1, full_epoch)}.",
-            name="--steps-per-epoch", value=args.steps_per_epoch)
+            "--steps-per-epoch", args.steps_per_epoch,
+            f"with the global batch of {global_batch} it needs more than the {len(x_train)} training images",
+            f"lower the batch size or use --steps-per-epoch <= {max(1, full_epoch)}")
     steps_per_epoch = args.steps_per_epoch or full_epoch
     if is_chief:
         env.prepare_dirs()

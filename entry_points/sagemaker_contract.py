@@ -347,7 +347,7 @@ def parse_hyperparameters(parser: argparse.ArgumentParser, argv: Sequence[str] |
     tokens = _normalise_argv(parser, list(sys.argv[1:] if argv is None else argv))
 
     def fail(message: str) -> NoReturn:
-        raise HyperparameterError(f"bad hyperparameter: {message}. {parser.format_usage().strip()}")
+        raise _parser_failure(message, tokens, parser.format_usage().strip())
 
     original_error, original_abbrev = parser.error, parser.allow_abbrev
     parser.error = fail  # type: ignore[method-assign]
@@ -360,9 +360,23 @@ def parse_hyperparameters(parser: argparse.ArgumentParser, argv: Sequence[str] |
     if unknown:
         options = sorted(o for o in parser._option_string_actions if o.startswith("--") and o != "--help")  # noqa: SLF001
         raise HyperparameterError(
-            f"unknown hyperparameter(s) {unknown}; this script accepts {options}.", name=unknown[0], value=None
+            "hyperparameters", unknown, "this script has no such hyperparameter", f"use the ones it accepts: {options}"
         )
     return namespace
+
+
+_ARGPARSE_ARGUMENT = re.compile(r"^argument (?P<options>[^:]+): (?P<problem>.*)$", re.DOTALL)
+
+
+def _parser_failure(message: str, tokens: Sequence[str], usage: str) -> HyperparameterError:
+    """argparse's complaint as a `HyperparameterError` naming the hyperparameter (``argument --x: ...``) and its value."""
+    fix = f"pass values this script accepts ({usage})"
+    match = _ARGPARSE_ARGUMENT.match(message)
+    if match is None:
+        return HyperparameterError("hyperparameters", list(tokens), message, fix)
+    spellings = match["options"].split("/")
+    given = [tokens[i + 1] for i, token in enumerate(tokens[:-1]) if token in spellings]
+    return HyperparameterError(spellings[0], given[-1] if given else None, match["problem"], fix)
 
 
 # ---------------------------------------------------------------------------------------------------------------

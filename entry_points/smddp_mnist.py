@@ -114,9 +114,9 @@ def main() -> None:
     steps_per_epoch = (len(x_train) // size) // args.batch_size
     if steps_per_epoch < 1:
         raise HyperparameterError(
-            f"--batch-size {args.batch_size} is larger than each rank's shard ({len(x_train) // size} images for "
-            f"{size} ranks); use --batch-size <= {len(x_train) // size}.",
-            name="--batch-size", value=args.batch_size,
+            "--batch-size", args.batch_size,
+            f"is larger than each rank's shard ({len(x_train) // size} images for {size} ranks)",
+            f"use --batch-size <= {len(x_train) // size}",
         )
     total_steps = args.epochs * steps_per_epoch
     if args.max_steps:

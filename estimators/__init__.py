@@ -20,10 +20,10 @@ from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES
 from estimators.errors import (
     ConfigurationError,
     EstimatorError,
-    ImageNotFoundError,
     JobError,
     JobTimeoutError,
     MissingDependencyError,
+    NoPublishedImageError,
     UnknownInstanceTypeError,
 )
 
@@ -41,10 +41,10 @@ __all__ = [
     "known_instance_types",
     "ConfigurationError",
     "EstimatorError",
-    "ImageNotFoundError",
     "JobError",
     "JobTimeoutError",
     "MissingDependencyError",
+    "NoPublishedImageError",
     "UnknownInstanceTypeError",
 ]
 

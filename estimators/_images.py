@@ -13,7 +13,7 @@ Policy:
 
 from __future__ import annotations
 
-from estimators.errors import ConfigurationError, ImageNotFoundError
+from estimators.errors import ConfigurationError, NoPublishedImageError
 
 __all__ = ["resolve_training_image"]
 
@@ -39,7 +39,7 @@ def resolve_training_image(
         The image URI, or None for ``local_process``.
 
     Raises:
-        ImageNotFoundError: No image given and AWS has none for this version / Python / region.
+        NoPublishedImageError: No image given and AWS has none for this version / Python / region.
         ConfigurationError: framework_version or py_version missing when no image_uri is given.
     """
     if image_uri:
@@ -81,7 +81,7 @@ def resolve_training_image(
         )
     except ValueError as exc:
         reason = str(exc).split(" You may need")[0]
-        raise ImageNotFoundError(
+        raise NoPublishedImageError(
             "framework_version", framework_version,
             f"SageMaker has no TensorFlow training image for it ({reason})", fix,
         ) from None

@@ -123,5 +123,8 @@ def build_job_spec(
 
 
 def run_job(spec: Any) -> Any:
-    """Runs a local_mode job to its end and returns local_mode's result."""
-    return _local_mode().run(spec)
+    """Runs a local_mode job to its end on local mode's process backend and returns its result."""
+    _local_mode()
+    from local_mode.backends import ProcessBackend
+
+    return ProcessBackend().run(spec)

@@ -31,7 +31,7 @@ from estimators._images import resolve_training_image
 from estimators._instance_types import InstanceSpec, instance_spec, is_local
 from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
 from estimators._validation import check_entry_point, check_hyperparameters, check_instance_count, check_role
-from estimators.errors import ConfigurationError, JobError
+from estimators.errors import ConfigurationError, raised_as_estimator_errors
 from smddp_compat import contract
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE"]
@@ -106,7 +106,9 @@ class TensorFlow(_SdkTensorFlow):
                 "clone the repository yourself and pass source_dir",
             )
         check_entry_point(entry_point, source_dir, dependencies)
-        hyperparameters = check_hyperparameters(kwargs.get("hyperparameters"))
+        hyperparameters = check_hyperparameters(
+            kwargs.get("hyperparameters"), local_process=instance_type == "local_process"
+        )
         kwargs["hyperparameters"] = hyperparameters
         plan = plan_distribution(distribution, spec=spec, instance_count=instance_count)
         if plan.kind == "parameter_server" and instance_type == "local_process":
@@ -210,28 +212,24 @@ class TensorFlow(_SdkTensorFlow):
             staged.cleanup()
 
     def _fit_local_process(self, inputs: Any, job_name: str | None) -> Any:
-        spec = _local_process.build_job_spec(
-            entry_point=self.entry_point,
-            source_dir=self.source_dir,
-            instance_count=self.instance_count,
-            plan=self.distribution_plan,
-            hyperparameters=self._hyperparameters,
-            inputs=inputs,
-            output_path=self.output_path,
-            max_run=self.max_run,
-            job_name=job_name or (name_from_base(self.base_job_name) if self.base_job_name else None),
-            environment=self.environment,
-            checkpoint_local_path=self.checkpoint_local_path,
-        )
-        self._current_job_name = spec.job_name
-        self.local_result = _local_process.run_job(spec)
-        if not self.local_result.ok:
-            raise JobError(
-                spec.job_name,
-                f"local job {spec.job_name!r} {self.local_result.status.lower()}: {self.local_result.failure_reason}",
-                status=self.local_result.status,
-                reason=self.local_result.failure_reason,
+        with raised_as_estimator_errors():  # local_mode's errors leave fit() as the estimators' own
+            spec = _local_process.build_job_spec(
+                entry_point=self.entry_point,
+                source_dir=self.source_dir,
+                instance_count=self.instance_count,
+                plan=self.distribution_plan,
+                hyperparameters=self._hyperparameters,
+                inputs=inputs,
+                output_path=self.output_path,
+                max_run=self.max_run,
+                job_name=job_name or (name_from_base(self.base_job_name) if self.base_job_name else None),
+                environment=self.environment,
+                checkpoint_local_path=self.checkpoint_local_path,
             )
+            self._current_job_name = spec.job_name
+            self.local_result = _local_process.run_job(spec)
+            # A failed job raises local_mode's JobFailedError (rank, host, exit code), re-raised as a JobError.
+            self.local_result.raise_for_status()
         return self.local_result
 
 

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any, Mapping
 
-from estimators.errors import ConfigurationError
+from estimators.errors import ConfigurationError, raised_as_estimator_errors
 
 __all__ = ["check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN"]
 
@@ -107,17 +107,22 @@ def check_entry_point(entry_point: object, source_dir: object, dependencies: obj
             )
 
 
-def check_hyperparameters(hyperparameters: object) -> dict[str, Any]:
-    """Checks that hyperparameters are a dict of JSON-serialisable values (SageMaker sends them as JSON).
+def check_hyperparameters(hyperparameters: object, *, local_process: bool = False) -> dict[str, Any]:
+    """Checks that hyperparameters are a dict of JSON-serialisable values (SageMaker sends them as JSON), and for a
+    ``local_process`` job that local_mode, which will run it, accepts their names.
 
     Args:
         hyperparameters: The dict given, or None.
+        local_process: The job runs through local_mode: check the names by local_mode's own rule now, before
+            anything starts (SageMaker jobs keep SageMaker's rules: ``attach()`` passes the SDK's ``sagemaker_*``).
 
     Returns:
         The hyperparameters (an empty dict for None).
 
     Raises:
-        ConfigurationError: Not a mapping, a non-string key, or a value JSON cannot encode.
+        ConfigurationError: Not a mapping, a non-string or empty name, for ``local_process`` a name local_mode
+            refuses (not letters, digits, ``_-.``, or starting with ``sagemaker_``: it becomes the script's
+            ``--NAME`` argument and ``SM_HP_NAME``), or a value JSON cannot encode.
     """
     if hyperparameters is None:
         return {}
@@ -130,6 +135,12 @@ def check_hyperparameters(hyperparameters: object) -> dict[str, Any]:
             raise ConfigurationError(
                 "hyperparameters", key, "every name must be a non-empty string", "rename the hyperparameter"
             )
+        if local_process:
+            # local_mode's own rule (imported here: only local_process jobs load local_mode).
+            from local_mode.spec import check_hyperparameter_name
+
+            with raised_as_estimator_errors():
+                check_hyperparameter_name(key)
         if hasattr(value, "to_string") and hasattr(value, "expr"):  # a SageMaker pipeline parameter
             continue
         try:

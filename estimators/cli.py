@@ -25,7 +25,9 @@ from typing import Any, Sequence
 
 from estimators._distribution import KINDS
 from estimators._jobs import describe_job, fetch_model, format_status, iter_log_events, wait_for_job
-from estimators.errors import ConfigurationError, EstimatorError, JobError, JobTimeoutError
+from smddp_compat import errors as kit_errors
+
+from estimators.errors import ConfigurationError, EstimatorError, JobTimeoutError
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "distribution_from_args"]
@@ -216,16 +218,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             files = fetch_model(session.client("sagemaker"), session.client("s3"), args.job, args.dest)
             print(f"smddp fetch: extracted {len(files)} file(s) into {args.dest}")
         return EXIT_OK
-    except ConfigurationError as exc:
+    except kit_errors.ConfigurationError as exc:  # the estimators' and those of what they call
         print(f"smddp {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JobTimeoutError as exc:
         print(f"smddp {args.command}: {exc}", file=sys.stderr)
         return EXIT_TIMEOUT
-    except (JobError, EstimatorError) as exc:
+    except EstimatorError as exc:  # a failed job (JobError) or AWS call
         print(f"smddp {args.command}: {exc}", file=sys.stderr)
         return EXIT_JOB_FAILED
-    except ValueError as exc:  # local_mode's and the SDK's configuration errors
+    except ValueError as exc:  # the SDK's configuration errors
         print(f"smddp {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:

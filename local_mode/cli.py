@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from local_mode.errors import ConfigurationError, LocalModeError
+from smddp_compat import errors as kit_errors
+
+from local_mode.errors import ConfigurationError
 from local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
-from smddp_compat.errors import ConfigurationError as SmddpConfigurationError
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT"]
@@ -181,36 +182,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _USAGE_ERROR
     try:
         spec = spec_from_args(args)
-    except (ConfigurationError, SmddpConfigurationError) as exc:
+    except kit_errors.ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    from local_mode.runner import run
+    from local_mode.backends import ProcessBackend
 
-    return _run_reporting_errors(lambda: run(spec, show_tf_logs=args.show_tf_logs).exit_code)
+    return _run_reporting_errors(lambda: ProcessBackend(show_tf_logs=args.show_tf_logs).run(spec).exit_code)
 
 
 def _run_reporting_errors(job: Callable[[], int]) -> int:
     """Runs ``job`` and returns its exit code; a configuration error prints and gives 2, any other error of the
     kit's prints and gives 1."""
-    from smddp_compat.errors import SmddpError
-
     try:
         return job()
-    except ConfigurationError as exc:
+    except kit_errors.ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    except (LocalModeError, SmddpError) as exc:
+    except kit_errors.SmddpError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return 1
 
 
-#: Exit codes of a replayed request, by (status, secondary status).
-_TWIN_EXIT = {"Completed": 0, "Failed": 1, "MaxRuntimeExceeded": 124, "Stopped": 143}
-
-
 def _replay(args: argparse.Namespace) -> int:
     """``smddp local --backend docker --request FILE | --job NAME``: the request, replayed by the SageMaker twin."""
-    from local_mode.docker import SageMakerTwin, TrainingJobRequest
+    from local_mode.backends import DockerBackend
+    from local_mode.docker import TrainingJobRequest
 
     given = [f"--{name.replace('_', '-')}" for name in ("entry_point", "source_dir", "instance_count",
              "processes_per_host", "distribution") if getattr(args, name)]
@@ -223,10 +219,10 @@ def _replay(args: argparse.Namespace) -> int:
 
     def replay() -> int:
         request = TrainingJobRequest.from_file(args.request) if args.request else _described_request(args.job)
-        options = {} if args.stop_grace is None else {"stop_grace": args.stop_grace}
-        result = SageMakerTwin(request, gpus_per_host=args.gpus_per_host, stream=sys.stderr, **options).run()
+        backend = DockerBackend(gpus_per_host=args.gpus_per_host, stop_grace=args.stop_grace, stream=sys.stderr)
+        result = backend.run(request)
         print(json.dumps(result.describe(), indent=2, default=str))
-        return _TWIN_EXIT.get(result.secondary_status, _TWIN_EXIT.get(result.status, 1))
+        return result.exit_code
 
     return _run_reporting_errors(replay)
 

@@ -7,11 +7,14 @@ Two families, after the SageMaker training toolkit's split between the user's mi
   received and the fix.
 * :class:`JobFailedError`, :class:`ChannelError`, :class:`ArtifactError`: something went wrong while the job ran,
   fetched its input or stored its output.
+
+:class:`LocalModeError` is a :class:`smddp_compat.errors.SmddpError`; the configuration errors are
+:class:`smddp_compat.errors.ConfigurationError` s (constructor and message defined there), marked as local_mode's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from smddp_compat import errors as _shared
 
 __all__ = [
     "LocalModeError",
@@ -23,38 +26,28 @@ __all__ = [
 ]
 
 
-class LocalModeError(Exception):
+class LocalModeError(_shared.SmddpError):
     """Base class of every error raised by local_mode."""
 
 
-class ConfigurationError(LocalModeError, ValueError):
-    """A value in the job configuration is invalid.
-
-    Attributes:
-        field: The configuration field (or CLI option) that holds the bad value.
-        value: The value received.
-        fix: What to do instead.
-    """
-
-    def __init__(self, field: str, value: Any, problem: str, fix: str) -> None:
-        self.field = field
-        self.value = value
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"{field}={value!r}: {problem}. Fix: {fix}")
+class ConfigurationError(_shared.ConfigurationError, LocalModeError):
+    """A value in the job configuration is invalid (``field``, ``value``, ``problem``, ``fix``; raised by local_mode)."""
 
 
-class HyperparameterError(ConfigurationError):
+class HyperparameterError(_shared.HyperparameterError, ConfigurationError):
     """A hyperparameter cannot be passed to the training script (bad name, or value not JSON-serialisable)."""
 
 
 class ChannelError(LocalModeError):
-    """An input channel could not be fetched (e.g. an ``s3://`` prefix with no objects, or S3 unreachable)."""
+    """An input channel could not be fetched (e.g. an ``s3://`` prefix with no objects, or S3 unreachable).
+
+    The message is the kit's ``channels['<channel>']='<source>': <problem>. Fix: <fix>``.
+    """
 
     def __init__(self, channel: str, source: str, problem: str, fix: str) -> None:
         self.channel = channel
         self.source = source
-        super().__init__(f"channel {channel!r} from {source}: {problem}. Fix: {fix}")
+        super().__init__(field=f"channels[{channel!r}]", value=source, problem=problem, fix=fix)
 
 
 class ArtifactError(LocalModeError):
@@ -68,17 +61,25 @@ class JobFailedError(LocalModeError):
         job_name: The job's name.
         status: ``"Failed"`` or ``"Stopped"``.
         reason: The failure reason (what the failed process wrote to its failure file, or why the job was stopped).
-        label: The ``algo-N,rank`` label of the process that failed first, if one did.
-        exit_code: That process's exit code, if one did.
+        label: The ``algo-N,rank`` label of the process that failed first, if one did (also the error's ``rank``).
+        host: That process's host, if one failed (the error's ``host``).
+        exit_code: That process's exit code, if one did (the error's ``exit_code``).
     """
 
     def __init__(
-        self, job_name: str, status: str, reason: str, label: str | None = None, exit_code: int | None = None
+        self,
+        job_name: str,
+        status: str,
+        reason: str,
+        label: str | None = None,
+        exit_code: int | None = None,
+        host: str | None = None,
     ) -> None:
         self.job_name = job_name
         self.status = status
         self.reason = reason
         self.label = label
-        self.exit_code = exit_code
         where = f" (first failure: [{label}], exit code {exit_code})" if label is not None else ""
-        super().__init__(f"local job {job_name!r} {status.lower()}{where}: {reason}")
+        super().__init__(
+            f"local job {job_name!r} {status.lower()}{where}: {reason}", rank=label, host=host, exit_code=exit_code
+        )

@@ -78,6 +78,7 @@ class JobResult:
                 self.failure_reason or "unknown reason",
                 label=self.failed_label,
                 exit_code=failed.returncode if failed else None,
+                host=failed.host if failed else None,
             )
         return self
 

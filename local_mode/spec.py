@@ -29,7 +29,7 @@ from local_mode._s3 import is_s3_uri, parse_s3_uri
 from local_mode.environment import is_reserved
 from local_mode.errors import ConfigurationError, HyperparameterError
 
-__all__ = ["Distribution", "JobSpec", "DEFAULT_MAX_RUN", "DEFAULT_OUTPUT_PATH"]
+__all__ = ["Distribution", "JobSpec", "DEFAULT_MAX_RUN", "DEFAULT_OUTPUT_PATH", "check_hyperparameter_name"]
 
 DEFAULT_MAX_RUN = 24 * 60 * 60
 """SageMaker's default ``max_run`` (seconds)."""
@@ -132,25 +132,42 @@ def _require_cores_for(per_host: int, cores: int | None) -> None:
         )
 
 
+def check_hyperparameter_name(name: object) -> str:
+    """Checks that ``name`` can be a hyperparameter: it becomes the script's ``--NAME`` argument and ``SM_HP_NAME``.
+
+    Args:
+        name: The hyperparameter's name, as the user wrote it.
+
+    Returns:
+        ``name``.
+
+    Raises:
+        HyperparameterError: ``name`` is not a string of letters, digits, ``_``, ``-`` and ``.`` (at most 256), or
+            starts with ``sagemaker_`` (the framework's own hyperparameters).
+    """
+    if not isinstance(name, str) or not _HP_NAME.match(name):
+        raise HyperparameterError(
+            "hyperparameters",
+            name,
+            "is not a usable hyperparameter name (it becomes the --NAME argument and SM_HP_NAME)",
+            "use letters, digits, '_', '-', '.' (no spaces or '='), e.g. learning_rate",
+        )
+    if name.lower().startswith(contract.SAGEMAKER_PREFIX):
+        raise HyperparameterError(
+            "hyperparameters",
+            name,
+            "names starting with 'sagemaker_' are reserved for the framework (the SageMaker SDK and local_mode set them)",
+            "rename the hyperparameter",
+        )
+    return name
+
+
 def _validate_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(values, Mapping):
         raise HyperparameterError("hyperparameters", values, "must be a mapping", "pass a dict of name -> value")
     checked: dict[str, Any] = {}
     for name, value in values.items():
-        if not isinstance(name, str) or not _HP_NAME.match(name):
-            raise HyperparameterError(
-                "hyperparameters",
-                name,
-                "is not a usable hyperparameter name (it becomes the --NAME argument and SM_HP_NAME)",
-                "use letters, digits, '_', '-', '.' (no spaces or '='), e.g. learning_rate",
-            )
-        if name.lower().startswith(contract.SAGEMAKER_PREFIX):
-            raise HyperparameterError(
-                "hyperparameters",
-                name,
-                "names starting with 'sagemaker_' are reserved for the framework (local_mode sets them)",
-                "rename the hyperparameter",
-            )
+        check_hyperparameter_name(name)
         try:
             contract.encode_hyperparameter(name, value)  # what SageMaker refuses (not JSON, too long)
         except SmddpConfigurationError as exc:

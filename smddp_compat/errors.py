@@ -6,8 +6,13 @@ text: for the user's mistakes the ``field``, the ``value`` received, the ``probl
 a job the ``rank``, ``host`` and ``exit_code`` of the process at fault. Unset fields are None
 (:meth:`SmddpError.details` lists the set ones).
 
-:class:`UsageError` (and :class:`ConfigurationError`, which always names field, value, problem and fix) are the
-user's mistakes; :class:`LaunchError` and :class:`CollectiveError` failures of the job itself.
+:class:`UsageError` (and :class:`ConfigurationError`, which always names field, value, problem and fix, and its
+:class:`HyperparameterError`) are the user's mistakes; :class:`LaunchError` and :class:`CollectiveError` failures of
+the job itself.
+
+The constructors and the message format live here alone. A package marks its own errors by mixing its base into a
+shared class without a body, e.g. ``class ConfigurationError(errors.ConfigurationError, EstimatorError)``, so that
+``except EstimatorError`` and ``except smddp_compat.errors.ConfigurationError`` both catch it.
 """
 
 from __future__ import annotations
@@ -18,12 +23,12 @@ __all__ = [
     "SmddpError",
     "UsageError",
     "ConfigurationError",
+    "HyperparameterError",
     "NotInitializedError",
     "AlreadyInitializedError",
     "NotSupportedError",
     "CollectiveError",
     "LaunchError",
-    "RankFailedError",
 ]
 
 
@@ -123,6 +128,13 @@ class ConfigurationError(UsageError):
         super().__init__(field=field, value=value, problem=problem, fix=fix)
 
 
+class HyperparameterError(ConfigurationError):
+    """A hyperparameter cannot be used: a bad name, a value that cannot be encoded, or one the script refuses.
+
+    ``field`` is the hyperparameter as the user spelled it (``--epochs``, ``hyperparameters['lr']``).
+    """
+
+
 class NotInitializedError(SmddpError, RuntimeError):
     """An API function was called before ``init()``."""
 
@@ -151,15 +163,3 @@ class CollectiveError(SmddpError, RuntimeError):
 
 class LaunchError(SmddpError, RuntimeError):
     """A process of a job could not be started."""
-
-
-class RankFailedError(SmddpError, RuntimeError):
-    """A rank of a job exited with an error; carries where and how."""
-
-    def __init__(self, label: str, host: str, exit_code: int | None, command: list[str], reason: str) -> None:
-        super().__init__(reason)
-        self.label = label
-        self.host = host
-        self.exit_code = exit_code
-        self.command = command
-        self.reason = reason

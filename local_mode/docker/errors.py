@@ -36,11 +36,14 @@ class ImageBuildError(DockerError):
 
 
 class ImageNotFoundError(DockerError, ConfigurationError):
-    """The image given with ``--image`` is not in the local Docker engine (and no registry can be reached)."""
+    """The image given with ``--image`` is not in the local Docker engine (and no registry can be reached).
+
+    (The estimators' :class:`estimators.NoPublishedImageError` is another matter: AWS publishes no image for a
+    framework version.)
+    """
 
     def __init__(self, image: str) -> None:
-        ConfigurationError.__init__(
-            self,
+        super().__init__(
             "image",
             image,
             "is not present in the local Docker engine, and images cannot be pulled here",

@@ -64,6 +64,10 @@ _POLL_SECONDS = 0.5
 _TWIN_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "smddp-twin", "AWS_SECRET_ACCESS_KEY": "smddp-twin"}
 
 
+#: Exit codes of a replayed job by its secondary status, then its status.
+_EXIT_CODES = {"Completed": 0, "MaxRuntimeExceeded": 124, "Stopped": 143}
+
+
 @dataclass
 class TwinResult:
     """How a replayed job ended, in DescribeTrainingJob's terms.
@@ -98,6 +102,14 @@ class TwinResult:
     def ok(self) -> bool:
         """True when the job completed."""
         return self.status == "Completed"
+
+    @property
+    def exit_code(self) -> int:
+        """0 completed, 124 past ``MaxRuntimeInSeconds``, 143 stopped, else the first failed host's code (or 1)."""
+        if self.secondary_status in _EXIT_CODES:
+            return _EXIT_CODES[self.secondary_status]
+        failed = [code for code in self.exit_codes.values() if code]
+        return _EXIT_CODES.get(self.status, failed[0] if failed else 1)
 
     def describe(self) -> dict[str, Any]:
         """The DescribeTrainingJob fields SageMaker would report for this job."""

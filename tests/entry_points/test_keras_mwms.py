@@ -43,7 +43,7 @@ def test_global_batch_rules() -> None:
 
     assert global_batch_size(32, 0, 4) == 128
     assert global_batch_size(32, 96, 4) == 96
-    with pytest.raises(HyperparameterError, match=r"--global-batch-size 33 is not divisible by the 2 replicas.*e.g. 32"):
+    with pytest.raises(HyperparameterError, match=r"--global-batch-size=33: is not divisible by the 2 replicas.*e.g. 32"):
         global_batch_size(32, 33, 2)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -153,8 +154,9 @@ def test_parse_hyperparameters_drops_the_tf_estimators_model_dir_unless_the_scri
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--epoch", "3"], r"unknown hyperparameter\(s\) \['--epoch', '3'\]; this script accepts"),
-    (["--epochs", "0"], "--epochs: '0' must be an integer >= 1"),
+    (["--epoch", "3"], r"hyperparameters=\['--epoch', '3'\]: this script has no such hyperparameter\. Fix: use the "
+                       r"ones it accepts: \['--epochs'"),
+    (["--epochs", "0"], "--epochs='0': '0' must be an integer >= 1. Fix: pass values this script accepts"),
     (["--epochs", "2.5"], "'2.5' is not an integer"),
     (["--learning-rate", "nan"], "finite number > 0"),
     (["--optimizer", "rmsprop"], "invalid choice: 'rmsprop'"),
@@ -185,14 +187,15 @@ def test_run_entry_point_writes_failure_file_and_exits_non_zero(tmp_path: Path) 
         "from entry_points.sagemaker_contract import run_entry_point\n"
         "from entry_points.errors import HyperparameterError\n"
         "def main():\n"
-        "    raise HyperparameterError('--epochs must be >= 1, got 0; pass --epochs 1 or more')\n"
+        "    raise HyperparameterError('--epochs', 0, 'must be >= 1', 'pass --epochs 1 or more')\n"
         "run_entry_point(main)\n"
     )
-    env = {"SM_OUTPUT_DIR": str(tmp_path / "out"), "PATH": "/usr/bin:/bin"}
+    env = {"SM_OUTPUT_DIR": str(tmp_path / "out"), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     done = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     failure = (tmp_path / "out" / "failure").read_text()
-    assert failure.startswith("HyperparameterError: --epochs must be >= 1, got 0; pass --epochs 1 or more")
+    assert failure.startswith("HyperparameterError: --epochs=0: must be >= 1. Fix: pass --epochs 1 or more")
     assert "Traceback" in failure and "HyperparameterError" in done.stderr
 
 
@@ -211,7 +214,8 @@ def test_sigterm_sets_the_flag_and_a_second_one_kills(tmp_path: Path) -> None:
         "    time.sleep(20)\n"
         "run_entry_point(main)\n"
     )
-    env = {"SM_OUTPUT_DIR": str(tmp_path / "out"), "PATH": "/usr/bin:/bin"}
+    env = {"SM_OUTPUT_DIR": str(tmp_path / "out"), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     done = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=60)
     assert "flag True" in done.stdout
     assert done.returncode == -15  # the second SIGTERM ends it the default way

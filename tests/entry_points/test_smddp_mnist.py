@@ -101,7 +101,7 @@ def test_runs_with_tf_keras(layout: Layout) -> None:
 
 def test_bad_hyperparameter_writes_the_failure_file(layout: Layout) -> None:
     # (Malformed values rejected by the parser are covered in test_shared_modules; this one the script checks.)
-    expected = "--batch-size 9999 is larger than each rank's shard"
+    expected = "--batch-size=9999: is larger than each rank's shard"
     run = run_script(script_command(SCRIPT, ["--batch-size", "9999"]), layout.env(), timeout=180)
     assert run.returncode != 0
     failure = layout.failure.read_text()

@@ -112,7 +112,7 @@ def test_a_batch_that_does_not_split_over_the_mesh_is_refused(job: Layout) -> No
     run = run_script(script_command(SCRIPT, ["--mode", "spatial", "--batch-size", "63"]), job.env(), timeout=120)
     assert run.returncode != 0
     reason = job.failure.read_text()
-    assert "--batch-size 63" in reason and "multiple of 2" in reason, reason
+    assert "--batch-size=63" in reason and "multiple of 2" in reason, reason
 
 
 def test_mode_layouts_without_a_run() -> None:

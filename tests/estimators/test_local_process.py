@@ -72,6 +72,25 @@ def test_failed_job_raises_with_reason(tmp_path):
         est.fit(job_name="local-fail")
     assert info.value.status == "Failed"
     assert "local-fail" in str(info.value)
+    # where and how the first process failed, as local_mode reported it
+    assert (info.value.rank, info.value.host, info.value.exit_code) == ("algo-1,0", "algo-1", 3)
+    assert type(info.value.__cause__).__name__ == "JobFailedError"
+
+
+def test_local_mode_errors_leave_fit_as_estimator_errors(tiny_script, tmp_path):
+    """A value local_mode refuses when fit() builds the job is re-raised as the estimators' ConfigurationError,
+    with local_mode's field, value, problem and fix, chained to local_mode's error; nothing ran."""
+    import local_mode
+    from estimators import ConfigurationError, EstimatorError
+
+    est, probe = _estimator(tiny_script, tmp_path, output_path="/proc/x")
+    with pytest.raises(ConfigurationError) as info:
+        est.fit(job_name="local-bad-output")
+    assert isinstance(info.value, EstimatorError)
+    assert isinstance(info.value.__cause__, local_mode.ConfigurationError)
+    assert info.value.details() == info.value.__cause__.details()
+    assert info.value.field == "output_path" and "choose a writable directory" in str(info.value)
+    assert _probes(probe) == []
 
 
 @pytest.mark.slow

@@ -106,8 +106,8 @@ def test_good_input_is_accepted_and_uploads(aws, tiny_script):
 
 
 def test_errors_share_one_base_class():
-    from estimators import ConfigurationError, EstimatorError, ImageNotFoundError, UnknownInstanceTypeError
+    from estimators import ConfigurationError, EstimatorError, NoPublishedImageError, UnknownInstanceTypeError
 
     assert issubclass(ConfigurationError, EstimatorError) and issubclass(ConfigurationError, ValueError)
-    assert issubclass(ImageNotFoundError, ConfigurationError)
+    assert issubclass(NoPublishedImageError, ConfigurationError)
     assert issubclass(UnknownInstanceTypeError, ConfigurationError)

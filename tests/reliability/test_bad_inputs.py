@@ -90,6 +90,8 @@ CLI_CASES = [
         ("channels['train']='/nonexistent/mnist'",), ("give an existing folder",)),
     Bad("local-hyperparameter-not-name-value", "local", ("local", "train.py", "--hyperparameters", "lr"),
         ("--hyperparameters='lr'", "is not NAME=VALUE"), ("write --hyperparameters NAME=VALUE",)),
+    Bad("local-hyperparameter-name-with-a-space", "local", ("local", "train.py", "--hyperparameters", "my lr=1"),
+        ("hyperparameters='my lr'", "is not a usable hyperparameter name"), ("use letters, digits",)),
     Bad("local-dtensor-mesh-does-not-divide", "local",
         ("local", "train.py", "--distribution", "dtensor", "--instance-count", "2", "--mesh", "batch=3"),
         ("batch=3", "cannot be split evenly over 2 clients"), ("multiple of 2",)),
@@ -133,6 +135,9 @@ CLI_CASES = [
          "--mesh", "batch=6"), ("{'batch': 6}",), ("make the product of the mesh sizes 16",)),
     Bad("submit-missing-channel", "submit", (*SUBMIT, "--instance-type", "ml.c5.xlarge", "--channel", "train=data"),
         ("--channel train='data'",), ("give an existing path or an s3:// URI",)),
+    Bad("submit-local-process-hyperparameter-name-with-a-space", "submit",
+        ("submit", "train.py", "--instance-type", "local_process", "--hyperparameters", "my lr=1"),
+        ("hyperparameters='my lr'", "is not a usable hyperparameter name"), ("use letters, digits",)),
     Bad("submit-hyperparameter-not-name-value", "submit",
         (*SUBMIT, "--instance-type", "ml.c5.xlarge", "--hyperparameters", "lr"),
         ("--hyperparameters='lr'", "is not NAME=VALUE"), ("write --hyperparameters NAME=VALUE",)),  # one parser
@@ -318,7 +323,7 @@ def test_global_batch_not_divisible_by_the_replicas(tmp_path: Path) -> None:
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output
-    assert "--global-batch-size 7 is not divisible by the 2 replicas in sync" in output, output
+    assert "--global-batch-size=7: is not divisible by the 2 replicas in sync" in output, output
     assert "use a multiple of 2" in output
     assert_no_half_written_artifacts(tmp_path / "out")
 
@@ -405,6 +410,8 @@ SMDDP = {"smdistributed": {"dataparallel": {"enabled": True}}}
 API_CASES = [
     ("jobspec-hyperparameter-not-json", _jobspec(hyperparameters={"optimizer": object()}), "HyperparameterError",
      ("hyperparameters['optimizer']", "is not JSON-serialisable"), ("pass a string, number, boolean",)),
+    ("jobspec-hyperparameter-name-with-a-space", _jobspec(hyperparameters={"my lr": 1}), "HyperparameterError",
+     ("hyperparameters='my lr'", "is not a usable hyperparameter name"), ("use letters, digits",)),
     ("jobspec-mesh-does-not-divide", _jobspec(distribution="dtensor", instance_count=2, dtensor_mesh={"batch": 3}),
      "ConfigurationError", ("dtensor_mesh", "cannot be split evenly over 2 clients"), ("multiple of 2",)),
     ("jobspec-processes-per-host-beyond-the-cores", _jobspec(distribution="smddp", processes_per_host=CORES + 1),
@@ -425,6 +432,10 @@ API_CASES = [
      ("use processes_per_host <= 4",)),
     ("estimator-two-distributions", _estimator(distribution={**SMDDP, "mpi": {"enabled": True}}),
      "ConfigurationError", ("distribution=",), ("exactly one",)),
+    # The same name rule as local_mode's, checked when the estimator is built, and an estimators error.
+    ("estimator-local-process-hyperparameter-name-with-a-space",
+     _estimator(instance_type="local_process", role=None, image_uri=None, hyperparameters={"my lr": 1}),
+     "ConfigurationError", ("hyperparameters='my lr'", "is not a usable hyperparameter name"), ("use letters, digits",)),
     ("estimator-local-process-output-in-proc",
      _estimator(instance_type="local_process", role=None, image_uri=None, output_path="/proc/x"),
      "ConfigurationError", ("output_path='/proc/x': cannot be written",), ("choose a writable directory",)),
@@ -439,6 +450,10 @@ def test_bad_python_api_call(case: str, call: Callable[[], None], kind: str, val
     with pytest.raises(Exception) as info:
         call()
     assert type(info.value).__name__ == kind, repr(info.value)
+    if case.startswith("estimator"):  # whatever the estimator called, its error is the estimators' own
+        from estimators import EstimatorError
+
+        assert isinstance(info.value, EstimatorError), repr(info.value)
     _assert_names_value_and_fix(str(info.value), value, fix)
     assert aws_requests == [], "an AWS request was sent before the input was checked"
     assert_nothing_started_and_nothing_left(workdir, private_tmp)

@@ -1,0 +1,109 @@
+"""The two ways local mode runs a job, behind one typed protocol.
+
+* :class:`ProcessBackend` (``smddp local``'s default): this machine's processes, one ``/opt/ml`` tree per simulated
+  host; it receives the checked job (:class:`~local_mode.spec.JobSpec`) and plans every process with
+  :mod:`smddp_compat.cluster`'s rules.
+* :class:`DockerBackend` (``--backend docker``): the SageMaker twin; it receives a checked CreateTrainingJob request
+  (:class:`~local_mode.docker.request.TrainingJobRequest`) and starts the image as SageMaker starts it.
+
+Both return a :class:`JobOutcome`: the job's name, SageMaker's status words, the failure reason and the exit code the
+CLI returns (0 completed, the failed process's code or 1, 124 past the time limit, 143 stopped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:
+    from local_mode.docker.request import TrainingJobRequest
+    from local_mode.docker.twin import TwinResult
+    from local_mode.result import JobResult
+    from local_mode.spec import JobSpec
+
+__all__ = ["JobOutcome", "Backend", "ProcessBackend", "DockerBackend", "BACKENDS"]
+
+JobT = TypeVar("JobT", contravariant=True)
+
+
+@runtime_checkable
+class JobOutcome(Protocol):
+    """How a job ended, whichever backend ran it."""
+
+    job_name: str
+    status: str
+    failure_reason: str | None
+
+    @property
+    def ok(self) -> bool:
+        """True when the job completed."""
+        ...
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code ``smddp local`` returns for the job."""
+        ...
+
+
+class Backend(Protocol, Generic[JobT]):
+    """Runs one checked job on this machine to its end."""
+
+    name: ClassVar[str]
+
+    def run(self, job: JobT) -> JobOutcome:
+        """Runs ``job`` and returns how it ended (a failed job is an outcome, not an exception).
+
+        Raises:
+            smddp_compat.errors.SmddpError: The job could not be started (nothing is left running).
+        """
+        ...
+
+
+@dataclass
+class ProcessBackend:
+    """This machine's processes (:func:`local_mode.runner.run`).
+
+    Attributes:
+        stream: Where the processes' prefixed output and the summary go (standard output when None).
+        show_tf_logs: Also show TensorFlow's C++ log lines there.
+    """
+
+    name: ClassVar[str] = "process"
+    stream: IO[str] | None = None
+    show_tf_logs: bool = False
+
+    def run(self, job: JobSpec) -> JobResult:
+        """Runs the job's H x P processes; see :func:`local_mode.runner.run`."""
+        from local_mode.runner import run
+
+        return run(job, stream=self.stream, show_tf_logs=self.show_tf_logs)
+
+
+@dataclass
+class DockerBackend:
+    """The SageMaker twin (:class:`local_mode.docker.twin.SageMakerTwin`).
+
+    Attributes:
+        gpus_per_host: For GPU instance types, processes per host on this machine's CPUs (None: cores / hosts).
+        stop_grace: Seconds from SIGTERM to SIGKILL on a stop or time-out (None: SageMaker's 120).
+        stream: Where the containers' output goes (standard error when None).
+    """
+
+    name: ClassVar[str] = "docker"
+    gpus_per_host: int | None = None
+    stop_grace: float | None = None
+    stream: IO[str] | None = None
+
+    def run(self, job: TrainingJobRequest) -> TwinResult:
+        """Replays the request; see :meth:`local_mode.docker.twin.SageMakerTwin.run`."""
+        import sys
+
+        from local_mode.docker.twin import SageMakerTwin
+
+        options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
+        stream = self.stream if self.stream is not None else sys.stderr
+        return SageMakerTwin(job, gpus_per_host=self.gpus_per_host, stream=stream, **options).run()
+
+
+#: The backends by the name ``--backend`` takes.
+BACKENDS: dict[str, type] = {ProcessBackend.name: ProcessBackend, DockerBackend.name: DockerBackend}
