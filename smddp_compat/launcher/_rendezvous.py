@@ -9,33 +9,18 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Sequence
+from types import SimpleNamespace, TracebackType
+from typing import Any, Sequence
 
 from smddp_compat.errors import UsageError
 
-__all__ = ["HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS", "GLOO_RANK_VARIABLES"]
+__all__ = [
+    "HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS", "GLOO_RANK_VARIABLES", "RANK_ENV_VARIABLES"
+]
 
 #: How long a rank waits for its peers during Gloo set-up and collectives before it gives up.
 DEFAULT_GLOO_TIMEOUT_SECONDS = 60
 
-#: The variables :meth:`HorovodRendezvous.rank_envs` gives a rank that an MPI-launched rank must not inherit (they
-#: would make Horovod wait for a Gloo rendezvous, or report a rank that is not its MPI rank). ``HOROVOD_HOSTNAME``
-#: and ``NCCL_SOCKET_IFNAME`` are not among them: they mean the same under MPI.
-GLOO_RANK_VARIABLES = (
-    "HOROVOD_GLOO_RENDEZVOUS_ADDR",
-    "HOROVOD_GLOO_RENDEZVOUS_PORT",
-    "HOROVOD_CONTROLLER",
-    "HOROVOD_CPU_OPERATIONS",
-    "HOROVOD_GLOO_IFACE",
-    "HOROVOD_GLOO_TIMEOUT_SECONDS",
-    "HOROVOD_RANK",
-    "HOROVOD_SIZE",
-    "HOROVOD_LOCAL_RANK",
-    "HOROVOD_LOCAL_SIZE",
-    "HOROVOD_CROSS_RANK",
-    "HOROVOD_CROSS_SIZE",
-)
 
 
 @dataclass(frozen=True)
@@ -148,28 +133,44 @@ class HorovodRendezvous:
         """
         if self._plan is None or self._httpd is None:
             raise RuntimeError("rank_envs() needs a running server; call it inside the `with` block.")
-        common = {
-            "HOROVOD_GLOO_RENDEZVOUS_ADDR": self.bind_address,
-            "HOROVOD_GLOO_RENDEZVOUS_PORT": str(self.port),
-            "HOROVOD_CONTROLLER": "gloo",
-            "HOROVOD_CPU_OPERATIONS": "gloo",
-            "HOROVOD_GLOO_IFACE": self.iface,
-            "HOROVOD_GLOO_TIMEOUT_SECONDS": str(int(self.timeout)),
-            "NCCL_SOCKET_IFNAME": self.iface,
-        }
-        envs = []
-        for slot in self._plan:
-            env = dict(common)
-            env.update(
-                {
-                    "HOROVOD_HOSTNAME": str(slot.hostname),
-                    "HOROVOD_RANK": str(slot.rank),
-                    "HOROVOD_SIZE": str(slot.size),
-                    "HOROVOD_LOCAL_RANK": str(slot.local_rank),
-                    "HOROVOD_LOCAL_SIZE": str(slot.local_size),
-                    "HOROVOD_CROSS_RANK": str(slot.cross_rank),
-                    "HOROVOD_CROSS_SIZE": str(slot.cross_size),
-                }
-            )
-            envs.append(env)
-        return envs
+        common = _shared_rank_env(self.bind_address, self.port, self.iface, self.timeout)
+        return [{**common, **_slot_rank_env(slot)} for slot in self._plan]
+
+
+def _shared_rank_env(address: str, port: int, iface: str, timeout: float) -> dict[str, str]:
+    """The variables every Gloo rank of a job gets alike: the rendezvous, the controller, interface and timeout."""
+    return {
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": address,
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
+        "HOROVOD_CONTROLLER": "gloo",
+        "HOROVOD_CPU_OPERATIONS": "gloo",
+        "HOROVOD_GLOO_IFACE": iface,
+        "HOROVOD_GLOO_TIMEOUT_SECONDS": str(int(timeout)),
+        "NCCL_SOCKET_IFNAME": iface,
+    }
+
+
+def _slot_rank_env(slot: Any) -> dict[str, str]:
+    """The variables of one rank's place (``horovod.runner.common.util.hosts.SlotInfo`` or alike)."""
+    return {
+        "HOROVOD_HOSTNAME": str(slot.hostname),
+        "HOROVOD_RANK": str(slot.rank),
+        "HOROVOD_SIZE": str(slot.size),
+        "HOROVOD_LOCAL_RANK": str(slot.local_rank),
+        "HOROVOD_LOCAL_SIZE": str(slot.local_size),
+        "HOROVOD_CROSS_RANK": str(slot.cross_rank),
+        "HOROVOD_CROSS_SIZE": str(slot.cross_size),
+    }
+
+
+_ANY_SLOT = SimpleNamespace(hostname="", rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1)
+
+#: Every variable :meth:`HorovodRendezvous.rank_envs` gives a rank, read off the same two functions that build them.
+RANK_ENV_VARIABLES = tuple(sorted({**_shared_rank_env("", 0, "", 1), **_slot_rank_env(_ANY_SLOT)}))
+
+#: The variables :meth:`HorovodRendezvous.rank_envs` gives a rank that an MPI-launched rank must not inherit (they
+#: would make Horovod wait for a Gloo rendezvous, or report a rank that is not its MPI rank). ``HOROVOD_HOSTNAME``
+#: and ``NCCL_SOCKET_IFNAME`` are not among them: they mean the same under MPI.
+GLOO_RANK_VARIABLES = tuple(
+    name for name in RANK_ENV_VARIABLES if name not in ("HOROVOD_HOSTNAME", "NCCL_SOCKET_IFNAME")
+)
