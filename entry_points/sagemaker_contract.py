@@ -21,7 +21,6 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -31,8 +30,10 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from entry_points.errors import ClusterConfigError, EntryPointError, HyperparameterError
+from smddp_compat import contract
 from smddp_compat.cluster import Cluster
 from smddp_compat.cluster import ClusterConfigError as ClusterDescriptionError  # the base of ClusterConfigError
+from smddp_compat.contract import DEFAULT_CHECKPOINT_DIR
 
 __all__ = [
     "TrainingEnv",
@@ -52,8 +53,7 @@ __all__ = [
     "DEFAULT_CHECKPOINT_DIR",
 ]
 
-DEFAULT_CHECKPOINT_DIR = "/opt/ml/checkpoints"
-_OPT_ML = Path("/opt/ml")
+_OPT_ML = Path(contract.OPT_ML)
 
 
 def _writable_dir(path: Path) -> bool:
@@ -121,23 +121,27 @@ class TrainingEnv:
                 return Path(env[variable])
             return on_sagemaker if _writable_dir(on_sagemaker) else local_default
 
-        model_dir = directory("SM_MODEL_DIR", _OPT_ML / "model", local / "model")
-        output_dir = directory("SM_OUTPUT_DIR", _OPT_ML / "output", local / "output")
-        output_data_dir = Path(env["SM_OUTPUT_DATA_DIR"]) if env.get("SM_OUTPUT_DATA_DIR") else output_dir / "data"
+        model_dir = directory(contract.SM_MODEL_DIR, _OPT_ML / contract.MODEL_DIR, local / contract.MODEL_DIR)
+        output_dir = directory(contract.SM_OUTPUT_DIR, _OPT_ML / contract.OUTPUT_DIR, local / contract.OUTPUT_DIR)
+        output_data_dir = (
+            Path(env[contract.SM_OUTPUT_DATA_DIR]) if env.get(contract.SM_OUTPUT_DATA_DIR) else output_dir / "data"
+        )
         if checkpoint_dir is not None and str(checkpoint_dir) != "":
             checkpoints = Path(checkpoint_dir)
         elif _writable_dir(Path(DEFAULT_CHECKPOINT_DIR)):
             checkpoints = Path(DEFAULT_CHECKPOINT_DIR)
-        elif env.get("SAGEMAKER_BASE_DIR") and _writable_dir(Path(env["SAGEMAKER_BASE_DIR"]) / "checkpoints"):
+        elif env.get(contract.SAGEMAKER_BASE_DIR) and _writable_dir(
+            Path(env[contract.SAGEMAKER_BASE_DIR]) / contract.CHECKPOINTS_DIR
+        ):
             # Local mode's per-host tree: its checkpoints/ is linked to the job's --checkpoint-dir when given.
-            checkpoints = Path(env["SAGEMAKER_BASE_DIR"]) / "checkpoints"
+            checkpoints = Path(env[contract.SAGEMAKER_BASE_DIR]) / contract.CHECKPOINTS_DIR
         else:
-            checkpoints = output_dir / "checkpoints"
+            checkpoints = output_dir / contract.CHECKPOINTS_DIR
 
         channels: dict[str, Path] = {}
         for key, value in env.items():
-            if key.startswith("SM_CHANNEL_") and value:
-                channels[key[len("SM_CHANNEL_"):].lower()] = Path(value)
+            if key.startswith(contract.SM_CHANNEL_PREFIX) and value:
+                channels[key[len(contract.SM_CHANNEL_PREFIX):].lower()] = Path(value)
 
         cluster = Cluster.from_environ(env)
 
@@ -157,8 +161,8 @@ class TrainingEnv:
             hosts=cluster.hosts,
             current_host=cluster.current_host,
             host_addresses=dict(cluster.addresses),
-            num_gpus=count("SM_NUM_GPUS", 0),
-            num_cpus=count("SM_NUM_CPUS", os.cpu_count() or 1),
+            num_gpus=count(contract.SM_NUM_GPUS, 0),
+            num_cpus=count(contract.SM_NUM_CPUS, os.cpu_count() or 1),
         )
 
     @property
@@ -270,6 +274,7 @@ def _unquote(value: str) -> str:
 
 
 _SDK_MODEL_DIR = ("--model_dir", "--model-dir")
+_SDK_OPTION_PREFIXES = (f"--{contract.SAGEMAKER_PREFIX}", f"--{contract.SAGEMAKER_PREFIX.replace('_', '-')}")
 
 
 def _normalise_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
@@ -281,7 +286,7 @@ def _normalise_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> lis
         token = tokens[i]
         if token.startswith("--") and len(token) > 2:
             name, eq, inline = token.partition("=")
-            sdk_owned = name.lower().startswith(("--sagemaker_", "--sagemaker-")) or name in _SDK_MODEL_DIR
+            sdk_owned = name.lower().startswith(_SDK_OPTION_PREFIXES) or name in _SDK_MODEL_DIR
             spellings = {name, name.replace("_", "-"), name.replace("-", "_")}
             if sdk_owned and not spellings & known:
                 # SDK-internal hyperparameters (sagemaker_program, sagemaker_mpi_enabled, ...) are not the script's;
@@ -490,14 +495,14 @@ def termination_requested() -> bool:
     return _terminate.is_set()
 
 
-def _failure_path(output_dir: str | os.PathLike[str] | None) -> Path:
+def _failure_dir(output_dir: str | os.PathLike[str] | None) -> Path:
     if output_dir is not None:
-        return Path(output_dir) / "failure"
+        return Path(output_dir)
     try:
-        return TrainingEnv.from_environ().output_dir / "failure"
+        return TrainingEnv.from_environ().output_dir
     except (EntryPointError, ClusterDescriptionError):
-        fallback = os.environ.get("SM_OUTPUT_DIR")
-        return Path(fallback) / "failure" if fallback else _local_root(os.environ) / "output" / "failure"
+        fallback = os.environ.get(contract.SM_OUTPUT_DIR)
+        return Path(fallback) if fallback else _local_root(os.environ) / contract.OUTPUT_DIR
 
 
 def write_failure(reason: str, output_dir: str | os.PathLike[str] | None = None) -> Path | None:
@@ -510,16 +515,11 @@ def write_failure(reason: str, output_dir: str | os.PathLike[str] | None = None)
     Returns:
         The failure file, or ``None`` if it could not be written (the reason is then only on stderr).
     """
-    path = _failure_path(output_dir)
+    folder = _failure_dir(output_dir)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(prefix=".failure.", dir=path.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(reason if reason.endswith("\n") else reason + "\n")
-        os.replace(temp, path)
-        return path
+        return contract.write_failure_file(folder, reason)
     except OSError as exc:
-        print(f"could not write the failure file {path}: {exc}", file=sys.stderr, flush=True)
+        print(f"could not write the failure file {contract.failure_file(folder)}: {exc}", file=sys.stderr, flush=True)
         return None
 
 

@@ -15,17 +15,17 @@ The estimator stages a directory, hands it to the SDK as ``source_dir`` (the SDK
 from __future__ import annotations
 
 import atexit
-import fnmatch
 import json
 import logging
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from estimators._distribution import DistributionPlan
 from estimators.errors import ConfigurationError
+from smddp_compat.source_files import SOURCE_EXCLUDES, is_excluded
 
 __all__ = [
     "DEFAULT_SOURCE_EXCLUDES",
@@ -42,21 +42,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Name patterns (matched against every path component) never uploaded with a job's code.
-DEFAULT_SOURCE_EXCLUDES: tuple[str, ...] = (
-    ".git", ".hg", ".svn",
-    ".venv", ".venv-*", "venv", ".tox", ".mypy_cache", ".pytest_cache", "__pycache__", "*.pyc",
-    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*",
-    ".aws", ".ssh", ".netrc", ".pgpass", ".docker", "credentials", "credentials.*", ".git-credentials",
-)
+#: Name patterns (matched against every path component) never uploaded with a job's code: the kit's one list.
+DEFAULT_SOURCE_EXCLUDES: tuple[str, ...] = SOURCE_EXCLUDES
 DTENSOR_LAUNCHER = "smddp_compat_dtensor_launch.py"
 DTENSOR_CONFIG = "smddp_compat_dtensor.json"
 _ADDED_NAMES = ("smddp_compat", "smdistributed", DTENSOR_LAUNCHER, DTENSOR_CONFIG)
-
-
-def is_excluded(name: str, patterns: Iterable[str]) -> bool:
-    """True when the file or directory name matches one of ``patterns`` (case-sensitive glob)."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _inside(path: str, root: str) -> bool:

@@ -32,6 +32,7 @@ from estimators._instance_types import InstanceSpec, instance_spec, is_local
 from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
 from estimators._validation import check_entry_point, check_hyperparameters, check_instance_count, check_role
 from estimators.errors import ConfigurationError, raised_as_estimator_errors
+from smddp_compat import contract
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE"]
 
@@ -162,7 +163,7 @@ class TensorFlow(_SdkTensorFlow):
         hyperparameters = super().hyperparameters()
         plan = self.distribution_plan
         if plan.kind == "smddp" and plan.explicit_processes_per_host is not None:
-            hyperparameters["sagemaker_mpi_num_of_processes_per_host"] = str(plan.explicit_processes_per_host)
+            hyperparameters[contract.MPI_PROCESSES_PER_HOST] = str(plan.explicit_processes_per_host)
         return hyperparameters
 
     # -- training --------------------------------------------------------------------------------------------------

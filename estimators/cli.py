@@ -19,20 +19,19 @@ Exit codes: 0 success, 1 the job failed, 2 bad usage or configuration, 3 timed o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any, Sequence
 
-from smddp_compat import errors as shared_errors
 from smddp_compat.distribution_config import FLAT_KINDS, DistributionConfig, FieldNames
 
 from estimators._jobs import describe_job, fetch_model, format_status, iter_log_events, wait_for_job
 from smddp_compat import errors as kit_errors
 
 from estimators.errors import ConfigurationError, EstimatorError, JobTimeoutError
+from smddp_compat.name_values import decode_value, parse_name_values
 
-__all__ = ["main", "build_parser", "distribution_from_args", "parse_key_values"]
+__all__ = ["main", "build_parser", "distribution_from_args"]
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
 DEFAULT_FRAMEWORK_VERSION = "2.21"
@@ -42,29 +41,6 @@ _OPTION_NAMES = FieldNames(
     kind="--distribution", instance_count="--instance-count", processes_per_host="--processes-per-host",
     custom_mpi_options="--custom-mpi-options", mesh="--mesh", devices_per_process="--devices-per-process",
 )
-
-
-def parse_key_values(items: Sequence[str] | None, option: str, *, json_values: bool) -> dict[str, Any]:
-    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (values read as JSON when they parse, else kept as text).
-
-    Raises:
-        ConfigurationError: An item without ``=`` or with an empty name, or a name given twice.
-    """
-    out: dict[str, Any] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ConfigurationError(option, item, "expected NAME=VALUE", f"write it as {option} name=value")
-        if name in out:
-            raise ConfigurationError(option, item, f"{name!r} is given twice", "give each name once")
-        if json_values:
-            try:
-                out[name] = json.loads(value)
-            except ValueError:
-                out[name] = value
-        else:
-            out[name] = value
-    return out
 
 
 def distribution_from_args(kind: str, processes_per_host: int | None, mesh: str | None,
@@ -93,7 +69,7 @@ def distribution_from_args(kind: str, processes_per_host: int | None, mesh: str 
             custom_mpi_options=custom_mpi_options, names=_OPTION_NAMES,
         )
         return config.to_sdk_dict()
-    except shared_errors.ConfigurationError as exc:
+    except kit_errors.ConfigurationError as exc:
         raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
 
 
@@ -163,8 +139,9 @@ def _upload_channels(session: Any, channels: dict[str, str], job_name: str) -> d
 def _submit(args: argparse.Namespace) -> int:
     from estimators import TensorFlow
 
-    hyperparameters = parse_key_values(args.hyperparameters, "--hyperparameters", json_values=True)
-    channels = parse_key_values(args.channel, "--channel", json_values=False)
+    texts = parse_name_values(args.hyperparameters, "--hyperparameters")
+    hyperparameters = {name: decode_value(text) for name, text in texts.items()}
+    channels = parse_name_values(args.channel, "--channel")
     mesh = ",".join(args.mesh) if args.mesh else None
     distribution = distribution_from_args(args.distribution, args.processes_per_host, mesh, args.custom_mpi_options,
                                           args.devices_per_process)

@@ -28,6 +28,7 @@ from smddp_compat.distribution_config import FLAT_KINDS
 
 from local_mode.errors import ConfigurationError
 from local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
+from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT"]
 
@@ -102,26 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _pairs(option: str, items: Sequence[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ConfigurationError(
-                option,
-                item,
-                "is not NAME=VALUE",
-                f"write {option} NAME=VALUE (if {item!r} is the entry point, put it before the options)",
-            )
-        pairs.append((name, value))
-    return pairs
-
-
-def _hyperparameter_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
@@ -149,9 +130,8 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         entry_point, source_dir = DEMO_ENTRY_POINT, str(bundled_entry_points_dir())
         hosts = _DEMO_HOSTS if hosts is None else hosts
         distribution = _DEMO_DISTRIBUTION.value if distribution is None else distribution
-    hyperparameters = {
-        name: _hyperparameter_value(value) for name, value in _pairs("--hyperparameters", args.hyperparameters)
-    }
+    texts = parse_name_values(args.hyperparameters, "--hyperparameters")
+    hyperparameters = {name: decode_value(text) for name, text in texts.items()}
     return JobSpec(
         entry_point=entry_point,
         source_dir=source_dir,
@@ -159,11 +139,11 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         processes_per_host=1 if args.processes_per_host is None else args.processes_per_host,
         distribution=Distribution.NONE.value if distribution is None else distribution,
         hyperparameters=hyperparameters,
-        channels=dict(_pairs("--channel", args.channel)),
+        channels=parse_name_values(args.channel, "--channel"),
         output_path=args.output,
         max_run=args.max_run,
         job_name=args.job_name,
-        environment=dict(_pairs("--env", args.env)),
+        environment=parse_name_values(args.env, "--env"),
         checkpoint_path=args.checkpoint_dir,
         dtensor_mesh=args.mesh,  # DIM=SIZE,... text: parsed and checked by the job's distribution model
         devices_per_process=args.devices_per_process,

@@ -11,130 +11,33 @@ Everything here is a pure function of its arguments: the unit tests assert the e
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from local_mode.layout import HostLayout
-from smddp_compat.launcher._rendezvous import GLOO_RANK_VARIABLES
+from smddp_compat import contract
+from smddp_compat.cluster import encode_host_addresses
+from smddp_compat.contract import DISTRIBUTION_FLAGS, TOOLKIT_PARAMETERS, cmd_args, env_value
 
 __all__ = [
-    "TOOLKIT_PARAMETERS",
-    "DISTRIBUTION_FLAGS",
-    "env_value",
-    "encode_hyperparameters",
-    "cmd_args",
     "training_environment",
     "platform_environment",
-    "host_addresses_variable",
     "inherited_environment",
     "default_region",
+    "emitted_variables",
     "is_reserved",
 ]
 
-TOOLKIT_PARAMETERS = frozenset(
-    {
-        "sagemaker_program",
-        "sagemaker_submit_directory",
-        "sagemaker_enable_cloudwatch_metrics",
-        "sagemaker_region",
-        "sagemaker_container_log_level",
-        "sagemaker_job_name",
-        "default_user_module_name",
-        "_tuning_objective_metric",
-        "sagemaker_s3_output",
-    }
-)
-"""Hyperparameters the toolkit consumes itself: in neither ``SM_HPS`` nor ``SM_FRAMEWORK_PARAMS``."""
-
-DISTRIBUTION_FLAGS = (
-    "sagemaker_mpi_enabled",
-    "sagemaker_parameter_server_enabled",
-    "sagemaker_distributed_dataparallel_enabled",
-    "sagemaker_pytorch_ddp_enabled",
-    "sagemaker_pytorch_xla_multi_worker_enabled",
-    "sagemaker_multi_worker_mirrored_strategy_enabled",
-)
-"""Framework parameters that put the instance group among the toolkit's distribution groups."""
-
-# Variables local_mode sets itself (or that describe one process's place in a job): never taken from the caller's
-# environment, and refused in JobSpec.environment, so a value can never silently lose or leak into another job.
-_RESERVED_PREFIXES = ("SM_", "DTENSOR_", "HOROVOD_GLOO_RENDEZVOUS_")
-_RESERVED_NAMES = frozenset(
-    {
-        "TF_CONFIG",
-        "SMDDP_HOST_ADDRESSES",
-        "SMDDP_STALL_DIR",
-        "SMDDP_DTENSOR_MESH",
-        "SMDDP_DTENSOR_DEVICES_PER_CLIENT",
-        "SAGEMAKER_BASE_DIR",
-        "SAGEMAKER_JOB_NAME",
-        "SAGEMAKER_REGION",
-        "TRAINING_JOB_NAME",
-        "CURRENT_HOST",
-        "HOROVOD_HOSTNAME",
-        *GLOO_RANK_VARIABLES,  # what the launcher gives each Gloo rank (rank numbers, rendezvous, timeout)
-    }
-)
+# Families of variables whose every member belongs to a planner: the toolkit's ``SM_*`` (channels and
+# hyperparameters add names per job) and TensorFlow's DTensor client settings (the DTensor plan fixes the clients).
+_RESERVED_PREFIXES = (contract.SM_PREFIX, "DTENSOR_")
 # An enclosing launcher's per-process variables (mpirun, PMI): meaningless for the processes local_mode starts.
 _LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_")
 
 _DEFAULT_LOG_LEVEL = 20  # logging.INFO, without importing logging's level table for one number
-
-
-def env_value(value: Any) -> str:
-    """One value as the toolkit writes it into an ``SM_*`` variable.
-
-    Args:
-        value: Any JSON-serialisable value.
-
-    Returns:
-        The string unchanged, ``""`` for None, else compact JSON with sorted keys.
-    """
-    if isinstance(value, bytes):
-        return value.decode("latin1")
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def encode_hyperparameters(values: Mapping[str, Any]) -> dict[str, str]:
-    """``hyperparameters.json`` content: every value JSON-encoded, as the SageMaker SDK sends them.
-
-    Args:
-        values: Name -> decoded value.
-
-    Returns:
-        Name -> JSON text.
-    """
-    return {name: json.dumps(value) for name, value in values.items()}
-
-
-def _arg_text(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ",".join(f"{key}={item}" for key, item in sorted(value.items()))
-    if value is None:
-        return ""
-    return str(value)
-
-
-def cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
-    """The script's arguments for its hyperparameters, in the toolkit's format.
-
-    Args:
-        hyperparameters: The user's hyperparameters (decoded values).
-
-    Returns:
-        ``["--name", "value", ...]`` sorted by name; a one-letter name becomes ``-n``.
-    """
-    args: list[str] = []
-    for name in sorted(hyperparameters):
-        args.append(f"--{name}" if len(name) > 1 else f"-{name}")
-        args.append(_arg_text(hyperparameters[name]))
-    return args
 
 
 def _module_name(entry_point: str) -> str:
@@ -175,16 +78,16 @@ def training_environment(
     groups_config = list(resource.get("instance_groups", []))
     additional = {k: v for k, v in framework_parameters.items() if k not in TOOLKIT_PARAMETERS}
     distributed = any(additional.get(flag) for flag in DISTRIBUTION_FLAGS)
-    distribution_groups = list(additional.get("sagemaker_distribution_instance_groups", [group] if distributed else []))
+    distribution_groups = list(additional.get(contract.DISTRIBUTION_INSTANCE_GROUPS, [group] if distributed else []))
     distribution_hosts = [
         h for g in groups_config if g["instance_group_name"] in distribution_groups for h in g["hosts"]
     ]
     group_hosts = next((list(g["hosts"]) for g in groups_config if g["instance_group_name"] == group), [])
     master = distribution_hosts[0] if distribution_hosts else hosts[0]
     channel_dirs = {name: str(layout.channel_dir(name)) for name in data_config}
-    entry_point = framework_parameters["sagemaker_program"]
-    log_level = framework_parameters.get("sagemaker_container_log_level", _DEFAULT_LOG_LEVEL)
-    module_dir = str(framework_parameters.get("sagemaker_submit_directory", layout.code_dir))
+    entry_point = framework_parameters[contract.PROGRAM]
+    log_level = framework_parameters.get(contract.CONTAINER_LOG_LEVEL, _DEFAULT_LOG_LEVEL)
+    module_dir = str(framework_parameters.get(contract.SUBMIT_DIRECTORY, layout.code_dir))
     args = cmd_args(hyperparameters)
 
     properties: dict[str, Any] = {
@@ -259,7 +162,7 @@ def training_environment(
         exported[f"channel_{name}"] = path
     for name, value in hyperparameters.items():
         exported[f"hp_{name}"] = value
-    return {f"SM_{key.upper()}": env_value(value) for key, value in exported.items()}
+    return {contract.sm_variable(key): env_value(value) for key, value in exported.items()}
 
 
 def platform_environment(layout: HostLayout, *, job_name: str, region: str) -> dict[str, str]:
@@ -277,29 +180,55 @@ def platform_environment(layout: HostLayout, *, job_name: str, region: str) -> d
         Variable name -> value.
     """
     return {
-        "TRAINING_JOB_NAME": job_name,
-        "SAGEMAKER_JOB_NAME": job_name,
-        "CURRENT_HOST": layout.host,
-        "SAGEMAKER_REGION": region,
-        "SAGEMAKER_BASE_DIR": str(layout.root),
+        contract.TRAINING_JOB_NAME: job_name,
+        contract.SAGEMAKER_JOB_NAME: job_name,
+        contract.CURRENT_HOST: layout.host,
+        contract.SAGEMAKER_REGION: region,
+        contract.SAGEMAKER_BASE_DIR: str(layout.root),
     }
 
 
-def host_addresses_variable(addresses: Mapping[str, str]) -> dict[str, str]:
-    """``SMDDP_HOST_ADDRESSES``: the JSON map from host name to loopback address that every process gets.
+@functools.cache
+def emitted_variables() -> frozenset[str]:
+    """Every variable local_mode's planners give a process, read off the planners themselves.
 
-    Args:
-        addresses: Host name -> address, in host order.
+    The Horovod rank variables come from the rendezvous
+    (:data:`~smddp_compat.launcher._rendezvous.RANK_ENV_VARIABLES`), the other distributions' from running their
+    planners on a two-host job with every option set, and the host's own from :func:`platform_environment`,
+    :func:`smddp_compat.cluster.encode_host_addresses` and the stall watchdog's folder. ``SM_*`` is a family
+    (:data:`_RESERVED_PREFIXES`). ``PYTHONPATH`` is not here (the caller's is kept after the job's entries), nor
+    ``PYTHONUNBUFFERED`` (the job's own value wins).
 
     Returns:
-        ``{"SMDDP_HOST_ADDRESSES": json}``.
+        The variable names.
     """
-    return {"SMDDP_HOST_ADDRESSES": json.dumps(dict(addresses), separators=(",", ":"))}
+    from local_mode import distribution as plans  # imports local_mode.spec, which imports this module
+    from smddp_compat.launcher._rendezvous import RANK_ENV_VARIABLES
+    from smddp_compat.launcher._rank_settings import stall_watchdog_env
+
+    hosts = ["algo-1", "algo-2"]
+    addresses = plans.host_addresses(len(hosts))
+    ports = [1, 2, 3, 4]
+    planned = [
+        *plans.plan_single(hosts),
+        *plans.plan_mwms(hosts, 2, addresses, ports),
+        *plans.plan_dtensor(hosts, 2, addresses, ports, mesh={"batch": 4}, devices_per_client=1),
+    ]
+    layout = HostLayout(hosts[0], Path(contract.OPT_ML))
+    return frozenset(
+        {
+            *RANK_ENV_VARIABLES,
+            *(name for plan in planned for name in plan.env),
+            *platform_environment(layout, job_name="", region=""),
+            *encode_host_addresses(addresses),
+            *stall_watchdog_env(None, None, ""),
+        }
+    )
 
 
 def is_reserved(name: str) -> bool:
-    """Whether local_mode sets the variable ``name`` itself (so a user may not)."""
-    return name in _RESERVED_NAMES or name.startswith(_RESERVED_PREFIXES)
+    """Whether local_mode sets the variable ``name`` for the processes itself (so a user may not)."""
+    return name.startswith(_RESERVED_PREFIXES) or name in emitted_variables()
 
 
 def inherited_environment(parent: Mapping[str, str]) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Each host's ``/opt/ml`` tree, built under the job's working folder.
 
 On SageMaker every container gets ``/opt/ml`` with the job's configuration files and empty output folders. Here
-host ``algo-N`` gets ``<job root>/algo-N/`` with the same layout::
+host ``algo-N`` gets ``<job root>/algo-N/`` with the same layout (the names are :mod:`smddp_compat.contract`'s)::
 
     input/config/hyperparameters.json   values JSON-encoded, as the SDK writes them
     input/config/resourceconfig.json    current_host, hosts, instance group
@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from smddp_compat import contract
 
 __all__ = [
     "INSTANCE_GROUP",
@@ -42,17 +44,17 @@ class HostLayout:
     @property
     def input_dir(self) -> Path:
         """``input/``."""
-        return self.root / "input"
+        return self.root / contract.INPUT_DIR
 
     @property
     def input_config_dir(self) -> Path:
         """``input/config/``."""
-        return self.input_dir / "config"
+        return self.root / contract.INPUT_CONFIG_DIR
 
     @property
     def input_data_dir(self) -> Path:
         """``input/data/``."""
-        return self.input_dir / "data"
+        return self.root / contract.INPUT_DATA_DIR
 
     def channel_dir(self, channel: str) -> Path:
         """``input/data/<channel>``."""
@@ -61,52 +63,52 @@ class HostLayout:
     @property
     def hyperparameters_file(self) -> Path:
         """``input/config/hyperparameters.json``."""
-        return self.input_config_dir / "hyperparameters.json"
+        return self.root / contract.HYPERPARAMETERS_FILE
 
     @property
     def resource_config_file(self) -> Path:
         """``input/config/resourceconfig.json``."""
-        return self.input_config_dir / "resourceconfig.json"
+        return self.root / contract.RESOURCE_CONFIG_FILE
 
     @property
     def input_data_config_file(self) -> Path:
         """``input/config/inputdataconfig.json``."""
-        return self.input_config_dir / "inputdataconfig.json"
+        return self.root / contract.INPUT_DATA_CONFIG_FILE
 
     @property
     def code_dir(self) -> Path:
         """``code/``."""
-        return self.root / "code"
+        return self.root / contract.CODE_DIR
 
     @property
     def model_dir(self) -> Path:
         """``model/``."""
-        return self.root / "model"
+        return self.root / contract.MODEL_DIR
 
     @property
     def output_dir(self) -> Path:
         """``output/``."""
-        return self.root / "output"
+        return self.root / contract.OUTPUT_DIR
 
     @property
     def output_data_dir(self) -> Path:
         """``output/data/``."""
-        return self.output_dir / "data"
+        return self.root / contract.OUTPUT_DATA_DIR
 
     @property
     def output_intermediate_dir(self) -> Path:
         """``output/intermediate/``."""
-        return self.output_dir / "intermediate"
+        return self.root / contract.OUTPUT_INTERMEDIATE_DIR
 
     @property
     def failure_file(self) -> Path:
         """``output/failure``: the script writes its failure reason here."""
-        return self.output_dir / "failure"
+        return contract.failure_file(self.output_dir)
 
     @property
     def checkpoints_dir(self) -> Path:
         """``checkpoints/``."""
-        return self.root / "checkpoints"
+        return self.root / contract.CHECKPOINTS_DIR
 
 
 def resource_config(

@@ -24,9 +24,7 @@ from local_mode import distribution as plans
 from local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from local_mode.channels import link_channels, stage_channels
 from local_mode.environment import (
-    cmd_args,
     default_region,
-    encode_hyperparameters,
     inherited_environment,
     platform_environment,
     training_environment,
@@ -35,9 +33,12 @@ from local_mode.errors import ConfigurationError
 from local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
 from local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
 from local_mode.spec import Distribution, JobSpec
+from smddp_compat import contract
 from smddp_compat.cluster import encode_host_addresses
+from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
+from smddp_compat.source_files import ignore_excluded
 
-__all__ = ["run", "INSTANCE_TYPE", "NETWORK_INTERFACE", "FAILURE_REASON_LIMIT"]
+__all__ = ["run", "INSTANCE_TYPE", "NETWORK_INTERFACE"]
 
 INSTANCE_TYPE = "local"
 """The instance type reported to the job (what the SageMaker SDK's local mode reports)."""
@@ -45,16 +46,7 @@ INSTANCE_TYPE = "local"
 NETWORK_INTERFACE = "lo"
 """The interface the hosts talk over: each has its own loopback address."""
 
-FAILURE_REASON_LIMIT = 1024
-"""SageMaker's limit on a job's FailureReason (characters); longer failure files are cut."""
-
 LOG_LEVEL = 20
-
-# Never copied into a host's code folder (as the SDK's source tarball leaves them out): version control,
-# virtual environments, caches and secrets.
-_CODE_IGNORE = shutil.ignore_patterns(
-    ".git", ".venv", "venv", "__pycache__", "*.pyc", ".pytest_cache", ".env", "*.pem", ".aws", "credentials"
-)
 
 _GRACE_SECONDS = 5.0
 
@@ -76,7 +68,7 @@ def _copy_code(spec: JobSpec, code_dir: Path) -> None:
     if spec.source_dir is None:
         shutil.copy2(spec.entry_point, code_dir / Path(spec.entry_point).name)
     else:
-        shutil.copytree(spec.source_dir, code_dir, symlinks=True, ignore=_CODE_IGNORE, dirs_exist_ok=True)
+        shutil.copytree(spec.source_dir, code_dir, symlinks=True, ignore=ignore_excluded, dirs_exist_ok=True)
 
 
 def _argv(spec: JobSpec, layout: HostLayout, args: list[str]) -> list[str]:
@@ -84,16 +76,6 @@ def _argv(spec: JobSpec, layout: HostLayout, args: list[str]) -> list[str]:
     if script.endswith(".sh"):
         return ["/bin/sh", script, *args]
     return [spec.python, script, *args]
-
-
-def _read_failure_file(path: Path) -> str | None:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return None
-    if len(text) > FAILURE_REASON_LIMIT:
-        text = text[: FAILURE_REASON_LIMIT - 3] + "..."
-    return text or None
 
 
 def _job_root(spec: JobSpec) -> tuple[Path, bool]:
@@ -133,6 +115,7 @@ def run(
     """
     from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
     from smddp_compat.launcher._mpi_group import run_mpi_group
+    from smddp_compat.launcher._rank_settings import stall_watchdog_env
 
     out = stream if stream is not None else sys.stdout
     assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
@@ -165,7 +148,7 @@ def run(
             stall_dir = root / "stall"
             stall_dir.mkdir(exist_ok=True)
             specs = [
-                dataclasses.replace(s, env={**s.env, "SMDDP_STALL_DIR": str(stall_dir)},
+                dataclasses.replace(s, env={**s.env, **stall_watchdog_env(None, None, str(stall_dir))},
                                     console_hides=tensorflow_log_filter(s.env, show=show_tf_logs))
                 for s in (
                     _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files)
@@ -181,7 +164,7 @@ def run(
                 timeout=spec.max_run,
                 grace=grace,
                 stream=out,
-                failure_reason=lambda failed: _read_failure_file(failure_files[failed.label]),
+                failure_reason=lambda failed: read_failure_reason(failure_files[failed.label]),
             )
         reason = group.reason
         if group.ok:
@@ -261,11 +244,11 @@ def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], di
     for host in hosts:
         host_root = root / host
         framework: dict[str, Any] = {
-            "sagemaker_program": spec.entry_point_name,
-            "sagemaker_submit_directory": str(host_root / "code"),
-            "sagemaker_container_log_level": LOG_LEVEL,
-            "sagemaker_job_name": spec.job_name,
-            "sagemaker_region": region,
+            contract.PROGRAM: spec.entry_point_name,
+            contract.SUBMIT_DIRECTORY: str(host_root / contract.CODE_DIR),
+            contract.CONTAINER_LOG_LEVEL: LOG_LEVEL,
+            contract.JOB_NAME: spec.job_name,
+            contract.REGION: region,
             **plans.framework_parameters(spec.distribution, spec.processes_per_host, INSTANCE_TYPE),
         }
         resource = resource_config(hosts, host, INSTANCE_TYPE, NETWORK_INTERFACE)
@@ -280,6 +263,7 @@ def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], di
         _copy_code(spec, layout.code_dir)
         link_channels(layout, staged)
         env = dict(base)
+        env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed (unless the job's environment says)
         env.update(spec.environment)
         env.update(
             training_environment(
@@ -295,7 +279,6 @@ def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], di
         )
         env.update(platform_environment(layout, job_name=spec.job_name, region=region))
         env.update(encode_host_addresses(addresses))
-        env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed
         layouts[host] = layout
         envs[host] = env
     return layouts, envs

@@ -10,7 +10,6 @@ and both CLIs check them, against this machine's CPU cores.
 from __future__ import annotations
 
 import enum
-import json
 import math
 import os
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from smddp_compat import contract
 from smddp_compat import errors as shared_errors
 from smddp_compat.distribution_config import DistributionConfig, HostCapacity
 from smddp_compat.launcher import usable_cores
@@ -43,7 +43,6 @@ DEFAULT_OUTPUT_PATH = "smddp_local_output"
 _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _HP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$")
-_HP_VALUE_MAX = 2500
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _ENTRY_POINT_SUFFIXES = (".py", ".sh")
@@ -97,38 +96,6 @@ def _writable_destination(name: str, path: Path) -> None:
         ) from None
 
 
-def encode_hyperparameter(name: str, value: Any) -> str:
-    """The JSON text SageMaker stores for one hyperparameter in ``hyperparameters.json``.
-
-    Args:
-        name: The hyperparameter's name (named in the error).
-        value: Its value.
-
-    Returns:
-        ``json.dumps(value)``.
-
-    Raises:
-        HyperparameterError: ``value`` is not JSON-serialisable (NaN and infinity included) or too long.
-    """
-    try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise HyperparameterError(
-            f"hyperparameters[{name!r}]",
-            value,
-            f"is not JSON-serialisable ({exc})",
-            "pass a string, number, boolean, None, or a list/dict of those",
-        ) from None
-    if len(text) > _HP_VALUE_MAX:
-        raise HyperparameterError(
-            f"hyperparameters[{name!r}]",
-            f"{text[:40]}... ({len(text)} characters)",
-            f"is longer than SageMaker's limit of {_HP_VALUE_MAX} characters",
-            "pass large inputs through a channel instead of a hyperparameter",
-        )
-    return text
-
-
 def check_hyperparameter_name(name: object) -> str:
     """Checks that ``name`` can be a hyperparameter: it becomes the script's ``--NAME`` argument and ``SM_HP_NAME``.
 
@@ -149,7 +116,7 @@ def check_hyperparameter_name(name: object) -> str:
             "is not a usable hyperparameter name (it becomes the --NAME argument and SM_HP_NAME)",
             "use letters, digits, '_', '-', '.' (no spaces or '='), e.g. learning_rate",
         )
-    if name.lower().startswith("sagemaker_"):
+    if name.lower().startswith(contract.SAGEMAKER_PREFIX):
         raise HyperparameterError(
             "hyperparameters",
             name,
@@ -165,7 +132,10 @@ def _validate_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
     checked: dict[str, Any] = {}
     for name, value in values.items():
         check_hyperparameter_name(name)
-        encode_hyperparameter(name, value)
+        try:
+            contract.encode_hyperparameter(name, value)  # what SageMaker refuses (not JSON, too long)
+        except shared_errors.ConfigurationError as exc:
+            raise HyperparameterError(str(exc.field), exc.value, str(exc.problem), str(exc.fix)) from None
         checked[name] = value
     return checked
 

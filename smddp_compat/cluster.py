@@ -41,6 +41,7 @@ __all__ = [
     "CURRENT_HOST_VARIABLE",
     "HOST_ADDRESSES_VARIABLE",
     "GLOO_RANK_VARIABLES",
+    "HOROVOD_GLOO_VARIABLES",
     "EMITTED_VARIABLES",
     "parse_host_addresses",
     "encode_host_addresses",
@@ -77,6 +78,9 @@ GLOO_RANK_VARIABLES = (
     "HOROVOD_CROSS_SIZE",
 )
 
+#: Every variable :func:`horovod_gloo_environments` gives a rank.
+HOROVOD_GLOO_VARIABLES = (*GLOO_RANK_VARIABLES, "HOROVOD_HOSTNAME", "NCCL_SOCKET_IFNAME")
+
 _DTENSOR_VARIABLES = (
     "DTENSOR_JOBS",
     "DTENSOR_CLIENT_ID",
@@ -91,8 +95,7 @@ _DTENSOR_VARIABLES = (
 #: Every variable a planner of this module can put into a process's environment (``CUDA_VISIBLE_DEVICES`` only for
 #: several GPU DTensor clients on one host). A launcher that sets these itself must not let a user override them.
 EMITTED_VARIABLES = frozenset(
-    (*GLOO_RANK_VARIABLES, "HOROVOD_HOSTNAME", "NCCL_SOCKET_IFNAME", "TF_CONFIG", *_DTENSOR_VARIABLES,
-     HOST_ADDRESSES_VARIABLE)
+    (*HOROVOD_GLOO_VARIABLES, "TF_CONFIG", *_DTENSOR_VARIABLES, HOST_ADDRESSES_VARIABLE)
 )
 
 

@@ -17,13 +17,14 @@ from typing import Any
 
 from local_mode._s3 import S3Location, parse_s3_uri
 from local_mode.errors import ConfigurationError
+from smddp_compat import contract
 
 __all__ = ["Channel", "TrainingJobRequest", "DEFAULT_MAX_RUNTIME", "CHECKPOINT_LOCAL_PATH"]
 
 DEFAULT_MAX_RUNTIME = 86400
 """SageMaker's default ``StoppingCondition.MaxRuntimeInSeconds`` (one day)."""
 
-CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
+CHECKPOINT_LOCAL_PATH = contract.DEFAULT_CHECKPOINT_DIR
 """SageMaker's default ``CheckpointConfig.LocalPath``."""
 
 _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -125,7 +126,7 @@ class TrainingJobRequest:
     def s3_uris(self) -> dict[str, S3Location]:
         """Every ``s3://`` location a container may read by itself: the source, and a ``model_dir`` hyperparameter."""
         found: dict[str, S3Location] = {}
-        for name in ("sagemaker_submit_directory", "model_dir"):
+        for name in (contract.SUBMIT_DIRECTORY, "model_dir"):
             value = self.hyperparameter(name)
             if isinstance(value, str) and value.startswith("s3://"):
                 found[name] = parse_s3_uri(value, f"HyperParameters[{name!r}]")
@@ -217,10 +218,10 @@ class TrainingJobRequest:
             parse_s3_uri(str(checkpoint["S3Uri"]), "CheckpointConfig.S3Uri") if checkpoint.get("S3Uri") else None
         )
         local_path = checkpoint.get("LocalPath") or CHECKPOINT_LOCAL_PATH
-        if not str(local_path).startswith("/opt/ml/"):
+        if not str(local_path).startswith(f"{contract.OPT_ML}/"):
             raise ConfigurationError(
-                "CheckpointConfig.LocalPath", local_path, "must be a folder under /opt/ml/",
-                "leave it out (default /opt/ml/checkpoints)",
+                "CheckpointConfig.LocalPath", local_path, f"must be a folder under {contract.OPT_ML}/",
+                f"leave it out (default {CHECKPOINT_LOCAL_PATH})",
             )
         stopping = params.get("StoppingCondition") or {}
         max_runtime = stopping.get("MaxRuntimeInSeconds", DEFAULT_MAX_RUNTIME)

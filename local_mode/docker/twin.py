@@ -48,7 +48,7 @@ from local_mode.docker.errors import DockerError, ImageNotFoundError
 from local_mode.docker.request import TrainingJobRequest
 from local_mode.errors import ChannelError
 from local_mode.layout import HostLayout, create_host_tree, resource_config
-from local_mode.runner import FAILURE_REASON_LIMIT
+from smddp_compat import contract
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
@@ -331,14 +331,14 @@ class SageMakerTwin:
                 twin_s3.upload_fileobj(data, location.bucket, location.prefix)
 
     def _region(self) -> str:
-        region = self.request.hyperparameter("sagemaker_region")
+        region = self.request.hyperparameter(contract.REGION)
         return region if isinstance(region, str) and region else os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
 
     def _start_hosts(self, root: Path, layouts: dict[str, HostLayout], twin_endpoint: str) -> None:
         request = self.request
         region = self._region()
         environment = {
-            "TRAINING_JOB_NAME": request.job_name,
+            contract.TRAINING_JOB_NAME: request.job_name,
             "TRAINING_JOB_ARN": f"arn:aws:sagemaker:{region}:000000000000:training-job/{request.job_name}",
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
@@ -354,9 +354,9 @@ class SageMakerTwin:
             extra.append(Mount(stand_in, "/usr/local/bin/nvidia-smi", read_only=True))
         for host, layout in layouts.items():
             mounts = [
-                Mount(layout.input_dir, "/opt/ml/input"),
-                Mount(layout.model_dir, "/opt/ml/model"),
-                Mount(layout.output_dir, "/opt/ml/output"),
+                Mount(layout.input_dir, f"{contract.OPT_ML}/{contract.INPUT_DIR}"),
+                Mount(layout.model_dir, f"{contract.OPT_ML}/{contract.MODEL_DIR}"),
+                Mount(layout.output_dir, f"{contract.OPT_ML}/{contract.OUTPUT_DIR}"),
                 Mount(layout.checkpoints_dir, request.checkpoint_local_path),
                 *extra,
             ]
@@ -480,9 +480,10 @@ def _failure_reason(layouts: dict[str, HostLayout], failed_host: str | None, cod
     order = [failed_host] if failed_host else []
     order += [host for host in layouts if host not in order]
     for host in order:
-        failure = layouts[host].failure_file
-        text = failure.read_text(encoding="utf-8", errors="replace").strip() if failure.is_file() else ""
+        text = contract.read_failure_reason(layouts[host].failure_file)
         if text:
-            return f"AlgorithmError: {culprit}{text} (on {host}, exit code {codes.get(host)})"[:FAILURE_REASON_LIMIT]
+            return contract.truncate_failure_reason(
+                f"AlgorithmError: {culprit}{text} (on {host}, exit code {codes.get(host)})"
+            )
     code = codes.get(failed_host or "")
     return f"AlgorithmError: {culprit}{failed_host} exited with code {code} and wrote no failure file"

@@ -50,12 +50,12 @@ import math
 import os
 import socket
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
+from smddp_compat.contract import SM_CURRENT_HOST, SM_OUTPUT_DIR, write_atomically, write_failure_file
 from smddp_compat.errors import UsageError
 
 __all__ = [
@@ -158,7 +158,7 @@ class Identity:
 
 
 def _host_name() -> str:
-    return os.environ.get("HOROVOD_HOSTNAME") or os.environ.get("SM_CURRENT_HOST") or socket.gethostname()
+    return os.environ.get("HOROVOD_HOSTNAME") or os.environ.get(SM_CURRENT_HOST) or socket.gethostname()
 
 
 def _horovod_identity() -> Identity | None:
@@ -177,19 +177,6 @@ def _horovod_identity() -> Identity | None:
 def status_path(directory: str, rank: int) -> str:
     """The status file of ``rank`` in ``directory``."""
     return os.path.join(directory, f"rank-{rank}.json")
-
-
-def _write_atomically(path: str, text: str) -> None:
-    folder = os.path.dirname(path) or "."
-    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def _read_status(path: str) -> dict | None:
@@ -385,7 +372,7 @@ class StallWatchdog:
             "last_completed_at": wall - (now - last_at) if last_at is not None else None,
             "updated": wall,
         }
-        _write_atomically(status_path(self.config.directory, self._me.rank), json.dumps(status))
+        write_atomically(status_path(self.config.directory, self._me.rank), json.dumps(status), durable=False)
         self._published, self._published_at = state, now
 
     def check(self, now: float) -> None:
@@ -432,11 +419,10 @@ class StallWatchdog:
             f"rank {self._me.rank} exits with code {STALL_EXIT_CODE} so that the job stops."
         )
         self._print(f"smddp_compat: ERROR: {self.reason}")
-        output_dir = os.environ.get("SM_OUTPUT_DIR")
+        output_dir = os.environ.get(SM_OUTPUT_DIR)
         if output_dir:
             with contextlib.suppress(OSError):
-                os.makedirs(output_dir, exist_ok=True)
-                _write_atomically(os.path.join(output_dir, "failure"), self.reason + "\n")
+                write_failure_file(output_dir, self.reason)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

@@ -39,7 +39,7 @@ def test_submit_uploads_channels_and_waits(aws, tiny_script, tmp_path, capsys):
     (data / "train.npz").write_bytes(b"not really numpy")
     code = main(_submit_args(
         tiny_script, "--distribution", "smddp", "--channel", f"train={data}", "--channel", "test=s3://bucket/test",
-        "--hyperparameters", "epochs=3", "optimizer=adam", "--job-name", "cli-job", "--max-run", "600",
+        "--hyperparameters", "epochs=3", "optimizer=adam", "note=a=b  c", "--job-name", "cli-job", "--max-run", "600",
         "--wait", "--poll", "0.1", "--timeout", "60",
     ))
     out = capsys.readouterr()
@@ -48,6 +48,7 @@ def test_submit_uploads_channels_and_waits(aws, tiny_script, tmp_path, capsys):
     described = aws.client("sagemaker").describe_training_job(TrainingJobName="cli-job")
     hps = described["HyperParameters"]
     assert hps["epochs"] == "3" and json.loads(hps["optimizer"]) == "adam"
+    assert json.loads(hps["note"]) == "a=b  c"  # the value is everything after the first '=', as written
     assert hps["sagemaker_distributed_dataparallel_enabled"] == "true"
     assert described["StoppingCondition"]["MaxRuntimeInSeconds"] == 600
     channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in described["InputDataConfig"]}
@@ -126,6 +127,9 @@ def test_fetch_refuses_a_path_traversal_archive(aws, tiny_script, tmp_path, caps
         (["--distribution", "smddp", "--mesh", "batch=4"], "only used with distribution 'dtensor'"),
         (["--distribution", "dtensor", "--mesh", "batch=3"], "product of the mesh sizes"),
         (["--hyperparameters", "epochs=1", "epochs=2"], "given twice"),
+        (["--hyperparameters", "=1"], "--hyperparameters='=1': is not NAME=VALUE: the name before '=' is empty"),
+        (["--channel", "=s3://bucket/x"], "--channel='=s3://bucket/x': is not NAME=VALUE"),
+        (["--distribution", "dtensor", "--mesh", "=8"], "--mesh='=8': is not NAME=VALUE"),
         (["--role", "not-an-arn"], "role"),
     ],
 )

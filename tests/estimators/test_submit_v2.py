@@ -154,6 +154,9 @@ def test_source_dir_secrets_are_left_out(aws, tmp_path, monkeypatch):
         ".venv/bin/python": "",
         "pkg/__pycache__/model.cpython-311.pyc": "",
         ".ssh/id_rsa": "key",
+        "id_rsa": "key",
+        ".netrc": f"machine example.com password {SECRET_KEY}\n",
+        "x.key": "key",
     }
     for rel, text in secrets.items():
         (source / rel).parent.mkdir(parents=True, exist_ok=True)

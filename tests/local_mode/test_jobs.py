@@ -15,6 +15,7 @@ import pytest
 
 from local_mode import JobSpec, run
 from local_mode.distribution import host_addresses
+from local_mode.environment import inherited_environment, is_reserved
 
 SHAPES = [(1, 1), (1, 2), (2, 1), (2, 2)]
 CASES = [("none", 1, 1), ("none", 2, 1)] + [
@@ -89,7 +90,22 @@ def test_every_process_sees_the_sagemaker_contract(
         host_index, local = divmod(index, per_host)
         assert host == f"algo-{host_index + 1}"
         _check_contract(record, host, hosts, spec.job_name)
+        _check_set_variables_are_reserved(record["env"], parent=os.environ, user=spec.environment)
         _check_distribution(record, distribution, index, host_index, local, hosts, per_host, addresses)
+
+
+def _check_set_variables_are_reserved(env: dict[str, str], *, parent: Any, user: Any) -> None:
+    """Every variable local_mode gave the process (not the caller's, not the job's ``environment``) is one that
+    ``JobSpec.environment`` refuses, so a user's value can never be silently overridden."""
+    inherited = inherited_environment(parent)
+    merged = {"PYTHONPATH"}  # the caller's PYTHONPATH is kept, after the job's own entries
+    set_by_local_mode = {
+        name for name, value in env.items()
+        if name not in user and name not in merged and inherited.get(name) != value
+    }
+    assert set_by_local_mode, "the record holds no variable of local_mode's"
+    overridable = {"PYTHONUNBUFFERED"}  # set before the job's environment, which may change it
+    assert sorted(name for name in set_by_local_mode - overridable if not is_reserved(name)) == []
 
 
 def _check_contract(record: dict[str, Any], host: str, hosts: int, job_name: str) -> None:

@@ -15,7 +15,8 @@ from local_mode.distribution import (
     plan_mwms,
     plan_single,
 )
-from local_mode.environment import cmd_args, encode_hyperparameters, env_value, training_environment
+from local_mode.environment import training_environment
+from smddp_compat.contract import cmd_args, encode_hyperparameters, env_value
 from local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
 from local_mode.spec import Distribution
 

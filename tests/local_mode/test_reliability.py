@@ -107,6 +107,10 @@ def test_secrets_stay_out_of_config_files_logs_and_the_code_copy(
     (source / ".git" / "config").write_text("[core]\n")
     (source / ".env").write_text(f"AWS_SECRET_ACCESS_KEY={secret}\n")
     (source / "key.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
+    for name in (".netrc", "id_rsa", "x.key"):  # the upload's exclusions apply to the local copy too
+        (source / name).write_text(f"machine example.com password {secret}\n")
+    (source / "__pycache__").mkdir()
+    (source / "__pycache__" / "train.cpython-311.pyc").write_bytes(b"\0")
     (source / "pkg").mkdir()
     (source / "pkg" / "helper.py").write_text("VALUE = 1\n")
     (source / "train.py").write_text(

@@ -84,6 +84,10 @@ BAD_INPUTS = [
     ("output-bad-bucket", lambda p: {"output_path": "s3://Not_A_Bucket/x"}, "output_path", "Not_A_Bucket"),
     ("checkpoint-on-s3", lambda p: {"checkpoint_path": "s3://bucket/ckpt"}, "checkpoint_path", "local folder"),
     ("environment-reserved", lambda p: {"environment": {"SM_HOSTS": "[]"}}, "environment['SM_HOSTS']", "set by local_mode"),
+    ("environment-nccl-interface", lambda p: {"environment": {"NCCL_SOCKET_IFNAME": "eth1"}},
+     "environment['NCCL_SOCKET_IFNAME']", "set by local_mode"),
+    ("environment-gloo-timeout", lambda p: {"environment": {"HOROVOD_GLOO_TIMEOUT_SECONDS": "600"}},
+     "environment['HOROVOD_GLOO_TIMEOUT_SECONDS']", "set by local_mode"),
     ("environment-not-string", lambda p: {"environment": {"OMP_NUM_THREADS": 2}}, "environment['OMP_NUM_THREADS']", "string"),
     ("environment-bad-name", lambda p: {"environment": {"A-B": "1"}}, "environment", "'A-B'"),
 ]
@@ -146,6 +150,14 @@ CLI_BAD_INPUTS = [
     ("mesh-not-integer", ["train.py", "--distribution", "dtensor", "--mesh", "batch=four"], "'four'"),
     ("hyperparameter-reserved", ["train.py", "--hp", "sagemaker_program=x.py"], "reserved"),
     ("source-dir-without-entry-point", ["--source-dir", "."], "without ENTRY_POINT"),
+    ("env-nccl-interface", ["train.py", "--env", "NCCL_SOCKET_IFNAME=x"], "environment['NCCL_SOCKET_IFNAME']='x'"),
+    ("env-gloo-timeout", ["train.py", "--env", "HOROVOD_GLOO_TIMEOUT_SECONDS=9"],
+     "environment['HOROVOD_GLOO_TIMEOUT_SECONDS']='9'"),
+    ("env-empty-name", ["train.py", "--env", "=x"], "--env='=x': is not NAME=VALUE: the name before '=' is empty"),
+    ("env-twice", ["train.py", "--env", "A=1", "A=2"], "--env='A=2': 'A' is given twice"),
+    ("channel-empty-name", ["train.py", "--channel", "=data"], "--channel='=data': is not NAME=VALUE"),
+    ("hyperparameter-empty-name", ["train.py", "--hp", "=3"], "--hyperparameters='=3': is not NAME=VALUE"),
+    ("mesh-empty-name", ["train.py", "--distribution", "dtensor", "--mesh", "batch=2,=2"], "--mesh='=2'"),
 ]
 
 
@@ -163,3 +175,19 @@ def test_cli_refuses_bad_input_with_exit_code_2(
     err = capsys.readouterr().err
     assert text in err and "Fix: " in err
     assert not (project / "out").exists()
+
+
+def test_cli_values_are_everything_after_the_first_equals_sign(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from local_mode.cli import build_parser, spec_from_args
+
+    monkeypatch.chdir(project / "src")
+    args = build_parser().parse_args([
+        "train.py", "--hp", "note=a=b  c", "epochs=3", "--env", "MY_FLAGS=--x=1 --y", "EMPTY=",
+        "--channel", f"train={project / 'data'}", "--distribution", "dtensor", "--instance-count", "2",
+        "--mesh", "batch=4", "--output", str(project / "out"),
+    ])
+    spec = spec_from_args(args)
+    assert dict(spec.hyperparameters) == {"note": "a=b  c", "epochs": 3}
+    assert dict(spec.environment) == {"MY_FLAGS": "--x=1 --y", "EMPTY": ""}
+    assert dict(spec.channels) == {"train": str(project / "data")}
+    assert dict(spec.dtensor_mesh) == {"batch": 4}

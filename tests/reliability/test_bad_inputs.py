@@ -89,7 +89,7 @@ CLI_CASES = [
     Bad("local-missing-channel", "local", ("local", "train.py", "--channel", "train=/nonexistent/mnist"),
         ("channels['train']='/nonexistent/mnist'",), ("give an existing folder",)),
     Bad("local-hyperparameter-not-name-value", "local", ("local", "train.py", "--hyperparameters", "lr"),
-        ("'lr'",), ("NAME=VALUE",)),
+        ("--hyperparameters='lr'", "is not NAME=VALUE"), ("write --hyperparameters NAME=VALUE",)),
     Bad("local-hyperparameter-name-with-a-space", "local", ("local", "train.py", "--hyperparameters", "my lr=1"),
         ("hyperparameters='my lr'", "is not a usable hyperparameter name"), ("use letters, digits",)),
     Bad("local-dtensor-mesh-does-not-divide", "local",
@@ -140,7 +140,7 @@ CLI_CASES = [
         ("hyperparameters='my lr'", "is not a usable hyperparameter name"), ("use letters, digits",)),
     Bad("submit-hyperparameter-not-name-value", "submit",
         (*SUBMIT, "--instance-type", "ml.c5.xlarge", "--hyperparameters", "lr"),
-        ("--hyperparameters='lr'", "expected NAME=VALUE"), ("write it as --hyperparameters name=value",)),
+        ("--hyperparameters='lr'", "is not NAME=VALUE"), ("write --hyperparameters NAME=VALUE",)),  # one parser
 ]
 
 

@@ -1,0 +1,431 @@
+"""The names of SageMaker's training-container contract and how values are written into it: one place for all of them.
+
+A SageMaker training container finds its job in a fixed tree (``/opt/ml``), in environment variables (``SM_*``, set
+by the training toolkit, and a few set by the platform) and in hyperparameters, among which the SDK and the toolkit
+pass their own settings under ``sagemaker_*`` names. Every module of the kit that reads or writes one of these
+names (the local-mode hosts, the SageMaker twin, the entry points, the estimators, the stall watchdog) takes it from
+here, and writes values with the encoders below, so the kit speaks the contract one way.
+
+The module uses the standard library only: entry points and container drivers import it without TensorFlow or any
+third-party package.
+
+Contents:
+
+* the ``/opt/ml`` tree: :data:`OPT_ML` and the paths under it (relative, so a local host's tree reuses them);
+* environment variables: the ``SM_*`` names the kit reads, :func:`sm_variable`, and the platform's own;
+* hyperparameters: :data:`TOOLKIT_PARAMETERS`, :data:`DISTRIBUTION_FLAGS` and the framework parameters of the
+  distributions (SMDDP, MPI, MWMS, parameter server);
+* encoders: :func:`env_value`, :func:`encode_hyperparameter`, :func:`encode_hyperparameters`, :func:`cmd_args`;
+* the failure file: :func:`write_failure_file` (atomic, with :func:`write_atomically`), :func:`read_failure_reason`,
+  :data:`FAILURE_REASON_LIMIT`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from smddp_compat.errors import ConfigurationError
+
+__all__ = [
+    # the /opt/ml tree
+    "OPT_ML",
+    "INPUT_DIR",
+    "INPUT_CONFIG_DIR",
+    "INPUT_DATA_DIR",
+    "HYPERPARAMETERS_FILE",
+    "RESOURCE_CONFIG_FILE",
+    "INPUT_DATA_CONFIG_FILE",
+    "CODE_DIR",
+    "MODEL_DIR",
+    "OUTPUT_DIR",
+    "OUTPUT_DATA_DIR",
+    "OUTPUT_INTERMEDIATE_DIR",
+    "FAILURE_FILE",
+    "CHECKPOINTS_DIR",
+    "DEFAULT_CHECKPOINT_DIR",
+    # environment variables
+    "SM_PREFIX",
+    "SM_MODEL_DIR",
+    "SM_OUTPUT_DIR",
+    "SM_OUTPUT_DATA_DIR",
+    "SM_CHANNEL_PREFIX",
+    "SM_HOSTS",
+    "SM_CURRENT_HOST",
+    "SM_NUM_CPUS",
+    "SM_NUM_GPUS",
+    "SM_HPS",
+    "SM_DISTRIBUTED_CONFIG",
+    "SM_ENTRY_SCRIPT",
+    "TRAINING_JOB_NAME",
+    "SAGEMAKER_JOB_NAME",
+    "CURRENT_HOST",
+    "SAGEMAKER_REGION",
+    "SAGEMAKER_BASE_DIR",
+    "SAGEMAKER_TRAINING_MODULE",
+    "sm_variable",
+    # hyperparameters
+    "SAGEMAKER_PREFIX",
+    "PROGRAM",
+    "SUBMIT_DIRECTORY",
+    "ENABLE_CLOUDWATCH_METRICS",
+    "REGION",
+    "CONTAINER_LOG_LEVEL",
+    "JOB_NAME",
+    "DEFAULT_USER_MODULE_NAME",
+    "TUNING_OBJECTIVE_METRIC",
+    "S3_OUTPUT",
+    "TOOLKIT_PARAMETERS",
+    "MPI_ENABLED",
+    "MPI_PROCESSES_PER_HOST",
+    "MPI_NUM_PROCESSES",
+    "MPI_CUSTOM_OPTIONS",
+    "SMDDP_ENABLED",
+    "SMDDP_CUSTOM_MPI_OPTIONS",
+    "MWMS_ENABLED",
+    "PARAMETER_SERVER_ENABLED",
+    "PYTORCH_DDP_ENABLED",
+    "PYTORCH_XLA_MULTI_WORKER_ENABLED",
+    "DISTRIBUTION_FLAGS",
+    "DISTRIBUTION_INSTANCE_GROUPS",
+    "INSTANCE_TYPE",
+    "HYPERPARAMETER_VALUE_LIMIT",
+    # encoders
+    "env_value",
+    "encode_hyperparameter",
+    "encode_hyperparameters",
+    "cmd_args",
+    # the failure file
+    "FAILURE_REASON_LIMIT",
+    "failure_file",
+    "truncate_failure_reason",
+    "write_atomically",
+    "write_failure_file",
+    "read_failure_reason",
+]
+
+# --- the /opt/ml tree ------------------------------------------------------------------------------------------------
+
+OPT_ML = "/opt/ml"
+"""Root of the tree in a SageMaker training container (the toolkit lets ``SAGEMAKER_BASE_DIR`` move it)."""
+
+# Paths relative to the root, so that a local host's tree (any root) and the container's use the same names.
+INPUT_DIR = "input"
+INPUT_CONFIG_DIR = "input/config"
+INPUT_DATA_DIR = "input/data"
+"""Holds one folder per data channel: ``input/data/<channel>``."""
+HYPERPARAMETERS_FILE = "input/config/hyperparameters.json"
+"""Every hyperparameter, its value JSON-encoded (see :func:`encode_hyperparameters`)."""
+RESOURCE_CONFIG_FILE = "input/config/resourceconfig.json"
+"""``current_host``, ``hosts``, the instance groups and the network interface."""
+INPUT_DATA_CONFIG_FILE = "input/config/inputdataconfig.json"
+"""One entry per data channel."""
+CODE_DIR = "code"
+MODEL_DIR = "model"
+"""Uploaded as ``model.tar.gz``."""
+OUTPUT_DIR = "output"
+OUTPUT_DATA_DIR = "output/data"
+"""Uploaded as ``output.tar.gz``."""
+OUTPUT_INTERMEDIATE_DIR = "output/intermediate"
+FAILURE_FILE = "output/failure"
+"""What the script writes when it fails; SageMaker reports its start as the job's ``FailureReason``."""
+CHECKPOINTS_DIR = "checkpoints"
+DEFAULT_CHECKPOINT_DIR = f"{OPT_ML}/{CHECKPOINTS_DIR}"
+"""``CheckpointConfig.LocalPath`` when the request leaves it out."""
+
+# --- environment variables -------------------------------------------------------------------------------------------
+
+SM_PREFIX = "SM_"
+"""The toolkit's variables: ``SM_`` + the upper-cased key of its environment (see :func:`sm_variable`)."""
+SM_MODEL_DIR = "SM_MODEL_DIR"
+SM_OUTPUT_DIR = "SM_OUTPUT_DIR"
+SM_OUTPUT_DATA_DIR = "SM_OUTPUT_DATA_DIR"
+SM_CHANNEL_PREFIX = "SM_CHANNEL_"
+"""``SM_CHANNEL_<NAME>``: the folder of data channel ``name``."""
+SM_HOSTS = "SM_HOSTS"
+SM_CURRENT_HOST = "SM_CURRENT_HOST"
+SM_NUM_CPUS = "SM_NUM_CPUS"
+SM_NUM_GPUS = "SM_NUM_GPUS"
+SM_HPS = "SM_HPS"
+"""The user's hyperparameters as one JSON object."""
+SM_DISTRIBUTED_CONFIG = "SM_DISTRIBUTED_CONFIG"
+"""SDK v3's drivers: the distributed configuration's fields as JSON."""
+SM_ENTRY_SCRIPT = "SM_ENTRY_SCRIPT"
+"""SDK v3's drivers: the user's script, which the driver starts."""
+
+# Set by the platform (not the toolkit) in a training container.
+TRAINING_JOB_NAME = "TRAINING_JOB_NAME"
+SAGEMAKER_JOB_NAME = "SAGEMAKER_JOB_NAME"
+CURRENT_HOST = "CURRENT_HOST"
+SAGEMAKER_REGION = "SAGEMAKER_REGION"
+SAGEMAKER_BASE_DIR = "SAGEMAKER_BASE_DIR"
+"""The toolkit's override of :data:`OPT_ML`."""
+SAGEMAKER_TRAINING_MODULE = "SAGEMAKER_TRAINING_MODULE"
+"""The framework module whose ``main`` the toolkit's ``train`` runs (the image sets it)."""
+
+
+def sm_variable(key: str) -> str:
+    """The toolkit's variable for one key of its environment: ``model_dir`` -> ``SM_MODEL_DIR``.
+
+    Args:
+        key: A key such as ``model_dir``, ``channel_train`` or ``hp_learning_rate``.
+
+    Returns:
+        ``SM_`` + the upper-cased key.
+    """
+    return SM_PREFIX + key.upper()
+
+
+# --- hyperparameters -------------------------------------------------------------------------------------------------
+
+SAGEMAKER_PREFIX = "sagemaker_"
+"""Hyperparameter names of the SDK and the toolkit; a user's hyperparameter may not start with it."""
+PROGRAM = "sagemaker_program"
+"""The entry point, relative to the code folder."""
+SUBMIT_DIRECTORY = "sagemaker_submit_directory"
+"""Where the source comes from (an ``s3://`` tarball, or a local folder)."""
+ENABLE_CLOUDWATCH_METRICS = "sagemaker_enable_cloudwatch_metrics"
+REGION = "sagemaker_region"
+CONTAINER_LOG_LEVEL = "sagemaker_container_log_level"
+JOB_NAME = "sagemaker_job_name"
+DEFAULT_USER_MODULE_NAME = "default_user_module_name"
+TUNING_OBJECTIVE_METRIC = "_tuning_objective_metric"
+S3_OUTPUT = "sagemaker_s3_output"
+
+TOOLKIT_PARAMETERS = frozenset(
+    {
+        PROGRAM,
+        SUBMIT_DIRECTORY,
+        ENABLE_CLOUDWATCH_METRICS,
+        REGION,
+        CONTAINER_LOG_LEVEL,
+        JOB_NAME,
+        DEFAULT_USER_MODULE_NAME,
+        TUNING_OBJECTIVE_METRIC,
+        S3_OUTPUT,
+    }
+)
+"""Hyperparameters the toolkit consumes itself: in neither ``SM_HPS`` nor ``SM_FRAMEWORK_PARAMS``."""
+
+MPI_ENABLED = "sagemaker_mpi_enabled"
+MPI_PROCESSES_PER_HOST = "sagemaker_mpi_num_of_processes_per_host"
+MPI_NUM_PROCESSES = "sagemaker_mpi_num_processes"
+MPI_CUSTOM_OPTIONS = "sagemaker_mpi_custom_mpi_options"
+SMDDP_ENABLED = "sagemaker_distributed_dataparallel_enabled"
+SMDDP_CUSTOM_MPI_OPTIONS = "sagemaker_distributed_dataparallel_custom_mpi_options"
+MWMS_ENABLED = "sagemaker_multi_worker_mirrored_strategy_enabled"
+PARAMETER_SERVER_ENABLED = "sagemaker_parameter_server_enabled"
+PYTORCH_DDP_ENABLED = "sagemaker_pytorch_ddp_enabled"
+PYTORCH_XLA_MULTI_WORKER_ENABLED = "sagemaker_pytorch_xla_multi_worker_enabled"
+DISTRIBUTION_INSTANCE_GROUPS = "sagemaker_distribution_instance_groups"
+INSTANCE_TYPE = "sagemaker_instance_type"
+"""The SDK's instance type, sent with SMDDP (whose launcher checks it)."""
+
+DISTRIBUTION_FLAGS = (
+    MPI_ENABLED,
+    PARAMETER_SERVER_ENABLED,
+    SMDDP_ENABLED,
+    PYTORCH_DDP_ENABLED,
+    PYTORCH_XLA_MULTI_WORKER_ENABLED,
+    MWMS_ENABLED,
+)
+"""Framework parameters that put the instance group among the toolkit's distribution groups."""
+
+HYPERPARAMETER_VALUE_LIMIT = 2500
+"""SageMaker's limit on one hyperparameter's value (characters of its JSON text)."""
+
+# --- encoders --------------------------------------------------------------------------------------------------------
+
+
+def env_value(value: Any) -> str:
+    """One value as the toolkit writes it into an ``SM_*`` variable.
+
+    Args:
+        value: Any JSON-serialisable value (or bytes).
+
+    Returns:
+        The string unchanged, bytes as Latin-1 text, ``""`` for None, else compact JSON with sorted keys.
+    """
+    if isinstance(value, bytes):
+        return value.decode("latin1")
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def encode_hyperparameter(name: str, value: Any) -> str:
+    """The JSON text SageMaker stores for one hyperparameter in ``hyperparameters.json``.
+
+    Args:
+        name: The hyperparameter's name (named in the error).
+        value: Its value.
+
+    Returns:
+        ``json.dumps(value)``.
+
+    Raises:
+        ConfigurationError: ``value`` is not JSON-serialisable (NaN and infinity included) or longer than
+            :data:`HYPERPARAMETER_VALUE_LIMIT`.
+    """
+    field = f"hyperparameters[{name!r}]"
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            field, value, f"is not JSON-serialisable ({exc})",
+            "pass a string, number, boolean, None, or a list/dict of those",
+        ) from None
+    if len(text) > HYPERPARAMETER_VALUE_LIMIT:
+        raise ConfigurationError(
+            field, f"{text[:40]}... ({len(text)} characters)",
+            f"is longer than SageMaker's limit of {HYPERPARAMETER_VALUE_LIMIT} characters",
+            "pass large inputs through a channel instead of a hyperparameter",
+        )
+    return text
+
+
+def encode_hyperparameters(values: Mapping[str, Any]) -> dict[str, str]:
+    """``hyperparameters.json`` content: every value JSON-encoded, as the SageMaker SDK sends them.
+
+    Args:
+        values: Name -> decoded value.
+
+    Returns:
+        Name -> JSON text.
+    """
+    return {name: json.dumps(value) for name, value in values.items()}
+
+
+def _argument_text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ",".join(f"{key}={item}" for key, item in sorted(value.items()))
+    if value is None:
+        return ""
+    return str(value)
+
+
+def cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
+    """The script's arguments for its hyperparameters, in the toolkit's format.
+
+    Args:
+        hyperparameters: The user's hyperparameters (decoded values).
+
+    Returns:
+        ``["--name", "value", ...]`` sorted by name; a one-letter name becomes ``-n``; a value is ``str()`` of
+        it (strings bare, ``True`` as ``True``), a dict ``k=v,k2=v2``, None an empty string.
+    """
+    args: list[str] = []
+    for name in sorted(hyperparameters):
+        args.append(f"--{name}" if len(name) > 1 else f"-{name}")
+        args.append(_argument_text(hyperparameters[name]))
+    return args
+
+
+# --- the failure file ------------------------------------------------------------------------------------------------
+
+FAILURE_REASON_LIMIT = 1024
+"""SageMaker's limit on a job's ``FailureReason`` (characters): a longer failure file is cut."""
+
+
+def failure_file(output_dir: str | os.PathLike[str]) -> Path:
+    """The failure file in a host's output folder (``SM_OUTPUT_DIR``).
+
+    Args:
+        output_dir: The ``output`` folder of the tree.
+
+    Returns:
+        ``<output_dir>/failure``.
+    """
+    return Path(output_dir) / Path(FAILURE_FILE).name
+
+
+def truncate_failure_reason(text: str) -> str:
+    """``text`` cut to :data:`FAILURE_REASON_LIMIT` characters, ending in ``...`` when it was cut.
+
+    Args:
+        text: A failure reason of any length.
+
+    Returns:
+        The reason as SageMaker would report it.
+    """
+    if len(text) <= FAILURE_REASON_LIMIT:
+        return text
+    return text[: FAILURE_REASON_LIMIT - 3] + "..."
+
+
+def write_atomically(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
+    """Replaces the file ``path`` with ``text`` in one step: readers see the old content or the new, never a part.
+
+    The text goes to a temporary file in the same folder (so the final rename stays on one file system), is
+    flushed to disk (when ``durable``), and then renamed over ``path``. If the process dies before the rename,
+    ``path`` is unchanged and the temporary file is removed when possible.
+
+    Args:
+        path: The file to write (its folder must exist).
+        text: The whole content (UTF-8).
+        durable: ``fsync`` the content before the rename, so that it survives a crash of the machine too (a status
+            file rewritten every second can skip it).
+
+    Raises:
+        OSError: The file could not be written (``path`` is unchanged).
+    """
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def write_failure_file(output_dir: str | os.PathLike[str], reason: str) -> Path:
+    """Writes ``reason`` to ``<output_dir>/failure`` atomically.
+
+    The text goes to a temporary file in the same folder, is flushed to disk, and then replaces the failure file
+    in one step: a reader sees either the previous file (or none) or the whole new reason, never part of it, and a
+    process killed half-way leaves the previous file as it was. The whole reason is kept (people read the file);
+    whoever reports it applies :data:`FAILURE_REASON_LIMIT` (:func:`read_failure_reason`).
+
+    Args:
+        output_dir: The ``output`` folder (created if missing).
+        reason: What went wrong and how to fix it; a final newline is added when missing.
+
+    Returns:
+        The failure file.
+
+    Raises:
+        OSError: The folder or the file could not be written (the previous file, if any, is unchanged).
+    """
+    path = failure_file(output_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, reason if reason.endswith("\n") else reason + "\n")
+    return path
+
+
+def read_failure_reason(path: str | os.PathLike[str]) -> str | None:
+    """The failure reason a process recorded, as SageMaker reports it (stripped, cut to the limit).
+
+    Args:
+        path: A failure file (usually :func:`failure_file` of a host's output folder).
+
+    Returns:
+        The reason, or None when the file is missing, unreadable or blank.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    return truncate_failure_reason(text) or None

@@ -1,0 +1,32 @@
+"""smddp_compat.source_files: one exclusion list, used by the local code copy and by the upload (the jobs that
+check it end to end: tests/local_mode/test_reliability.py and tests/estimators/test_submit_v2.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from smddp_compat.source_files import SOURCE_EXCLUDES, ignore_excluded, is_excluded
+
+
+def test_every_copy_of_a_jobs_code_uses_the_one_list() -> None:
+    import estimators
+    from estimators import _source_bundle
+
+    assert estimators.DEFAULT_SOURCE_EXCLUDES is SOURCE_EXCLUDES
+    assert _source_bundle.is_excluded is is_excluded
+    runner_source = (Path(__file__).resolve().parents[2] / "local_mode" / "runner.py").read_text()
+    assert "ignore=ignore_excluded" in runner_source and "ignore_patterns" not in runner_source
+
+
+def test_keys_credentials_caches_and_version_control_are_left_out(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    kept = ["train.py", "pkg/model.py", "keys.py", "netrc_reader.py", "data/key.txt"]
+    dropped = [".netrc", "id_rsa", "id_rsa.pub", "x.key", ".git/config", "__pycache__/t.pyc", "pkg/__pycache__/m.pyc",
+               ".env", ".env.local", "deploy.pem", ".aws/credentials", "pkg/credentials", ".venv/bin/python"]
+    for rel in kept + dropped:
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text("x")
+    shutil.copytree(source, tmp_path / "copy", ignore=ignore_excluded)
+    copied = sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*") if p.is_file())
+    assert copied == sorted(kept)
