@@ -129,7 +129,7 @@ def test_fetch_refuses_a_path_traversal_archive(aws, tiny_script, tmp_path, caps
         (["--hyperparameters", "epochs=1", "epochs=2"], "given twice"),
         (["--hyperparameters", "=1"], "--hyperparameters='=1': is not NAME=VALUE: the name before '=' is empty"),
         (["--channel", "=s3://bucket/x"], "--channel='=s3://bucket/x': is not NAME=VALUE"),
-        (["--distribution", "dtensor", "--mesh", "=8"], "--mesh='=8': is not NAME=VALUE"),
+        (["--distribution", "dtensor", "--mesh", "=8"], "--mesh='=8': dimension name '' is not an ASCII identifier"),
         (["--role", "not-an-arn"], "role"),
     ],
 )

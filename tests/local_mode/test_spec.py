@@ -157,7 +157,7 @@ CLI_BAD_INPUTS = [
     ("env-twice", ["train.py", "--env", "A=1", "A=2"], "--env='A=2': 'A' is given twice"),
     ("channel-empty-name", ["train.py", "--channel", "=data"], "--channel='=data': is not NAME=VALUE"),
     ("hyperparameter-empty-name", ["train.py", "--hp", "=3"], "--hyperparameters='=3': is not NAME=VALUE"),
-    ("mesh-empty-name", ["train.py", "--distribution", "dtensor", "--mesh", "batch=2,=2"], "--mesh='=2'"),
+    ("mesh-empty-name", ["train.py", "--distribution", "dtensor", "--mesh", "batch=2,=2"], "dimension name '' is not an ASCII identifier"),
 ]
 
 
