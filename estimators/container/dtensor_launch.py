@@ -30,7 +30,19 @@ import os
 import sys
 from typing import Any, Mapping, Sequence
 
-from smddp_compat.cluster import Cluster, ClusterConfigError, dtensor_environments, endpoints, uniform_placements
+from smddp_compat.cluster import (
+    Cluster,
+    dtensor_environments,
+    endpoints,
+    uniform_placements,
+)
+from smddp_compat.distribution_config import (
+    DEFAULT_DTENSOR_JOB_NAME,
+    DEFAULT_DTENSOR_PORT,
+    DistributionConfig,
+    HostCapacity,
+)
+from smddp_compat.errors import ConfigurationError
 
 CONFIG_FILE = "smddp_compat_dtensor.json"
 
@@ -48,30 +60,33 @@ def client_environments(config: Mapping[str, Any], environ: Mapping[str, str]) -
         One dict per local client holding only the variables to add.
 
     Raises:
-        ClusterConfigError: SM_HOSTS / SM_CURRENT_HOST missing or inconsistent, or SMDDP_HOST_ADDRESSES malformed.
+        ConfigurationError: SM_HOSTS / SM_CURRENT_HOST missing or inconsistent, SMDDP_HOST_ADDRESSES malformed
+            (a ``ClusterConfigError``), or a DTensor set-up the hosts cannot hold.
     """
     cluster = Cluster.from_environ(environ, required=True)
-    per_host = int(config.get("processes_per_host") or 1)
     gpus = int(environ.get("SM_NUM_GPUS") or 0)
-    device_type = str(config.get("device_type") or ("GPU" if gpus else "CPU"))
-    default_devices = max(1, gpus // per_host) if device_type == "GPU" else 1
-    placements = uniform_placements(cluster.hosts, per_host)
-    clients = endpoints(placements, cluster.addresses, base_port=int(config.get("port") or 9970),
-                        port_field="port")
+    host = HostCapacity.instance(cluster.current_host, int(environ.get("SM_NUM_CPUS") or 0) or None, gpus)
+    # The same rules as every entry of the kit: GPUs split over the clients, on CPU mesh size / clients devices.
+    settings = DistributionConfig(
+        "dtensor",
+        processes_per_host=int(config.get("processes_per_host") or 1),
+        mesh=config.get("mesh") or None,
+        devices_per_process=config.get("devices_per_process") or None,
+        device_type=config.get("device_type") or None,
+        port=int(config.get("port") or DEFAULT_DTENSOR_PORT),
+        job_name=str(config.get("job_name") or DEFAULT_DTENSOR_JOB_NAME),
+    ).resolve(host, len(cluster.hosts))
+    placements = uniform_placements(cluster.hosts, settings.processes_per_host)
+    clients = endpoints(placements, cluster.addresses, base_port=settings.port, port_field="port")
     envs = dtensor_environments(
         placements,
         clients,
-        job_name=str(config.get("job_name") or "worker"),
-        mesh=_mesh_object(config["mesh"]) if config.get("mesh") else None,
-        devices_per_client=int(config.get("devices_per_process") or default_devices),
-        device_type=device_type,
+        job_name=settings.job_name,
+        mesh=dict(settings.mesh) if settings.mesh else None,
+        devices_per_client=settings.devices_per_process or 1,
+        device_type=settings.device_type,
     )
     return [env for p, env in zip(placements, envs) if p.host == cluster.current_host]
-
-
-def _mesh_object(mesh: Any) -> dict[str, int]:
-    # The estimator writes [[name, size], ...] (ordered); v3 configs may hold a mapping.
-    return dict(mesh.items()) if isinstance(mesh, Mapping) else {str(n): int(s) for n, s in mesh}
 
 
 def launch(config: Mapping[str, Any], script: str, args: Sequence[str], environ: Mapping[str, str]) -> int:
@@ -96,7 +111,10 @@ def launch(config: Mapping[str, Any], script: str, args: Sequence[str], environ:
         )
     if len(envs) == 1:
         os.execve(sys.executable, argv, {**environ, **envs[0]})
-    from smddp_compat.launcher import ProcessSpec, run_process_group  # shipped beside this script
+    from smddp_compat.launcher import (  # shipped beside this script
+        ProcessSpec,
+        run_process_group,
+    )
 
     specs = [
         ProcessSpec(argv=argv, env={**environ, **env}, label=f"client{env['DTENSOR_CLIENT_ID']}",
@@ -118,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return launch(bundle["dtensor"], script, args, dict(os.environ))
-    except ClusterConfigError as exc:
+    except ConfigurationError as exc:  # the cluster's variables, or the DTensor set-up
         print(f"[smddp-compat dtensor] error: {exc}", file=sys.stderr, flush=True)
         return 2
 

@@ -18,6 +18,7 @@ from estimators._distribution import plan_distribution
 from estimators._instance_types import InstanceSpec, instance_spec
 from estimators._source_bundle import DTENSOR_LAUNCHER, stage_driver_dir, stage_source
 from estimators.container.dtensor_launch import client_environments
+from smddp_compat.errors import ConfigurationError
 
 CPU_HOST = InstanceSpec("ml.c5.2xlarge", 8, 0)
 
@@ -57,6 +58,15 @@ def test_gpus_are_split_between_clients_of_a_host():
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0,1,2,3", "4,5,6,7"]
     assert {e["SMDDP_DTENSOR_DEVICE_TYPE"] for e in envs} == {"GPU"}
     assert {e["SMDDP_DTENSOR_DEVICES_PER_CLIENT"] for e in envs} == {"4"}
+
+
+def test_cpu_clients_take_the_mesh_devices_by_the_one_rule():
+    """SM_DISTRIBUTED_CONFIG of SDK v3 may leave devices_per_process out: on CPU the clients split the mesh."""
+    environ = {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2", "SM_NUM_GPUS": "0"}
+    (env,) = client_environments({"mesh": {"batch": 8}}, environ)
+    assert env["SMDDP_DTENSOR_DEVICES_PER_CLIENT"] == "4" and env["SMDDP_DTENSOR_DEVICE_TYPE"] == "CPU"
+    with pytest.raises(ConfigurationError, match=r"mesh.*cannot be split evenly over 2 clients|multiple of 2"):
+        client_environments({"mesh": {"batch": 3}}, environ)
 
 
 @pytest.mark.parametrize("per_host", [1, 2])
