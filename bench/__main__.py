@@ -1,7 +1,7 @@
-"""``python -m bench``: the same as ``smddp bench``."""
+"""``python -m smddp_compat.bench``: the same as ``smddp bench``."""
 
 import sys
 
-from bench.run import main
+from smddp_compat.bench.run import main
 
 sys.exit(main())

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import BenchUsageError
+from smddp_compat.bench.errors import BenchUsageError
 
 __all__ = ["BenchConfig", "REPO_ROOT", "PROGRAMS_DIR", "DEFAULT_OUT_DIR"]
 

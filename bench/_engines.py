@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench._jobs import Launcher
+from smddp_compat.bench._jobs import Launcher
 
 __all__ = ["default_engine", "engine_launcher", "horovod_engines", "mpi_unavailable_reason", "ENGINE_NAMES"]
 

@@ -15,11 +15,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from local_mode._ports import reserve_ports
+from smddp_compat.local_mode._ports import reserve_ports
 from smddp_compat.launcher import ProcessSpec, run_process_group
 
-from bench._config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
-from bench._jobs import Job, JobRun, Launcher
+from smddp_compat.bench._config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
+from smddp_compat.bench._jobs import Job, JobRun, Launcher
 
 __all__ = ["run_job", "launch_argv", "job_environment", "console_script"]
 

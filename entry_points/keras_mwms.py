@@ -33,7 +33,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     try:
-        import entry_points  # noqa: F401 - installed with the project
+        import smddp_compat.entry_points  # noqa: F401 - installed with the project
     except ImportError:  # a plain checkout: make the repository root importable
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -58,14 +58,14 @@ if _is_multi_worker(dict(os.environ)) and "TF_USE_LEGACY_KERAS" not in os.enviro
 import numpy as np
 import tensorflow as tf
 
-from entry_points.checkpoints import restore_latest
-from entry_points.datasets import load_mnist
-from entry_points.errors import ClusterConfigError, HyperparameterError
-from entry_points.keras_flavor import build_optimizer, keras_name
-from entry_points.mnist_model import build_cnn
-from entry_points.model_artifacts import save_servable_model, write_weights_digest
-from entry_points.resumable_fit import MetricLines, StepCheckpoint, epoch_dataset, fit_from_step
-from entry_points.sagemaker_contract import (
+from smddp_compat.entry_points.checkpoints import restore_latest
+from smddp_compat.entry_points.datasets import load_mnist
+from smddp_compat.entry_points.errors import ClusterConfigError, HyperparameterError
+from smddp_compat.entry_points.keras_flavor import build_optimizer, keras_name
+from smddp_compat.entry_points.mnist_model import build_cnn
+from smddp_compat.entry_points.model_artifacts import save_servable_model, write_weights_digest
+from smddp_compat.entry_points.resumable_fit import MetricLines, StepCheckpoint, epoch_dataset, fit_from_step
+from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     boolean,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     try:
-        import entry_points  # noqa: F401 - installed with the project
+        import smddp_compat.entry_points  # noqa: F401 - installed with the project
     except ImportError:  # a plain checkout: make the repository root importable
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -34,13 +34,13 @@ import numpy as np
 import tensorflow as tf
 
 import smddp_compat.tensorflow as sdp
-from entry_points.checkpoints import restore_latest, save_checkpoint
-from entry_points.datasets import load_mnist
-from entry_points.errors import HyperparameterError
-from entry_points.keras_flavor import build_optimizer, keras_name, optimizer_variables
-from entry_points.mnist_model import build_cnn
-from entry_points.model_artifacts import save_servable_model, write_weights_digest
-from entry_points.sagemaker_contract import (
+from smddp_compat.entry_points.checkpoints import restore_latest, save_checkpoint
+from smddp_compat.entry_points.datasets import load_mnist
+from smddp_compat.entry_points.errors import HyperparameterError
+from smddp_compat.entry_points.keras_flavor import build_optimizer, keras_name, optimizer_variables
+from smddp_compat.entry_points.mnist_model import build_cnn
+from smddp_compat.entry_points.model_artifacts import save_servable_model, write_weights_digest
+from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     boolean,

@@ -2,9 +2,9 @@
 
 - :class:`TensorFlow` (SageMaker SDK v2): ``from estimators import TensorFlow`` in place of
   ``from sagemaker.tensorflow import TensorFlow``.
-- :mod:`estimators.sdk3` (SageMaker SDK v3, extra ``smddp-compat[sdk3]``): ``SMDDPCompat`` and ``DTensor``
+- :mod:`smddp_compat.estimators.sdk3` (SageMaker SDK v3, extra ``smddp-compat[sdk3]``): ``SMDDPCompat`` and ``DTensor``
   distributed configs for ``ModelTrainer``.
-- :mod:`estimators.cli`: ``smddp submit|status|logs|wait|fetch``.
+- :mod:`smddp_compat.estimators.cli`: ``smddp submit|status|logs|wait|fetch``.
 
 Importing this package imports neither TensorFlow nor the SageMaker SDK: :class:`TensorFlow` is loaded on first
 use, so the package also imports where only SDK v3 is installed.
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from estimators._distribution import DTensorConfig, DistributionPlan, plan_distribution
-from estimators._instance_types import InstanceSpec, instance_spec, known_instance_types
-from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES
-from estimators.errors import (
+from smddp_compat.estimators._distribution import DTensorConfig, DistributionPlan, plan_distribution
+from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, known_instance_types
+from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES
+from smddp_compat.estimators.errors import (
     ConfigurationError,
     EstimatorError,
     JobError,
@@ -28,7 +28,7 @@ from estimators.errors import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from estimators._tensorflow_estimator import TensorFlow
+    from smddp_compat.estimators._tensorflow_estimator import TensorFlow
 
 __all__ = [
     "TensorFlow",
@@ -52,7 +52,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name == "TensorFlow":
         try:
-            from estimators._tensorflow_estimator import TensorFlow
+            from smddp_compat.estimators._tensorflow_estimator import TensorFlow
         except ImportError as exc:
             raise MissingDependencyError(
                 f"estimators.TensorFlow needs the SageMaker Python SDK v2 ({exc}): pip install 'sagemaker>=2.257,<3'. "

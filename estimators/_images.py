@@ -13,7 +13,7 @@ Policy:
 
 from __future__ import annotations
 
-from estimators.errors import ConfigurationError, NoPublishedImageError
+from smddp_compat.estimators.errors import ConfigurationError, NoPublishedImageError
 
 __all__ = ["resolve_training_image"]
 

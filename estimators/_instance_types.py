@@ -11,7 +11,7 @@ import difflib
 import os
 from dataclasses import dataclass
 
-from estimators.errors import UnknownInstanceTypeError
+from smddp_compat.estimators.errors import UnknownInstanceTypeError
 
 __all__ = ["InstanceSpec", "LOCAL_INSTANCE_TYPES", "instance_spec", "known_instance_types", "is_local"]
 
@@ -151,7 +151,7 @@ def instance_spec(instance_type: object, *, field: str = "instance_type") -> Ins
     counts = _TABLE.get(instance_type)
     if counts is None:
         close = difflib.get_close_matches(instance_type, known_instance_types(), n=3, cutoff=0.6)
-        hint = "pick one from estimators.known_instance_types()"
+        hint = "pick one from smddp_compat.estimators.known_instance_types()"
         if close:
             hint = f"did you mean {' or '.join(repr(c) for c in close)}? ({hint})"
         problem = "unknown SageMaker training instance type"

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TextIO
 
-from estimators.errors import ConfigurationError, JobError, JobTimeoutError
+from smddp_compat.estimators.errors import ConfigurationError, JobError, JobTimeoutError
 
 __all__ = [
     "LOG_GROUP",

@@ -1,6 +1,6 @@
 """``instance_type="local_process"``: an estimator's job run on this machine by local_mode (no Docker, no AWS).
 
-The estimator's fields map onto :class:`local_mode.JobSpec`: ``instance_count`` -> hosts algo-1..algo-H,
+The estimator's fields map onto :class:`smddp_compat.local_mode.JobSpec`: ``instance_count`` -> hosts algo-1..algo-H,
 the distribution plan's kind and processes per host, hyperparameters, ``fit(inputs)`` channels (local folders,
 ``file://`` or ``s3://`` URIs), ``output_path`` (a folder, ``file://`` or ``s3://``), ``max_run``, ``environment``,
 ``checkpoint_local_path``. A DTensor mesh and devices per client go to local_mode's own DTensor settings.
@@ -13,8 +13,8 @@ import logging
 import os
 from typing import Any, Mapping
 
-from estimators._distribution import DistributionPlan
-from estimators.errors import ConfigurationError, MissingDependencyError
+from smddp_compat.estimators._distribution import DistributionPlan
+from smddp_compat.estimators.errors import ConfigurationError, MissingDependencyError
 
 __all__ = ["local_channels", "build_job_spec", "run_job"]
 
@@ -26,7 +26,7 @@ DEFAULT_LOCAL_OUTPUT = "smddp_local_output"
 
 def _local_mode() -> Any:
     try:
-        import local_mode
+        from smddp_compat import local_mode
     except ImportError as exc:  # pragma: no cover - local_mode ships with smddp-compat
         raise MissingDependencyError(
             f"instance_type='local_process' needs the local_mode package ({exc}); install smddp-compat (bash setup.sh)"
@@ -84,7 +84,7 @@ def build_job_spec(
     """The local_mode JobSpec of an estimator's job (validated by local_mode on construction).
 
     Returns:
-        A ``local_mode.JobSpec``.
+        A ``smddp_compat.local_mode.JobSpec``.
 
     Raises:
         ConfigurationError: (local_mode's) for a value local_mode refuses.
@@ -125,6 +125,6 @@ def build_job_spec(
 def run_job(spec: Any) -> Any:
     """Runs a local_mode job to its end on local mode's process backend and returns its result."""
     _local_mode()
-    from local_mode.backends import ProcessBackend
+    from smddp_compat.local_mode.backends import ProcessBackend
 
     return ProcessBackend().run(spec)

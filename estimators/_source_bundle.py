@@ -23,8 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
-from estimators._distribution import DistributionPlan
-from estimators.errors import ConfigurationError
+from smddp_compat.estimators._distribution import DistributionPlan
+from smddp_compat.estimators.errors import ConfigurationError
 from smddp_compat.source_files import SOURCE_EXCLUDES, is_excluded
 
 __all__ = [
@@ -52,6 +52,30 @@ _ADDED_NAMES = ("smddp_compat", "smdistributed", DTENSOR_LAUNCHER, DTENSOR_CONFI
 def _inside(path: str, root: str) -> bool:
     real, base = os.path.realpath(path), os.path.realpath(root)
     return real == base or real.startswith(base + os.sep)
+
+
+def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
+    """Copies the ``smddp_compat`` package a job ships: the runtime (its API, launcher, cluster and contract
+    modules), without the kit's parts an installed kit holds inside it (estimators, local mode, entry points, bench:
+    in a container, ``smddp_compat.__path__`` reaches the image's own).
+
+    Args:
+        destination: Where the copy goes (created).
+        patterns: Exclusion patterns (as :func:`copy_filtered`).
+
+    Returns:
+        The source paths left out.
+    """
+    import smddp_compat
+
+    source = compat_package_dir()
+    parts = [os.path.join(source, part) for part in smddp_compat.NAMESPACE_PARTS]
+    skipped = copy_filtered(source, destination, patterns)
+    for part in parts:  # present only in an installed kit; a checkout keeps them beside the package
+        shutil.rmtree(os.path.join(destination, os.path.basename(part)), ignore_errors=True)
+    return [p for p in skipped if not any(p == part or p.startswith(part + os.sep) for part in parts)] + [
+        p for p in parts if os.path.isdir(p)
+    ]
 
 
 def copy_filtered(source: str, destination: str, patterns: Sequence[str], *, root: str | None = None) -> list[str]:
@@ -178,7 +202,7 @@ def stage_source(
                 if os.path.exists(os.path.join(staging, name)):
                     logger.warning("replacing %s/ of the source with the installed smddp-compat's", name)
                     shutil.rmtree(os.path.join(staging, name))
-            copy_filtered(compat_package_dir(), os.path.join(staging, "smddp_compat"), excludes)
+            copy_compat_core(os.path.join(staging, "smddp_compat"), excludes)
             copy_filtered(shim_package_dir(), os.path.join(staging, "smdistributed"), excludes)
         run = user_entry
         if plan.kind == "dtensor" and plan.dtensor is not None:
@@ -211,5 +235,5 @@ def stage_driver_dir(scripts: Sequence[str], *, with_compat: bool) -> str:
     for script in scripts:
         shutil.copy2(container_script(script), os.path.join(staging, script))
     if with_compat:
-        copy_filtered(compat_package_dir(), os.path.join(staging, "smddp_compat"), DEFAULT_SOURCE_EXCLUDES)
+        copy_compat_core(os.path.join(staging, "smddp_compat"), DEFAULT_SOURCE_EXCLUDES)
     return staging

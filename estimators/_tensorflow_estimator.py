@@ -1,4 +1,4 @@
-"""``estimators.TensorFlow``: the SageMaker SDK v2 TensorFlow estimator, with SMDDP on any TensorFlow and DTensor.
+"""``smddp_compat.estimators.TensorFlow``: the SageMaker SDK v2 TensorFlow estimator, with SMDDP on any TensorFlow and DTensor.
 
 A drop-in subclass of ``sagemaker.tensorflow.TensorFlow``: same constructor, ``fit``, ``attach``, ``logs``,
 ``deploy``... What it adds:
@@ -12,9 +12,9 @@ A drop-in subclass of ``sagemaker.tensorflow.TensorFlow``: same constructor, ``f
 - ``distribution={"dtensor": {"enabled": True, ...}}``: a launcher becomes the entry point and sets DTENSOR_* on
   every host before it starts the script;
 - ``instance_type="local_process"``: ``fit()`` runs the job on this machine through local_mode;
-- every field is checked at construction, before any upload or AWS call (see :mod:`estimators.errors`);
+- every field is checked at construction, before any upload or AWS call (see :mod:`smddp_compat.estimators.errors`);
 - the uploaded ``sourcedir.tar.gz`` never holds version control, virtual environments, caches, keys or credential
-  files (:data:`estimators.DEFAULT_SOURCE_EXCLUDES`).
+  files (:data:`smddp_compat.estimators.DEFAULT_SOURCE_EXCLUDES`).
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from typing import Any, Mapping, Sequence
 from sagemaker.tensorflow import TensorFlow as _SdkTensorFlow
 from sagemaker.utils import name_from_base
 
-from estimators import _local_process
-from estimators._distribution import DistributionPlan, plan_distribution
-from estimators._images import resolve_training_image
-from estimators._instance_types import InstanceSpec, instance_spec, is_local
-from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
-from estimators._validation import check_entry_point, check_hyperparameters, check_instance_count, check_role
-from estimators.errors import ConfigurationError, raised_as_estimator_errors
+from smddp_compat.estimators import _local_process
+from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
+from smddp_compat.estimators._images import resolve_training_image
+from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, is_local
+from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
+from smddp_compat.estimators._validation import check_entry_point, check_hyperparameters, check_instance_count, check_role
+from smddp_compat.estimators.errors import ConfigurationError, raised_as_estimator_errors
 from smddp_compat import contract
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE"]
@@ -77,7 +77,7 @@ class TensorFlow(_SdkTensorFlow):
         Args:
             entry_point: The training script (relative to ``source_dir`` when given), as in the SDK.
             distribution: As in the SDK, plus ``smdistributed`` on any version and ``dtensor`` (see
-                :mod:`estimators._distribution` for every key).
+                :mod:`smddp_compat.estimators._distribution` for every key).
             source_excludes: Name patterns left out of the uploaded code (default: secrets, VCS, caches, venvs).
             **kwargs: Every other argument of ``sagemaker.tensorflow.TensorFlow`` (``role``, ``instance_type``,
                 ``instance_count``, ``framework_version``, ``py_version``, ``image_uri``, ``source_dir``,

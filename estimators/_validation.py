@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any, Mapping
 
-from estimators.errors import ConfigurationError, raised_as_estimator_errors
+from smddp_compat.estimators.errors import ConfigurationError, raised_as_estimator_errors
 
 __all__ = ["check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN"]
 
@@ -137,7 +137,7 @@ def check_hyperparameters(hyperparameters: object, *, local_process: bool = Fals
             )
         if local_process:
             # local_mode's own rule (imported here: only local_process jobs load local_mode).
-            from local_mode.spec import check_hyperparameter_name
+            from smddp_compat.local_mode.spec import check_hyperparameter_name
 
             with raised_as_estimator_errors():
                 check_hyperparameter_name(key)

@@ -25,10 +25,10 @@ from typing import Any, Sequence
 
 from smddp_compat.distribution_config import FLAT_KINDS, DistributionConfig, FieldNames
 
-from estimators._jobs import describe_job, fetch_model, format_status, iter_log_events, wait_for_job
+from smddp_compat.estimators._jobs import describe_job, fetch_model, format_status, iter_log_events, wait_for_job
 from smddp_compat import errors as kit_errors
 
-from estimators.errors import ConfigurationError, EstimatorError, JobTimeoutError
+from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, JobTimeoutError
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "distribution_from_args"]
@@ -137,7 +137,7 @@ def _upload_channels(session: Any, channels: dict[str, str], job_name: str) -> d
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     texts = parse_name_values(args.hyperparameters, "--hyperparameters")
     hyperparameters = {name: decode_value(text) for name, text in texts.items()}

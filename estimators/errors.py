@@ -41,7 +41,7 @@ class UnknownInstanceTypeError(ConfigurationError):
 class NoPublishedImageError(ConfigurationError):
     """No ``image_uri`` was given and AWS publishes no TensorFlow training image for the ``framework_version`` (with
     this ``py_version``, instance type and region). Not to be confused with
-    :class:`local_mode.docker.ImageNotFoundError`: a named image missing from the local Docker engine."""
+    :class:`smddp_compat.local_mode.docker.ImageNotFoundError`: a named image missing from the local Docker engine."""
 
 
 class MissingDependencyError(EstimatorError, ImportError):

@@ -12,8 +12,8 @@ Example:
 Importing this package does not import TensorFlow, Horovod or boto3.
 """
 
-from local_mode.artifacts import ArtifactPaths
-from local_mode.errors import (
+from smddp_compat.local_mode.artifacts import ArtifactPaths
+from smddp_compat.local_mode.errors import (
     ArtifactError,
     ChannelError,
     ConfigurationError,
@@ -21,9 +21,9 @@ from local_mode.errors import (
     JobFailedError,
     LocalModeError,
 )
-from local_mode.result import JobResult, ProcessOutcome
-from local_mode.runner import run
-from local_mode.spec import Distribution, JobSpec
+from smddp_compat.local_mode.result import JobResult, ProcessOutcome
+from smddp_compat.local_mode.runner import run
+from smddp_compat.local_mode.spec import Distribution, JobSpec
 
 __all__ = [
     "JobSpec",

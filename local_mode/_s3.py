@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.errors import ConfigurationError
 
 __all__ = ["S3Location", "is_s3_uri", "parse_s3_uri", "make_s3_client"]
 

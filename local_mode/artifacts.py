@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from local_mode._s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
-from local_mode.errors import ArtifactError
+from smddp_compat.local_mode._s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
+from smddp_compat.local_mode.errors import ArtifactError
 
 __all__ = ["ArtifactPaths", "pack_tarball", "job_destination", "store_artifacts"]
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from local_mode.docker.request import TrainingJobRequest
-    from local_mode.docker.twin import TwinResult
-    from local_mode.result import JobResult
-    from local_mode.spec import JobSpec
+    from smddp_compat.local_mode.docker.request import TrainingJobRequest
+    from smddp_compat.local_mode.docker.twin import TwinResult
+    from smddp_compat.local_mode.result import JobResult
+    from smddp_compat.local_mode.spec import JobSpec
 
 __all__ = ["JobOutcome", "Backend", "ProcessBackend", "DockerBackend", "BACKENDS"]
 
@@ -61,7 +61,7 @@ class Backend(Protocol, Generic[JobT]):
 
 @dataclass
 class ProcessBackend:
-    """This machine's processes (:func:`local_mode.runner.run`).
+    """This machine's processes (:func:`smddp_compat.local_mode.runner.run`).
 
     Attributes:
         stream: Where the processes' prefixed output and the summary go (standard output when None).
@@ -73,15 +73,15 @@ class ProcessBackend:
     show_tf_logs: bool = False
 
     def run(self, job: JobSpec) -> JobResult:
-        """Runs the job's H x P processes; see :func:`local_mode.runner.run`."""
-        from local_mode.runner import run
+        """Runs the job's H x P processes; see :func:`smddp_compat.local_mode.runner.run`."""
+        from smddp_compat.local_mode.runner import run
 
         return run(job, stream=self.stream, show_tf_logs=self.show_tf_logs)
 
 
 @dataclass
 class DockerBackend:
-    """The SageMaker twin (:class:`local_mode.docker.twin.SageMakerTwin`).
+    """The SageMaker twin (:class:`smddp_compat.local_mode.docker.twin.SageMakerTwin`).
 
     Attributes:
         gpus_per_host: For GPU instance types, processes per host on this machine's CPUs (None: cores / hosts).
@@ -95,10 +95,10 @@ class DockerBackend:
     stream: IO[str] | None = None
 
     def run(self, job: TrainingJobRequest) -> TwinResult:
-        """Replays the request; see :meth:`local_mode.docker.twin.SageMakerTwin.run`."""
+        """Replays the request; see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`."""
         import sys
 
-        from local_mode.docker.twin import SageMakerTwin
+        from smddp_compat.local_mode.docker.twin import SageMakerTwin
 
         options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
         stream = self.stream if self.stream is not None else sys.stderr

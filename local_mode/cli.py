@@ -26,8 +26,8 @@ from typing import Any
 from smddp_compat import errors as kit_errors
 from smddp_compat.distribution_config import FLAT_KINDS
 
-from local_mode.errors import ConfigurationError
-from local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
+from smddp_compat.local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT"]
@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except kit_errors.ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    from local_mode.backends import ProcessBackend
+    from smddp_compat.local_mode.backends import ProcessBackend
 
     return _run_reporting_errors(lambda: ProcessBackend(show_tf_logs=args.show_tf_logs).run(spec).exit_code)
 
@@ -194,8 +194,8 @@ def _run_reporting_errors(job: Callable[[], int]) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     """``smddp local --backend docker --request FILE | --job NAME``: the request, replayed by the SageMaker twin."""
-    from local_mode.backends import DockerBackend
-    from local_mode.docker import TrainingJobRequest
+    from smddp_compat.local_mode.backends import DockerBackend
+    from smddp_compat.local_mode.docker import TrainingJobRequest
 
     given = [f"--{name.replace('_', '-')}" for name in ("entry_point", "source_dir", "instance_count",
              "processes_per_host", "distribution") if getattr(args, name)]
@@ -221,7 +221,7 @@ def _described_request(job_name: str) -> Any:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from local_mode.docker import TrainingJobRequest
+    from smddp_compat.local_mode.docker import TrainingJobRequest
 
     try:
         described = boto3.client("sagemaker").describe_training_job(TrainingJobName=job_name)

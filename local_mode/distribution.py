@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_mode.spec import Distribution
+from smddp_compat.local_mode.spec import Distribution
 from smddp_compat import cluster
 
 __all__ = [

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from local_mode.layout import HostLayout
+from smddp_compat.local_mode.layout import HostLayout
 from smddp_compat import contract
 from smddp_compat.cluster import encode_host_addresses
 from smddp_compat.contract import DISTRIBUTION_FLAGS, TOOLKIT_PARAMETERS, cmd_args, env_value
@@ -202,7 +202,7 @@ def emitted_variables() -> frozenset[str]:
     Returns:
         The variable names.
     """
-    from local_mode import distribution as plans  # imports local_mode.spec, which imports this module
+    from smddp_compat.local_mode import distribution as plans  # imports local_mode.spec, which imports this module
     from smddp_compat.launcher._rendezvous import RANK_ENV_VARIABLES
     from smddp_compat.launcher._rank_settings import stall_watchdog_env
 

@@ -55,7 +55,7 @@ class ArtifactError(LocalModeError):
 
 
 class JobFailedError(LocalModeError):
-    """A local job did not complete; raised by :meth:`local_mode.JobResult.raise_for_status`.
+    """A local job did not complete; raised by :meth:`smddp_compat.local_mode.JobResult.raise_for_status`.
 
     Attributes:
         job_name: The job's name.

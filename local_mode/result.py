@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from local_mode.artifacts import ArtifactPaths
-from local_mode.errors import JobFailedError
+from smddp_compat.local_mode.artifacts import ArtifactPaths
+from smddp_compat.local_mode.errors import JobFailedError
 
 __all__ = ["ProcessOutcome", "JobResult", "COMPLETED", "FAILED", "STOPPED"]
 
@@ -33,7 +33,7 @@ class ProcessOutcome:
 
 @dataclass(frozen=True)
 class JobResult:
-    """The result of :func:`local_mode.run`.
+    """The result of :func:`smddp_compat.local_mode.run`.
 
     Attributes:
         job_name: The job's name.

@@ -20,19 +20,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from local_mode import distribution as plans
-from local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
-from local_mode.channels import link_channels, stage_channels
-from local_mode.environment import (
+from smddp_compat.local_mode import distribution as plans
+from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
+from smddp_compat.local_mode.channels import link_channels, stage_channels
+from smddp_compat.local_mode.environment import (
     default_region,
     inherited_environment,
     platform_environment,
     training_environment,
 )
-from local_mode.errors import ConfigurationError
-from local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
-from local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
-from local_mode.spec import Distribution, JobSpec
+from smddp_compat.local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
+from smddp_compat.local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
+from smddp_compat.local_mode.spec import Distribution, JobSpec
 from smddp_compat import contract
 from smddp_compat.cluster import encode_host_addresses
 from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
@@ -306,7 +306,7 @@ class _planned:
             shim = plans.smdistributed_shim_path() if spec.distribution is Distribution.SMDDP else None
             return plans.plan_horovod(hosts, per_host, rank_envs, shim_path=shim)
         if spec.distribution in (Distribution.MWMS, Distribution.DTENSOR):
-            from local_mode._ports import reserve_ports
+            from smddp_compat.local_mode._ports import reserve_ports
 
             ports = reserve_ports([addresses[host] for host in hosts for _ in range(per_host)])
             if spec.distribution is Distribution.MWMS:

@@ -1,6 +1,6 @@
 """The description of one local training job, validated when it is built.
 
-:class:`JobSpec` holds everything :func:`local_mode.run` needs. Building one checks every value (paths exist,
+:class:`JobSpec` holds everything :func:`smddp_compat.local_mode.run` needs. Building one checks every value (paths exist,
 counts are positive, hyperparameters are JSON-serialisable, the DTensor mesh fits the clients...) and raises a
 :class:`~local_mode.errors.ConfigurationError` naming the field, the value and the fix, so nothing starts with a bad
 configuration. The distribution settings are checked by :mod:`smddp_compat.distribution_config`, as the estimators
@@ -27,9 +27,9 @@ from smddp_compat import errors as shared_errors
 from smddp_compat.distribution_config import DistributionConfig, HostCapacity
 from smddp_compat.launcher import usable_cores
 
-from local_mode._s3 import is_s3_uri, parse_s3_uri
-from local_mode.environment import is_reserved
-from local_mode.errors import ConfigurationError, HyperparameterError
+from smddp_compat.local_mode._s3 import is_s3_uri, parse_s3_uri
+from smddp_compat.local_mode.environment import is_reserved
+from smddp_compat.local_mode.errors import ConfigurationError, HyperparameterError
 
 __all__ = ["Distribution", "JobSpec", "DEFAULT_MAX_RUN", "DEFAULT_OUTPUT_PATH", "check_hyperparameter_name"]
 

@@ -17,14 +17,14 @@ __all__ = ["main", "SUBCOMMANDS"]
 
 #: subcommand -> (module, function, whether the subcommand name is passed on, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
-    "local": ("local_mode.cli", "main", False, "run a SageMaker training job on this machine"),
-    "submit": ("estimators.cli", "main", True, "submit a training job to SageMaker"),
-    "status": ("estimators.cli", "main", True, "show a SageMaker training job's status"),
-    "logs": ("estimators.cli", "main", True, "print a SageMaker training job's logs"),
-    "wait": ("estimators.cli", "main", True, "wait for a SageMaker training job to end"),
-    "fetch": ("estimators.cli", "main", True, "download a training job's model artifact"),
-    "bench": ("bench.run", "main", False, "run the benchmarks and print the table of ratios"),
-    "image": ("local_mode.docker.__main__", "image_main", False, "build (or reuse) the training image; print its tag"),
+    "local": ("smddp_compat.local_mode.cli", "main", False, "run a SageMaker training job on this machine"),
+    "submit": ("smddp_compat.estimators.cli", "main", True, "submit a training job to SageMaker"),
+    "status": ("smddp_compat.estimators.cli", "main", True, "show a SageMaker training job's status"),
+    "logs": ("smddp_compat.estimators.cli", "main", True, "print a SageMaker training job's logs"),
+    "wait": ("smddp_compat.estimators.cli", "main", True, "wait for a SageMaker training job to end"),
+    "fetch": ("smddp_compat.estimators.cli", "main", True, "download a training job's model artifact"),
+    "bench": ("smddp_compat.bench.run", "main", False, "run the benchmarks and print the table of ratios"),
+    "image": ("smddp_compat.local_mode.docker.__main__", "image_main", False, "build (or reuse) the training image; print its tag"),
 }
 
 

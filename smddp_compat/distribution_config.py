@@ -2,9 +2,9 @@
 
 Every entry that takes distribution settings builds the same :class:`DistributionConfig`:
 
-- ``local_mode.JobSpec``, ``smddp local`` and ``smddp submit`` give the flat form (a kind such as ``dtensor``, a mesh,
+- ``smddp_compat.local_mode.JobSpec``, ``smddp local`` and ``smddp submit`` give the flat form (a kind such as ``dtensor``, a mesh,
   devices per process, processes per host): :meth:`DistributionConfig.from_flat`;
-- ``estimators.TensorFlow(distribution=...)`` and the SDK v3 plug-ins give the SDK's dictionary
+- ``smddp_compat.estimators.TensorFlow(distribution=...)`` and the SDK v3 plug-ins give the SDK's dictionary
   (``{"dtensor": {"enabled": True, "mesh": {...}}}``): :meth:`DistributionConfig.from_sdk_dict`.
 
 Building a config checks every value on its own (types, names, the settings a kind accepts);

@@ -186,14 +186,14 @@ def test_dtensor() -> None:
 
 
 def _dtensor_order(hosts: list[str]) -> list[str]:
-    from estimators.container.dtensor_launch import client_environments
+    from smddp_compat.estimators.container.dtensor_launch import client_environments
 
     jobs = client_environments({"port": 9970}, _sm_environ(hosts, hosts[0]))[0]["DTENSOR_JOBS"]
     return [job.rsplit(":", 1)[0] for job in jobs.split(",")]
 
 
 def _smddp_driver_order(hosts: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from estimators.container import smddp_driver
+    from smddp_compat.estimators.container import smddp_driver
 
     seen: list[list[str]] = []
     monkeypatch.setattr(smddp_driver, "_multi_host", lambda hosts, *rest: seen.append(hosts) or 0)
@@ -205,14 +205,14 @@ def _smddp_driver_order(hosts: list[str], monkeypatch: pytest.MonkeyPatch) -> li
 
 
 def _training_env_order(hosts: list[str]) -> list[str]:
-    from entry_points.sagemaker_contract import TrainingEnv
+    from smddp_compat.entry_points.sagemaker_contract import TrainingEnv
 
     return list(TrainingEnv.from_environ(_sm_environ(hosts, hosts[-1])).hosts)
 
 
 def _keras_mwms_order(hosts: list[str]) -> list[str]:
-    from entry_points.keras_mwms import tf_config_from_env
-    from entry_points.sagemaker_contract import TrainingEnv
+    from smddp_compat.entry_points.keras_mwms import tf_config_from_env
+    from smddp_compat.entry_points.sagemaker_contract import TrainingEnv
 
     config = tf_config_from_env(TrainingEnv.from_environ(_sm_environ(hosts, hosts[0])), 12345)
     return [worker.rsplit(":", 1)[0] for worker in config["cluster"]["worker"]]
@@ -269,8 +269,8 @@ def test_host_addresses_absent_or_empty_map_names_to_themselves() -> None:
 @pytest.mark.parametrize("raw", MALFORMED_ADDRESSES)
 def test_malformed_host_addresses_fail_the_same_way_at_every_entry(raw: str, monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from entry_points.sagemaker_contract import TrainingEnv
-    from estimators.container.dtensor_launch import client_environments
+    from smddp_compat.entry_points.sagemaker_contract import TrainingEnv
+    from smddp_compat.estimators.container.dtensor_launch import client_environments
     from smddp_compat.launcher import main as smddprun
     from smddp_compat.launcher._hosts import is_this_machine
 
@@ -296,8 +296,8 @@ def test_malformed_host_addresses_fail_the_same_way_at_every_entry(raw: str, mon
 
 
 def test_dtensor_local_mode_and_container_launcher_agree() -> None:
-    from estimators.container.dtensor_launch import client_environments
-    from local_mode.distribution import plan_dtensor
+    from smddp_compat.estimators.container.dtensor_launch import client_environments
+    from smddp_compat.local_mode.distribution import plan_dtensor
 
     placements = cluster.uniform_placements(HOSTS, 2)
     ports = [int(e.rsplit(":", 1)[1]) for e in cluster.endpoints(placements, ADDRESSES, base_port=9970)]
@@ -315,9 +315,9 @@ def test_dtensor_local_mode_and_container_launcher_agree() -> None:
 
 
 def test_mwms_local_mode_and_the_entry_points_fallback_agree() -> None:
-    from entry_points.keras_mwms import tf_config_from_env
-    from entry_points.sagemaker_contract import TrainingEnv
-    from local_mode.distribution import plan_mwms
+    from smddp_compat.entry_points.keras_mwms import tf_config_from_env
+    from smddp_compat.entry_points.sagemaker_contract import TrainingEnv
+    from smddp_compat.local_mode.distribution import plan_mwms
 
     local = plan_mwms(HOSTS, 1, ADDRESSES, [12345, 12345])
     for plan, host in zip(local, HOSTS):
@@ -326,7 +326,7 @@ def test_mwms_local_mode_and_the_entry_points_fallback_agree() -> None:
 
 
 def test_horovod_launchers_agree_on_each_ranks_identity() -> None:
-    from local_mode.distribution import plan_horovod, smdistributed_shim_path
+    from smddp_compat.local_mode.distribution import plan_horovod, smdistributed_shim_path
     from smddp_compat.launcher import HorovodRendezvous, HostSlots
     from smddp_compat.launcher._rank_settings import with_shim_on_path
 

@@ -1,6 +1,6 @@
 """The distribution rules where the entries used to disagree, checked at every entry of SDK v2's environment.
 
-Each DTensor mesh below goes through ``local_mode.JobSpec``, ``smddp local``, ``estimators.TensorFlow`` (an
+Each DTensor mesh below goes through ``smddp_compat.local_mode.JobSpec``, ``smddp local``, ``smddp_compat.estimators.TensorFlow`` (an
 ``ml.c5.xlarge`` cluster and ``local_process``) and ``smddp submit``, on 2 CPU hosts x 1 process; every entry must
 accept it, or refuse it with the same problem and fix (only the field's spelling follows the entry). The SDK v3
 plug-in ``DTensor`` gets the same rows in ``tests/estimators/sdk3/test_distribution_rules.py`` (run in .venv-sdk3).
@@ -84,8 +84,8 @@ def test_the_model_itself_on_two_cpu_hosts() -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
 def test_jobspec(rule: Rule, script: Path, tmp_path: Path) -> None:
-    from local_mode import JobSpec
-    from local_mode.errors import ConfigurationError
+    from smddp_compat.local_mode import JobSpec
+    from smddp_compat.local_mode.errors import ConfigurationError
 
     def build() -> JobSpec:
         return JobSpec(entry_point="train.py", source_dir=str(script.parent), instance_count=HOSTS,
@@ -104,7 +104,7 @@ def test_jobspec(rule: Rule, script: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
 def test_smddp_local(rule: Rule, script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from local_mode.cli import build_parser, main, spec_from_args
+    from smddp_compat.local_mode.cli import build_parser, main, spec_from_args
 
     argv = ["train.py", "--source-dir", str(script.parent), "--instance-count", str(HOSTS),
             "--distribution", "dtensor", "--mesh", rule.cli, "--output", str(tmp_path / "out")]
@@ -121,7 +121,7 @@ def test_smddp_local(rule: Rule, script: Path, tmp_path: Path, capsys: pytest.Ca
 
 def _estimator(aws: Any, script: Path, instance_type: str, mesh: Any) -> Any:  # noqa: F811
     pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     session = {} if instance_type == "local_process" else {"sagemaker_session": aws.sagemaker_session()}
     return TensorFlow(entry_point=str(script), role=ROLE, instance_type=instance_type, instance_count=HOSTS,
@@ -137,7 +137,7 @@ def test_estimator(rule: Rule, instance_type: str, aws: Any, script: Path, tmp_p
         dtensor = estimator.distribution_plan.dtensor
         assert dtensor is not None and dtensor.devices_per_process == ACCEPTED_DEVICES_PER_CLIENT
         if instance_type == "local_process":  # local_mode accepts what the estimator hands it
-            from estimators._local_process import build_job_spec
+            from smddp_compat.estimators._local_process import build_job_spec
 
             spec = build_job_spec(
                 entry_point=str(script), source_dir=None, instance_count=HOSTS, plan=estimator.distribution_plan,
@@ -146,7 +146,7 @@ def test_estimator(rule: Rule, instance_type: str, aws: Any, script: Path, tmp_p
             )
             assert spec.devices_per_client == ACCEPTED_DEVICES_PER_CLIENT
         return
-    from estimators.errors import ConfigurationError
+    from smddp_compat.estimators.errors import ConfigurationError
 
     with pytest.raises(ConfigurationError) as caught:
         _estimator(aws, script, instance_type, rule.mesh)
@@ -159,7 +159,7 @@ def test_estimator(rule: Rule, instance_type: str, aws: Any, script: Path, tmp_p
 def test_smddp_submit(rule: Rule, aws: Any, script: Path, tmp_path: Path,  # noqa: F811
                       capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-    from estimators.cli import main
+    from smddp_compat.estimators.cli import main
 
     job = f"mesh-{rule.case}"
     code = main(["submit", str(script), "--instance-type", "ml.c5.xlarge", "--instance-count", str(HOSTS),
@@ -187,9 +187,9 @@ def test_given_devices_per_process_must_match_the_mesh_at_every_entry(
     aws: Any, script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
 ) -> None:
     """Once devices_per_process is given, the mesh size must be clients x devices (here 8 != 2 x 2)."""
-    from local_mode import JobSpec
-    from local_mode.cli import main as local_main
-    from local_mode.errors import ConfigurationError as LocalConfigurationError
+    from smddp_compat.local_mode import JobSpec
+    from smddp_compat.local_mode.cli import main as local_main
+    from smddp_compat.local_mode.errors import ConfigurationError as LocalConfigurationError
 
     with pytest.raises(LocalConfigurationError) as local:
         JobSpec(entry_point=str(script), instance_count=HOSTS, distribution="dtensor", dtensor_mesh={"batch": 8},
@@ -200,10 +200,10 @@ def test_given_devices_per_process_must_match_the_mesh_at_every_entry(
     assert code == 2 and "{}. Fix: {}".format(*GIVEN_DEVICES_PROBLEM) in capsys.readouterr().err
 
     pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-    from estimators.cli import main as submit_main
-    from estimators.errors import ConfigurationError
+    from smddp_compat.estimators.cli import main as submit_main
+    from smddp_compat.estimators.errors import ConfigurationError
 
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     with pytest.raises(ConfigurationError) as estimator:
         TensorFlow(entry_point=str(script), role=ROLE, instance_type="ml.c5.xlarge", instance_count=HOSTS,

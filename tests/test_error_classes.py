@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from smddp_compat import NAMESPACE_PARTS
+
 from smddp_compat.errors import ConfigurationError, HyperparameterError, SmddpError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +31,10 @@ class _Module:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if parts[0] in NAMESPACE_PARTS:  # installed as smddp_compat.<folder>
+            parts = ("smddp_compat", *parts)
+        self.name = ".".join(parts)
         self.tree = ast.parse(path.read_text(), str(path))
         self.classes = {node.name: node for node in self.tree.body if isinstance(node, ast.ClassDef)}
         self.imports: dict[str, tuple[str, str | None]] = {}  # bound name -> (module, attribute or None)
@@ -91,9 +96,9 @@ EXCEPTION_CLASSES = [
 
 def test_the_walk_finds_every_package_errors():
     found = {f"{module.name}.{name}" for module, name in EXCEPTION_CLASSES}
-    for expected in ("local_mode.errors.LocalModeError", "estimators.errors.EstimatorError",
-                     "entry_points.errors.EntryPointError", "local_mode.docker.errors.DockerError",
-                     "bench.errors.BenchError", "entry_points.dtensor_mesh.MeshConfigError"):
+    for expected in ("smddp_compat.local_mode.errors.LocalModeError", "smddp_compat.estimators.errors.EstimatorError",
+                     "smddp_compat.entry_points.errors.EntryPointError", "smddp_compat.local_mode.docker.errors.DockerError",
+                     "smddp_compat.bench.errors.BenchError", "smddp_compat.entry_points.dtensor_mesh.MeshConfigError"):
         assert expected in found
 
 
@@ -129,9 +134,9 @@ def test_only_the_shared_module_builds_the_field_value_problem_fix_message(modul
 
 
 def test_package_configuration_errors_are_the_shared_ones_marked_with_their_package():
-    import entry_points.errors as entry_points_errors
-    import estimators.errors as estimators_errors
-    import local_mode.errors as local_mode_errors
+    import smddp_compat.entry_points.errors as entry_points_errors
+    import smddp_compat.estimators.errors as estimators_errors
+    import smddp_compat.local_mode.errors as local_mode_errors
 
     pairs = [
         (local_mode_errors.ConfigurationError, ConfigurationError, local_mode_errors.LocalModeError),
@@ -148,9 +153,9 @@ def test_package_configuration_errors_are_the_shared_ones_marked_with_their_pack
 
 
 def test_an_error_a_called_package_raised_becomes_the_estimators_own_with_its_fields():
-    from estimators.errors import ConfigurationError as EstimatorConfigurationError
-    from estimators.errors import EstimatorError, JobError, as_estimator_error
-    from local_mode.errors import ArtifactError, HyperparameterError as LocalHyperparameterError, JobFailedError
+    from smddp_compat.estimators.errors import ConfigurationError as EstimatorConfigurationError
+    from smddp_compat.estimators.errors import EstimatorError, JobError, as_estimator_error
+    from smddp_compat.local_mode.errors import ArtifactError, HyperparameterError as LocalHyperparameterError, JobFailedError
 
     bad_name = LocalHyperparameterError("hyperparameters", "my lr", "is not a usable name", "use learning_rate")
     converted = as_estimator_error(bad_name)

@@ -4,7 +4,7 @@ Each module has ``NAME``, ``TITLE``, ``jobs(config) -> list[Job]`` (the jobs it 
 ``summarise_runs(config, runs) -> MeasurementResult`` (its rows of the table from those jobs' runs).
 """
 
-from bench.measurements import (
+from smddp_compat.bench.measurements import (
     bandwidth,
     compression,
     memory,

@@ -8,13 +8,13 @@ wire format) beside it, which is computed, not measured.
 
 from __future__ import annotations
 
-from bench._config import BenchConfig
-from bench._engines import ENGINE_NAMES, default_engine, horovod_engines
-from bench._jobs import Job, JobRun
-from bench._results import MeasurementResult, Row, RunsByJob
-from bench._statistics import paired_ratios, summarise
-from bench.measurements.bandwidth import size_text
-from bench.measurements._collectives_job import collectives_job
+from smddp_compat.bench._config import BenchConfig
+from smddp_compat.bench._engines import ENGINE_NAMES, default_engine, horovod_engines
+from smddp_compat.bench._jobs import Job, JobRun
+from smddp_compat.bench._results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench._statistics import paired_ratios, summarise
+from smddp_compat.bench.measurements.bandwidth import size_text
+from smddp_compat.bench.measurements._collectives_job import collectives_job
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]
 

@@ -2,8 +2,8 @@
 
 - ``dtensor_launch``: the entry point of ``distribution={"dtensor": ...}`` jobs (SDK v2). Sets DTENSOR_JOBS,
   DTENSOR_CLIENT_ID and DTENSOR_JOB_NAME from SM_HOSTS / SM_CURRENT_HOST and starts the user's script.
-- ``dtensor_driver``: the SDK v3 driver of :class:`estimators.sdk3.DTensor` (reuses ``dtensor_launch``).
-- ``smddp_driver``: the SDK v3 driver of :class:`estimators.sdk3.SMDDPCompat`.
+- ``dtensor_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.DTensor` (reuses ``dtensor_launch``).
+- ``smddp_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.SMDDPCompat`.
 
 They are run as scripts (``python dtensor_launch.py ...``), never imported by the estimators package itself.
 """

@@ -1,4 +1,4 @@
-"""SageMaker SDK v3 driver of ``estimators.sdk3.DTensor``: runs the entry script as DTensor clients.
+"""SageMaker SDK v3 driver of ``smddp_compat.estimators.sdk3.DTensor``: runs the entry script as DTensor clients.
 
 ModelTrainer copies this directory to ``/opt/ml/input/data/sm_drivers/distributed_drivers/`` and runs this script on
 every host from the code directory, with SM_DISTRIBUTED_CONFIG holding the DTensor fields, SM_ENTRY_SCRIPT the

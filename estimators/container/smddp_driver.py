@@ -1,4 +1,4 @@
-"""SageMaker SDK v3 driver of ``estimators.sdk3.SMDDPCompat``: runs an unchanged SMDDP script on smddp-compat.
+"""SageMaker SDK v3 driver of ``smddp_compat.estimators.sdk3.SMDDPCompat``: runs an unchanged SMDDP script on smddp-compat.
 
 ModelTrainer copies the driver directory (this script, ``smddp_compat/`` and the ``smdistributed`` alias beside it)
 to ``/opt/ml/input/data/sm_drivers/distributed_drivers/`` and runs this script on every host from the code

@@ -2,7 +2,7 @@
 
     from sagemaker.train import ModelTrainer
     from sagemaker.train.configs import Compute, SourceCode
-    from estimators.sdk3 import SMDDPCompat, DTensor, SOURCE_IGNORE_PATTERNS
+    from smddp_compat.estimators.sdk3 import SMDDPCompat, DTensor, SOURCE_IGNORE_PATTERNS
 
     trainer = ModelTrainer(
         training_image=image, role=role,
@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from estimators.errors import MissingDependencyError
+from smddp_compat.estimators.errors import MissingDependencyError
 
 try:
     from pydantic import PrivateAttr, field_validator, model_validator
@@ -44,9 +44,9 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
 
-from estimators._distribution import plan_distribution
-from estimators._instance_types import instance_spec
-from estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
+from smddp_compat.estimators._distribution import plan_distribution
+from smddp_compat.estimators._instance_types import instance_spec
+from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 
 __all__ = ["SMDDPCompat", "DTensor", "SOURCE_IGNORE_PATTERNS"]
 

@@ -3,7 +3,7 @@
 What SageMaker does with a CreateTrainingJob request, done with this machine's Docker engine: every host a container
 of the request's image on an internal network of the job's own, started with ``train`` and nothing else, S3 served
 to the containers by the twin's own moto, artifacts, checkpoints, time limit, status and failure reason as SageMaker
-reports them (:mod:`local_mode.docker.twin`). The kit's image is AWS's toolkits on TensorFlow 2.21 with Horovod and
+reports them (:mod:`smddp_compat.local_mode.docker.twin`). The kit's image is AWS's toolkits on TensorFlow 2.21 with Horovod and
 the kit (``smddp image``).
 
 Importing this package imports neither TensorFlow nor Docker tooling; everything runs through the docker CLI.
@@ -13,11 +13,11 @@ Importing this package imports neither TensorFlow nor Docker tooling; everything
     >>> result.describe()["TrainingJobStatus"]   # doctest: +SKIP
 """
 
-from local_mode.docker._engine import Engine, find_engine
-from local_mode.docker._image import IMAGE_REPOSITORY, ImageBuild, ensure_image
-from local_mode.docker.errors import DockerError, DockerUnavailableError, ImageBuildError, ImageNotFoundError
-from local_mode.docker.request import Channel, TrainingJobRequest
-from local_mode.docker.twin import SageMakerTwin, TwinResult, replay
+from smddp_compat.local_mode.docker._engine import Engine, find_engine
+from smddp_compat.local_mode.docker._image import IMAGE_REPOSITORY, ImageBuild, ensure_image
+from smddp_compat.local_mode.docker.errors import DockerError, DockerUnavailableError, ImageBuildError, ImageNotFoundError
+from smddp_compat.local_mode.docker.request import Channel, TrainingJobRequest
+from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult, replay
 
 __all__ = [
     "IMAGE_REPOSITORY",

@@ -1,4 +1,4 @@
-"""``python -m local_mode.docker build|check|clean`` (``smddp image`` is ``build``): the twin's maintenance commands.
+"""``python -m smddp_compat.local_mode.docker build|check|clean`` (``smddp image`` is ``build``): the twin's maintenance commands.
 
 * ``build [--force] [--build-horovod] [--log FILE]``: builds the kit's image if missing (base image included) and
   prints its tag as the last line; ``--build-horovod`` builds Horovod inside instead of reusing the host's wheel.
@@ -12,16 +12,16 @@ import argparse
 import sys
 import time
 
-from local_mode.docker._commands import capture, run_command
-from local_mode.docker._containers import TWIN_LABEL
-from local_mode.docker._engine import find_engine
-from local_mode.docker._image import ensure_image
-from local_mode.docker._rootfs import host_base_recipe
-from local_mode.docker.errors import DockerError
+from smddp_compat.local_mode.docker._commands import capture, run_command
+from smddp_compat.local_mode.docker._containers import TWIN_LABEL
+from smddp_compat.local_mode.docker._engine import find_engine
+from smddp_compat.local_mode.docker._image import ensure_image
+from smddp_compat.local_mode.docker._rootfs import host_base_recipe
+from smddp_compat.local_mode.docker.errors import DockerError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m local_mode.docker", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m smddp_compat.local_mode.docker", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the kit's image if it is missing; print its tag")
     build.add_argument("--force", action="store_true", help="run docker build even if the tag exists")

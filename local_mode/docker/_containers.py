@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from local_mode.docker._commands import capture, run_command
-from local_mode.docker._engine import Engine
-from local_mode.docker.errors import DockerError
+from smddp_compat.local_mode.docker._commands import capture, run_command
+from smddp_compat.local_mode.docker._engine import Engine
+from smddp_compat.local_mode.docker.errors import DockerError
 
 __all__ = ["TWIN_LABEL", "HOST_LABEL", "Mount", "ContainerState", "TwinEngine"]
 

@@ -9,8 +9,8 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from local_mode.docker._commands import capture
-from local_mode.docker.errors import DockerUnavailableError
+from smddp_compat.local_mode.docker._commands import capture
+from smddp_compat.local_mode.docker.errors import DockerUnavailableError
 
 __all__ = ["Engine", "find_compose", "find_engine"]
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from local_mode.docker._commands import capture, run_command
-from local_mode.docker._engine import Engine
-from local_mode.docker._rootfs import BaseImageRecipe, ensure_base_image, host_codename, image_exists
-from local_mode.docker.errors import ImageBuildError
+from smddp_compat.local_mode.docker._commands import capture, run_command
+from smddp_compat.local_mode.docker._engine import Engine
+from smddp_compat.local_mode.docker._rootfs import BaseImageRecipe, ensure_base_image, host_codename, image_exists
+from smddp_compat.local_mode.docker.errors import ImageBuildError
 
 __all__ = ["IMAGE_REPOSITORY", "ImageBuild", "kit_root", "ensure_image", "assemble_context", "context_digest"]
 
@@ -111,14 +111,10 @@ def host_horovod_wheel(root: Path, suite: str) -> tuple[str, Path] | None:
 
 
 def _package_dirs(root: Path) -> list[Path]:
-    """Top-level folders that pyproject's ``[tool.setuptools.packages.find] include`` selects."""
+    """The checkout's folders that pyproject's ``[tool.setuptools] package-dir`` installs (under ``smddp_compat``)."""
     config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = config.get("tool", {}).get("setuptools", {}).get("packages", {}).get("find", {}).get("include", [])
-    return sorted(
-        child
-        for child in root.iterdir()
-        if child.is_dir() and any(fnmatch.fnmatch(child.name, pattern) for pattern in patterns)
-    )
+    folders = config.get("tool", {}).get("setuptools", {}).get("package-dir", {}).values()
+    return sorted({root / folder for folder in folders if (root / folder).is_dir()})
 
 
 def stack_pyproject(root: Path) -> str:

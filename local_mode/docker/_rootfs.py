@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
-from local_mode.docker._commands import capture, run_command
-from local_mode.docker._engine import Engine
-from local_mode.docker.errors import ImageBuildError
+from smddp_compat.local_mode.docker._commands import capture, run_command
+from smddp_compat.local_mode.docker._engine import Engine
+from smddp_compat.local_mode.docker.errors import ImageBuildError
 
 __all__ = ["BaseImageRecipe", "host_codename", "host_base_recipe", "ensure_base_image", "image_exists"]
 
@@ -205,7 +205,7 @@ def ensure_base_image(
         raise ImageBuildError(
             "debootstrap",
             "making the base root filesystem needs root; run the build once as root "
-            "(`sudo python -m local_mode.docker build`), later runs reuse the image",
+            "(`sudo python -m smddp_compat.local_mode.docker build`), later runs reuse the image",
         )
     root = Path(tempfile.mkdtemp(prefix="smddp-rootfs-", dir=work_dir or "/var/tmp"))
     say = (lambda text: (stream.write(text + "\n"), stream.flush())) if stream else (lambda text: None)

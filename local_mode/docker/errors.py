@@ -7,7 +7,7 @@ They extend local_mode's own families: a missing or stopped Docker engine and a 
 
 from __future__ import annotations
 
-from local_mode.errors import ConfigurationError, LocalModeError
+from smddp_compat.local_mode.errors import ConfigurationError, LocalModeError
 
 __all__ = ["DockerError", "DockerUnavailableError", "ImageBuildError", "ImageNotFoundError"]
 
@@ -38,7 +38,7 @@ class ImageBuildError(DockerError):
 class ImageNotFoundError(DockerError, ConfigurationError):
     """The image given with ``--image`` is not in the local Docker engine (and no registry can be reached).
 
-    (The estimators' :class:`estimators.NoPublishedImageError` is another matter: AWS publishes no image for a
+    (The estimators' :class:`smddp_compat.estimators.NoPublishedImageError` is another matter: AWS publishes no image for a
     framework version.)
     """
 
@@ -48,6 +48,6 @@ class ImageNotFoundError(DockerError, ConfigurationError):
             image,
             "is not present in the local Docker engine, and images cannot be pulled here",
             "load or build it first (`docker load -i FILE`, `docker build -t NAME ...`), or leave --image out to use "
-            "the kit's own image (built on first use: `python -m local_mode.docker build`)",
+            "the kit's own image (built on first use: `python -m smddp_compat.local_mode.docker build`)",
         )
         self.image = image

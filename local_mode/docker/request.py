@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from local_mode._s3 import S3Location, parse_s3_uri
-from local_mode.errors import ConfigurationError
+from smddp_compat.local_mode._s3 import S3Location, parse_s3_uri
+from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat import contract
 
 __all__ = ["Channel", "TrainingJobRequest", "DEFAULT_MAX_RUNTIME", "CHECKPOINT_LOCAL_PATH"]

@@ -37,17 +37,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from local_mode._s3 import S3Location, make_s3_client
-from local_mode.artifacts import job_destination, store_artifacts
-from local_mode.channels import download_s3_prefix
-from local_mode.docker._containers import ContainerState, Mount, TwinEngine
-from local_mode.docker._engine import Engine, find_engine
-from local_mode.docker._image import LATEST_TAG
-from local_mode.docker._rootfs import image_exists
-from local_mode.docker.errors import DockerError, ImageNotFoundError
-from local_mode.docker.request import TrainingJobRequest
-from local_mode.errors import ChannelError
-from local_mode.layout import HostLayout, create_host_tree, resource_config
+from smddp_compat.local_mode._s3 import S3Location, make_s3_client
+from smddp_compat.local_mode.artifacts import job_destination, store_artifacts
+from smddp_compat.local_mode.channels import download_s3_prefix
+from smddp_compat.local_mode.docker._containers import ContainerState, Mount, TwinEngine
+from smddp_compat.local_mode.docker._engine import Engine, find_engine
+from smddp_compat.local_mode.docker._image import LATEST_TAG
+from smddp_compat.local_mode.docker._rootfs import image_exists
+from smddp_compat.local_mode.docker.errors import DockerError, ImageNotFoundError
+from smddp_compat.local_mode.docker.request import TrainingJobRequest
+from smddp_compat.local_mode.errors import ChannelError
+from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
 from smddp_compat import contract
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
@@ -431,7 +431,7 @@ def replay(request: TrainingJobRequest, **options: Any) -> TwinResult:
 
 
 def _granted_gpus(request: TrainingJobRequest, wanted: int | None) -> int:
-    from estimators._instance_types import instance_spec  # the instance-type table
+    from smddp_compat.estimators._instance_types import instance_spec  # the instance-type table
 
     try:
         gpus = instance_spec(request.instance_type).gpus
@@ -442,7 +442,7 @@ def _granted_gpus(request: TrainingJobRequest, wanted: int | None) -> int:
     if wanted is None:
         return max(1, min(gpus, (os.cpu_count() or 1) // request.instance_count))
     if wanted < 1:
-        from local_mode.errors import ConfigurationError
+        from smddp_compat.local_mode.errors import ConfigurationError
 
         raise ConfigurationError(
             "gpus_per_host", wanted, "must be >= 1 for a GPU instance type", f"use 1..{gpus} ({request.instance_type})"

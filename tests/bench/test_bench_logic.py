@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from bench._config import BenchConfig
-from bench._engines import default_engine, engine_launcher
-from bench._jobs import Job, JobRun, Launcher, merge_jobs
-from bench._report import format_markdown, format_table
-from bench._results import Goal, MeasurementResult, Row, Verdict
-from bench._statistics import MIN_SAMPLES_FOR_SPREAD, paired_ratios, summarise
-from bench.measurements import MEASUREMENTS
-from bench.run import _schedule, main
+from smddp_compat.bench._config import BenchConfig
+from smddp_compat.bench._engines import default_engine, engine_launcher
+from smddp_compat.bench._jobs import Job, JobRun, Launcher, merge_jobs
+from smddp_compat.bench._report import format_markdown, format_table
+from smddp_compat.bench._results import Goal, MeasurementResult, Row, Verdict
+from smddp_compat.bench._statistics import MIN_SAMPLES_FOR_SPREAD, paired_ratios, summarise
+from smddp_compat.bench.measurements import MEASUREMENTS
+from smddp_compat.bench.run import _schedule, main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,7 +111,7 @@ def _collectives_run(job, ranks):
 
 
 def test_fp16_bytes_are_not_measured_when_proc_self_io_was_unreadable(tmp_path):
-    from bench.measurements import compression
+    from smddp_compat.bench.measurements import compression
 
     config = BenchConfig(out_dir=tmp_path, measurements=("fp16",), quick=True)
     part = {str(2**20): {"seconds": {"none": [0.01] * 5, "fp16": [0.02] * 5},
@@ -126,7 +126,7 @@ def test_fp16_bytes_are_not_measured_when_proc_self_io_was_unreadable(tmp_path):
 
 
 def test_the_eager_reference_is_paired_with_grouped_calls_timed_beside_it(tmp_path):
-    from bench.measurements import small_tensors
+    from smddp_compat.bench.measurements import small_tensors
 
     config = BenchConfig(out_dir=tmp_path, measurements=("small_tensors",), quick=True)
     (job,) = small_tensors.jobs(config)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.measurements import MEASUREMENTS
+from smddp_compat.bench.measurements import MEASUREMENTS
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -18,7 +18,7 @@ def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
     out = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--out", str(out), "--budget", "400", "--job-timeout", "150"],
+        [sys.executable, "-m", "smddp_compat.bench", "--quick", "--out", str(out), "--budget", "400", "--job-timeout", "150"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=480,
     )
     output = proc.stdout + proc.stderr
@@ -58,7 +58,7 @@ def test_a_job_that_times_out_is_stopped_and_reported_as_n_a(tmp_path):
     out = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "memory", "--job-timeout", "4", "--out", str(out)],
+        [sys.executable, "-m", "smddp_compat.bench", "--quick", "--only", "memory", "--job-timeout", "4", "--out", str(out)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -52,7 +52,7 @@ def test_paths_and_variables_follow_sagemakers_tree() -> None:
 
 
 def test_local_host_tree_uses_the_contract_names(tmp_path: Path) -> None:
-    from local_mode.layout import HostLayout
+    from smddp_compat.local_mode.layout import HostLayout
 
     layout = HostLayout("algo-1", tmp_path)
     assert layout.hyperparameters_file == tmp_path / contract.HYPERPARAMETERS_FILE
@@ -160,7 +160,7 @@ def test_every_writer_of_the_failure_file_calls_the_contract_writer(module: str)
 
 
 def test_run_entry_point_writes_the_failure_through_the_contract(tmp_path: Path, monkeypatch) -> None:
-    from entry_points import sagemaker_contract
+    from smddp_compat.entry_points import sagemaker_contract
 
     monkeypatch.setattr(sagemaker_contract, "install_termination_handler", lambda: None)  # keep pytest's SIGTERM
     calls: list[tuple[Path, str]] = []

@@ -10,8 +10,8 @@ from smddp_compat.source_files import SOURCE_EXCLUDES, ignore_excluded, is_exclu
 
 
 def test_every_copy_of_a_jobs_code_uses_the_one_list() -> None:
-    import estimators
-    from estimators import _source_bundle
+    from smddp_compat import estimators
+    from smddp_compat.estimators import _source_bundle
 
     assert estimators.DEFAULT_SOURCE_EXCLUDES is SOURCE_EXCLUDES
     assert _source_bundle.is_excluded is is_excluded

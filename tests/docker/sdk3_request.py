@@ -19,7 +19,7 @@ from sagemaker.core.helper.session_helper import Session  # noqa: E402
 from sagemaker.train import ModelTrainer  # noqa: E402
 from sagemaker.train.configs import Compute, SourceCode  # noqa: E402
 
-from estimators.sdk3 import SOURCE_IGNORE_PATTERNS, DTensor, SMDDPCompat  # noqa: E402
+from smddp_compat.estimators.sdk3 import SOURCE_IGNORE_PATTERNS, DTensor, SMDDPCompat  # noqa: E402
 
 out, image, kind, source_dir, entry_script = sys.argv[1:6]
 # The SDK builds its STS client with a regional endpoint that ignores AWS_ENDPOINT_URL (FACTS.md): point it at moto.

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from local_mode.docker import TrainingJobRequest
-from local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.docker import TrainingJobRequest
+from smddp_compat.local_mode.errors import ConfigurationError
 
 REQUEST: dict[str, Any] = {
     "TrainingJobName": "twin-unit",

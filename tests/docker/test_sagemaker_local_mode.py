@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from local_mode.docker import Engine
-from local_mode.docker._commands import capture
+from smddp_compat.local_mode.docker import Engine
+from smddp_compat.local_mode.docker._commands import capture
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -73,7 +73,7 @@ def test_sdk_local_mode_two_hosts(
 ) -> None:
     from sagemaker.local import LocalSession
 
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     entry_point, distribution, hyperparameters = CASES[case]
     session = LocalSession()

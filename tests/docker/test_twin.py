@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from local_mode.docker import SageMakerTwin, TrainingJobRequest
+from smddp_compat.local_mode.docker import SageMakerTwin, TrainingJobRequest
 from tests.fake_aws import ROLE, Aws
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("no_leftovers")]
@@ -29,7 +29,7 @@ CPU_TYPE = "ml.c5.xlarge"
 
 
 def _estimator(aws: Aws, image: str, **kwargs: Any) -> Any:
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     settings: dict[str, Any] = dict(
         entry_point="world_probe.py", source_dir=str(SCRIPTS), role=ROLE, instance_type=GPU_TYPE, instance_count=2,
@@ -247,7 +247,7 @@ def test_spot_style_stop_then_resume_from_synced_checkpoints(aws: Aws, kit_image
 
 
 def test_kill_9_of_a_rank_on_algo_2_fails_the_job_naming_the_host(aws: Aws, kit_image: str, docker_engine: Any) -> None:
-    from local_mode.docker._commands import capture
+    from smddp_compat.local_mode.docker._commands import capture
 
     est = _estimator(aws, kit_image, distribution={"smdistributed": {"dataparallel": {"enabled": True}}},
                      hyperparameters={"kind": "smddp", "hold": 300})

@@ -10,9 +10,9 @@ import socket
 
 import pytest
 
-from entry_points.checkpoints import list_steps
-from entry_points.errors import HyperparameterError
-from entry_points.sagemaker_contract import TrainingEnv
+from smddp_compat.entry_points.checkpoints import list_steps
+from smddp_compat.entry_points.errors import HyperparameterError
+from smddp_compat.entry_points.sagemaker_contract import TrainingEnv
 from tests.entry_points.script_runs import (
     Layout,
     assert_ok,
@@ -26,7 +26,7 @@ SCRIPT = "keras_mwms.py"
 
 
 def test_tf_config_built_from_sagemaker_hosts() -> None:
-    from entry_points.keras_mwms import tf_config_from_env
+    from smddp_compat.entry_points.keras_mwms import tf_config_from_env
 
     env = TrainingEnv.from_environ({
         "SM_HOSTS": '["algo-1", "algo-2", "algo-3"]', "SM_CURRENT_HOST": "algo-2",
@@ -45,7 +45,7 @@ def test_tf_config_built_from_sagemaker_hosts() -> None:
 
 
 def test_global_batch_rules() -> None:
-    from entry_points.keras_mwms import global_batch_size
+    from smddp_compat.entry_points.keras_mwms import global_batch_size
 
     assert global_batch_size(32, 0, 4) == 128
     assert global_batch_size(32, 96, 4) == 96

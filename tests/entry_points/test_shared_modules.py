@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from entry_points import datasets
-from entry_points.errors import ClusterConfigError, DatasetError, HyperparameterError
-from entry_points.sagemaker_contract import (
+from smddp_compat.entry_points import datasets
+from smddp_compat.entry_points.errors import ClusterConfigError, DatasetError, HyperparameterError
+from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     boolean,
@@ -228,8 +228,8 @@ def test_sigterm_sets_the_flag_and_a_second_one_kills(tmp_path: Path) -> None:
 def test_checkpoints_are_atomic_pruned_and_restored(tmp_path: Path) -> None:
     import tensorflow as tf
 
-    from entry_points.checkpoints import latest_step, list_steps, restore_latest, save_checkpoint
-    from entry_points.errors import CheckpointError
+    from smddp_compat.entry_points.checkpoints import latest_step, list_steps, restore_latest, save_checkpoint
+    from smddp_compat.entry_points.errors import CheckpointError
 
     variable = tf.Variable([1.0, 2.0])
     checkpoint = tf.train.Checkpoint(v=variable)

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from entry_points.checkpoints import list_steps
-from local_mode._ports import reserve_ports
-from entry_points.datasets import load_mnist
+from smddp_compat.entry_points.checkpoints import list_steps
+from smddp_compat.local_mode._ports import reserve_ports
+from smddp_compat.entry_points.datasets import load_mnist
 from tests.entry_points.script_runs import (
     REPO,
     SCRIPTS,

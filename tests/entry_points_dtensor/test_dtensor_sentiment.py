@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from entry_points.checkpoints import list_steps
-from entry_points.datasets import load_rotten_tomatoes
+from smddp_compat.entry_points.checkpoints import list_steps
+from smddp_compat.entry_points.datasets import load_rotten_tomatoes
 from tests.entry_points.script_runs import (
     Layout,
     Run,
@@ -116,7 +116,7 @@ def test_a_batch_that_does_not_split_over_the_mesh_is_refused(job: Layout) -> No
 
 
 def test_mode_layouts_without_a_run() -> None:
-    from entry_points.dtensor_sentiment import MODES
+    from smddp_compat.entry_points.dtensor_sentiment import MODES
 
     assert MODES["data"].mesh_dims(8) == [("batch", 8)]
     assert MODES["model"].mesh_dims(8) == [("batch", 4), ("model", 2)]

@@ -14,7 +14,7 @@ from tests.estimators.conftest import ROLE, SECRET_KEY
 
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
 
-from estimators.cli import main  # noqa: E402
+from smddp_compat.estimators.cli import main  # noqa: E402
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/smddp-compat:tf2.21"
 
@@ -157,8 +157,8 @@ def test_unknown_job(aws, capsys):
 
 def test_wait_times_out_and_reports_progress():
     """The timeout path, with a scripted DescribeTrainingJob (moto completes every job at once)."""
-    from estimators import JobTimeoutError
-    from estimators._jobs import wait_for_job
+    from smddp_compat.estimators import JobTimeoutError
+    from smddp_compat.estimators._jobs import wait_for_job
 
     class Client:
         calls = 0

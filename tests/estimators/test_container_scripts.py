@@ -14,10 +14,10 @@ import pytest
 
 from tests.estimators.conftest import REPO
 
-from estimators._distribution import plan_distribution
-from estimators._instance_types import InstanceSpec, instance_spec
-from estimators._source_bundle import DTENSOR_LAUNCHER, stage_driver_dir, stage_source
-from estimators.container.dtensor_launch import client_environments
+from smddp_compat.estimators._distribution import plan_distribution
+from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec
+from smddp_compat.estimators._source_bundle import DTENSOR_LAUNCHER, stage_driver_dir, stage_source
+from smddp_compat.estimators.container.dtensor_launch import client_environments
 from smddp_compat.errors import ConfigurationError
 
 CPU_HOST = InstanceSpec("ml.c5.2xlarge", 8, 0)

@@ -21,7 +21,7 @@ def _probes(directory):
 
 
 def _estimator(entry_point, tmp_path, **kwargs):
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     probe = tmp_path / "probes"
     probe.mkdir(exist_ok=True)
@@ -37,7 +37,7 @@ def test_smdistributed_runs_one_rank_per_host_with_metacharacters_inert(tiny_scr
     marker = f"/tmp/pwned-{uuid.uuid4().hex}"
     est, probe = _estimator(tiny_script, tmp_path, hyperparameters={"epochs": 2}, distribution={
         "smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": f"; touch {marker}"}}})
-    with caplog.at_level("WARNING", logger="estimators._local_process"):
+    with caplog.at_level("WARNING", logger="smddp_compat.estimators._local_process"):
         result = est.fit(job_name="local-smddp")
     # the options reached the local_process path, which reports them literally and does not run them
     assert f"custom_mpi_options '; touch {marker}' are ignored by instance_type='local_process'" in caplog.text
@@ -63,7 +63,7 @@ def test_dtensor_clients_get_dtensor_environment(tiny_script, tmp_path):
 
 
 def test_failed_job_raises_with_reason(tmp_path):
-    from estimators import JobError
+    from smddp_compat.estimators import JobError
 
     script = tmp_path / "fail.py"
     script.write_text("import sys\nprint('about to fail')\nsys.exit(3)\n")
@@ -80,8 +80,8 @@ def test_failed_job_raises_with_reason(tmp_path):
 def test_local_mode_errors_leave_fit_as_estimator_errors(tiny_script, tmp_path):
     """A value local_mode refuses when fit() builds the job is re-raised as the estimators' ConfigurationError,
     with local_mode's field, value, problem and fix, chained to local_mode's error; nothing ran."""
-    import local_mode
-    from estimators import ConfigurationError, EstimatorError
+    from smddp_compat import local_mode
+    from smddp_compat.estimators import ConfigurationError, EstimatorError
 
     est, probe = _estimator(tiny_script, tmp_path, output_path="/proc/x")
     with pytest.raises(ConfigurationError) as info:
@@ -110,7 +110,7 @@ def test_smddp_mnist_trains_on_two_hosts(tmp_path):
 
 
 def test_cli_submit_local_process(tiny_script, tmp_path, capsys):
-    from estimators.cli import main
+    from smddp_compat.estimators.cli import main
 
     ok = main(["submit", tiny_script, "--instance-type", "local_process", "--instance-count", "2",
                "--distribution", "mpi", "--output", str(tmp_path / "out"), "--job-name", "cli-local",

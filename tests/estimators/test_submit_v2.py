@@ -1,4 +1,4 @@
-"""estimators.TensorFlow (SDK v2) against moto's server: the uploaded code and the CreateTrainingJob request."""
+"""smddp_compat.estimators.TensorFlow (SDK v2) against moto's server: the uploaded code and the CreateTrainingJob request."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ SMDDP = {"smdistributed": {"dataparallel": {"enabled": True}}}
 
 
 def _estimator(aws, entry_point, **kwargs):
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     defaults = dict(
         entry_point=entry_point,
@@ -200,7 +200,7 @@ def _complete_moto_description(parsed, **_):
 
 
 def test_attach_and_listing(aws, tiny_script):
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     est = _estimator(aws, tiny_script, distribution=SMDDP)
     est.fit(wait=False, job_name="attach-me")
@@ -220,7 +220,7 @@ def test_docker_local_mode_keeps_the_sdk_local_session(aws, tiny_script):
     """instance_type="local" stays the SDK's Docker local mode; the hosts share this machine's CPUs."""
     from sagemaker.local import LocalSession
 
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     est = TensorFlow(entry_point=tiny_script, instance_type="local", instance_count=2, image_uri="smddp-compat:local",
                      framework_version="2.21", py_version="py311", distribution=SMDDP)

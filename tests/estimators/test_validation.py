@@ -16,7 +16,7 @@ SMDDP = {"smdistributed": {"dataparallel": {"enabled": True}}}
 
 # (case id, overrides of the good arguments, field named in the error, words of the fix)
 BAD_INPUTS = [
-    ("unknown-instance-type", {"instance_type": "ml.zz9.huge"}, "instance_type", "estimators.known_instance_types()"),
+    ("unknown-instance-type", {"instance_type": "ml.zz9.huge"}, "instance_type", "smddp_compat.estimators.known_instance_types()"),
     ("instance-type-without-ml", {"instance_type": "p3.16xlarge"}, "instance_type", "'ml.p3.16xlarge'"),
     ("instance-type-typo", {"instance_type": "ml.p4d.24xlarg"}, "instance_type", "did you mean 'ml.p4d.24xlarge'"),
     ("instance-count-0", {"instance_count": 0}, "instance_count", "instance_count=1"),
@@ -75,7 +75,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize("overrides, field, fix", [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
 def test_bad_input_fails_before_any_upload(aws, tiny_script, overrides, field, fix):
-    from estimators import ConfigurationError, TensorFlow
+    from smddp_compat.estimators import ConfigurationError, TensorFlow
 
     kwargs = dict(
         entry_point=tiny_script, role=ROLE, instance_type="ml.p4d.24xlarge", instance_count=2, image_uri=IMAGE,
@@ -95,7 +95,7 @@ def test_bad_input_fails_before_any_upload(aws, tiny_script, overrides, field, f
 
 def test_good_input_is_accepted_and_uploads(aws, tiny_script):
     """The baseline of the table: the same arguments without a mistake do start a job."""
-    from estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow
 
     TensorFlow(
         entry_point=tiny_script, role=ROLE, instance_type="ml.p4d.24xlarge", instance_count=2, image_uri=IMAGE,
@@ -106,7 +106,7 @@ def test_good_input_is_accepted_and_uploads(aws, tiny_script):
 
 
 def test_errors_share_one_base_class():
-    from estimators import ConfigurationError, EstimatorError, NoPublishedImageError, UnknownInstanceTypeError
+    from smddp_compat.estimators import ConfigurationError, EstimatorError, NoPublishedImageError, UnknownInstanceTypeError
 
     assert issubclass(ConfigurationError, EstimatorError) and issubclass(ConfigurationError, ValueError)
     assert issubclass(NoPublishedImageError, ConfigurationError)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from local_mode import cli
+from smddp_compat.local_mode import cli
 
 
 def test_docker_backend_without_a_request_is_refused(capsys, tmp_path):
@@ -25,9 +25,9 @@ def test_both_backends_return_one_outcome_shape(scripts_dir, tmp_path):
     """The process backend runs a real job through the protocol; the twin's result maps to the same exit codes."""
     from datetime import datetime, timezone
 
-    from local_mode import JobSpec
-    from local_mode.backends import BACKENDS, DockerBackend, JobOutcome, ProcessBackend
-    from local_mode.docker.twin import TwinResult
+    from smddp_compat.local_mode import JobSpec
+    from smddp_compat.local_mode.backends import BACKENDS, DockerBackend, JobOutcome, ProcessBackend
+    from smddp_compat.local_mode.docker.twin import TwinResult
 
     assert BACKENDS == {"process": ProcessBackend, "docker": DockerBackend}
     spec = JobSpec("fail_or_sleep.py", source_dir=str(scripts_dir), instance_count=2, output_path=str(tmp_path),

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from local_mode import JobFailedError, JobSpec, run
+from smddp_compat.local_mode import JobFailedError, JobSpec, run
 
 REPO = Path(__file__).resolve().parents[2]
 STOP_LIMIT_SECONDS = 10.0

@@ -22,8 +22,7 @@ def test_import_does_not_load_heavy_packages() -> None:
 
 
 def test_public_api() -> None:
-    import local_mode
-
+    from smddp_compat import local_mode
     assert set(local_mode.__all__) >= {"JobSpec", "Distribution", "run", "JobResult", "ConfigurationError", "JobFailedError"}
     for name in local_mode.__all__:
         assert getattr(local_mode, name) is not None

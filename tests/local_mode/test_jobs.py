@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from local_mode import JobSpec, run
-from local_mode.distribution import host_addresses
-from local_mode.environment import inherited_environment, is_reserved
+from smddp_compat.local_mode import JobSpec, run
+from smddp_compat.local_mode.distribution import host_addresses
+from smddp_compat.local_mode.environment import inherited_environment, is_reserved
 
 SHAPES = [(1, 1), (1, 2), (2, 1), (2, 2)]
 CASES = [("none", 1, 1), ("none", 2, 1)] + [

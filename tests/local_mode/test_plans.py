@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from local_mode.distribution import (
+from smddp_compat.local_mode.distribution import (
     framework_parameters,
     host_addresses,
     plan_dtensor,
@@ -15,10 +15,10 @@ from local_mode.distribution import (
     plan_mwms,
     plan_single,
 )
-from local_mode.environment import training_environment
+from smddp_compat.local_mode.environment import training_environment
 from smddp_compat.contract import cmd_args, encode_hyperparameters, env_value
-from local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
-from local_mode.spec import Distribution
+from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
+from smddp_compat.local_mode.spec import Distribution
 
 
 def test_env_values_follow_the_toolkit_format() -> None:
@@ -220,7 +220,7 @@ def test_plan_dtensor_builds_jobs_client_ids_and_mesh() -> None:
 
 
 def test_the_callers_job_variables_are_not_inherited() -> None:
-    from local_mode.environment import inherited_environment
+    from smddp_compat.local_mode.environment import inherited_environment
 
     parent = {
         "PATH": "/usr/bin",

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from local_mode import JobSpec, run
+from smddp_compat.local_mode import JobSpec, run
 
 STOP_LIMIT_SECONDS = 10.0
 

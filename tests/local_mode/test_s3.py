@@ -10,7 +10,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from local_mode import ChannelError, JobSpec, run
+from smddp_compat.local_mode import ChannelError, JobSpec, run
 
 BUCKET = "smddp-local-test"
 

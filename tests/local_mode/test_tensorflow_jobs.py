@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 
-from local_mode import JobSpec, run
+from smddp_compat.local_mode import JobSpec, run
 
 
 def _results(tarball: str, prefix: str) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """The table of bad inputs: the command lines (``smddprun``, ``smddp local``, ``smddp submit``) and the Python APIs
-(``local_mode.JobSpec``, ``estimators.TensorFlow``, ``smddp_compat.tensorflow``; the SDK v3 plug-ins' rows are in
+(``smddp_compat.local_mode.JobSpec``, ``smddp_compat.estimators.TensorFlow``, ``smddp_compat.tensorflow``; the SDK v3 plug-ins' rows are in
 ``tests/estimators/sdk3/test_bad_inputs.py``, run in ``.venv-sdk3``).
 
 Every row checks what the README promises:
@@ -110,7 +110,7 @@ CLI_CASES = [
         ("invalid choice: 'kubernetes'",), ("choose from", "process", "docker")),
     # smddp submit (estimators)
     Bad("submit-unknown-instance-type", "submit", (*SUBMIT, "--instance-type", "ml.zz9.huge"),
-        ("instance_type='ml.zz9.huge'",), ("estimators.known_instance_types()",)),
+        ("instance_type='ml.zz9.huge'",), ("smddp_compat.estimators.known_instance_types()",)),
     Bad("submit-instance-type-typo", "submit", (*SUBMIT, "--instance-type", "ml.p4d.24xlarg"),
         ("instance_type='ml.p4d.24xlarg'",), ("did you mean 'ml.p4d.24xlarge'",)),
     Bad("submit-instance-count-0", "submit", (*SUBMIT, "--instance-type", "ml.c5.xlarge", "--instance-count", "0"),
@@ -385,7 +385,7 @@ def test_bad_smddp_compat_call(compat_api_errors: dict, case: str, kind: str, va
 
 def _jobspec(**overrides: object) -> Callable[[], None]:
     def build() -> None:
-        from local_mode import JobSpec
+        from smddp_compat.local_mode import JobSpec
 
         JobSpec(**{"entry_point": "train.py", **overrides})
 
@@ -394,7 +394,7 @@ def _jobspec(**overrides: object) -> Callable[[], None]:
 
 def _estimator(fit: bool = False, **overrides: object) -> Callable[[], None]:
     def build() -> None:
-        from estimators import TensorFlow
+        from smddp_compat.estimators import TensorFlow
 
         kwargs = dict(entry_point="train.py", role=ROLE, instance_type="ml.c5.xlarge", instance_count=1,
                       image_uri=IMAGE, framework_version="2.21", py_version="py311")
@@ -446,12 +446,12 @@ API_CASES = [
 def test_bad_python_api_call(case: str, call: Callable[[], None], kind: str, value: tuple[str, ...],
                              fix: tuple[str, ...], workdir: Path, aws_requests: list[str], private_tmp: Path) -> None:
     if case.startswith("estimator"):
-        pytest.importorskip("sagemaker.tensorflow", reason="estimators.TensorFlow needs the SageMaker SDK v2")
+        pytest.importorskip("sagemaker.tensorflow", reason="smddp_compat.estimators.TensorFlow needs the SageMaker SDK v2")
     with pytest.raises(Exception) as info:
         call()
     assert type(info.value).__name__ == kind, repr(info.value)
     if case.startswith("estimator"):  # whatever the estimator called, its error is the estimators' own
-        from estimators import EstimatorError
+        from smddp_compat.estimators import EstimatorError
 
         assert isinstance(info.value, EstimatorError), repr(info.value)
     _assert_names_value_and_fix(str(info.value), value, fix)

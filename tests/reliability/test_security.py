@@ -188,7 +188,7 @@ def test_custom_mpi_options_reach_local_process_literally_and_are_not_run(
     options = f"; touch {mark} $(touch {mark}) `touch {mark}`"
     monkeypatch.setenv("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     monkeypatch.chdir(tmp_path)
-    with caplog.at_level("WARNING", logger="estimators._local_process"):
+    with caplog.at_level("WARNING", logger="smddp_compat.estimators._local_process"):
         code = main(["submit", str(PROGRAMS / "record_args.py"), "--instance-type", "local_process",
                      "--instance-count", "2", "--distribution", "smddp", "--custom-mpi-options", options,
                      "--output", str(tmp_path / "out"), "--job-name", "mpi-options", "--hyperparameters", "x=1"])

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from local_mode import JobSpec, run
+from smddp_compat.local_mode import JobSpec, run
 from tests.reliability.conftest import PROGRAMS, processes_running, quiet_env, smddprun
 
 PROGRAM = PROGRAMS / "short_rank.py"

@@ -17,7 +17,7 @@ pytest.importorskip("sagemaker.train", reason="SageMaker SDK v3 is not installed
 
 def _smddp(**fields: object) -> Callable[[], object]:
     def build() -> object:
-        from estimators.sdk3 import SMDDPCompat
+        from smddp_compat.estimators.sdk3 import SMDDPCompat
 
         return SMDDPCompat(**fields)
 
@@ -26,7 +26,7 @@ def _smddp(**fields: object) -> Callable[[], object]:
 
 def _dtensor(**fields: object) -> Callable[[], object]:
     def build() -> object:
-        from estimators.sdk3 import DTensor
+        from smddp_compat.estimators.sdk3 import DTensor
 
         return DTensor(**fields)
 

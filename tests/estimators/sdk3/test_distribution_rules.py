@@ -10,7 +10,7 @@ pytest.importorskip("sagemaker.train", reason="SageMaker SDK v3 is not installed
 
 from pydantic import ValidationError  # noqa: E402
 
-from estimators.errors import ConfigurationError  # noqa: E402
+from smddp_compat.estimators.errors import ConfigurationError  # noqa: E402
 from tests.test_distribution_rules import ACCEPTED_DEVICES_PER_CLIENT, HOSTS, IDS, RULES, Rule  # noqa: E402
 
 
@@ -23,9 +23,9 @@ def _refusal(error: BaseException) -> BaseException:
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
 def test_dtensor_plug_in(rule: Rule) -> None:
-    from estimators._distribution import plan_distribution
-    from estimators._instance_types import instance_spec
-    from estimators.sdk3 import DTensor
+    from smddp_compat.estimators._distribution import plan_distribution
+    from smddp_compat.estimators._instance_types import instance_spec
+    from smddp_compat.estimators.sdk3 import DTensor
 
     if rule.problem is None:
         config = DTensor(mesh=rule.mesh)
@@ -44,7 +44,7 @@ def test_dtensor_plug_in(rule: Rule) -> None:
 
 
 def test_given_devices_per_process_must_match_the_mesh() -> None:
-    from estimators.sdk3 import DTensor
+    from smddp_compat.estimators.sdk3 import DTensor
     from tests.test_distribution_rules import GIVEN_DEVICES_PROBLEM
 
     with pytest.raises(ConfigurationError) as caught:

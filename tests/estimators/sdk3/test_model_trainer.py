@@ -1,4 +1,4 @@
-"""estimators.sdk3 (SMDDPCompat, DTensor) in ModelTrainer, against moto's server. Runs in .venv-sdk3 only:
+"""smddp_compat.estimators.sdk3 (SMDDPCompat, DTensor) in ModelTrainer, against moto's server. Runs in .venv-sdk3 only:
 
     bash estimators/sdk3/setup_venv.sh && .venv-sdk3/bin/python -m pytest tests/estimators/sdk3 -q
 """
@@ -30,7 +30,7 @@ def _trainer(code_dir, distributed, **kwargs):
     from sagemaker.train import ModelTrainer
     from sagemaker.train.configs import Compute, SourceCode
 
-    from estimators.sdk3 import SOURCE_IGNORE_PATTERNS
+    from smddp_compat.estimators.sdk3 import SOURCE_IGNORE_PATTERNS
 
     return ModelTrainer(
         training_image=IMAGE,
@@ -73,7 +73,7 @@ def test_module_imports_only_sdk3_and_no_tensorflow():
 
 
 def test_smddp_compat_job_ships_its_driver_and_compat(aws, tiny_script):
-    from estimators.sdk3 import SMDDPCompat
+    from smddp_compat.estimators.sdk3 import SMDDPCompat
 
     code_dir = os.path.dirname(tiny_script)
     with open(os.path.join(code_dir, ".env"), "w") as handle:
@@ -110,7 +110,7 @@ def test_smddp_compat_job_ships_its_driver_and_compat(aws, tiny_script):
 
 
 def test_dtensor_job_ships_its_driver(aws, tiny_script):
-    from estimators.sdk3 import DTensor
+    from smddp_compat.estimators.sdk3 import DTensor
 
     _trainer(os.path.dirname(tiny_script), DTensor(mesh={"batch": 16})).train(wait=False)
     job = _only_job(aws)
@@ -124,8 +124,8 @@ def test_dtensor_job_ships_its_driver(aws, tiny_script):
 def test_configs_are_checked(aws):
     from pydantic import ValidationError
 
-    from estimators import ConfigurationError
-    from estimators.sdk3 import DTensor, SMDDPCompat
+    from smddp_compat.estimators import ConfigurationError
+    from smddp_compat.estimators.sdk3 import DTensor, SMDDPCompat
 
     with pytest.raises(ValidationError, match="processes_per_host"):
         SMDDPCompat(processes_per_host=0)

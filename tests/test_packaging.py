@@ -1,0 +1,92 @@
+"""Packaging: the wheel puts one name into site-packages, and the code imports the kit's parts through it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import smddp_compat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pyproject() -> dict:
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        return tomllib.load(handle)
+
+
+def _package_dir(package: str, mapping: dict[str, str]) -> Path:
+    """The folder setuptools takes ``package`` from, by the pyproject's package-dir."""
+    for prefix in sorted(mapping, key=len, reverse=True):
+        if package == prefix or package.startswith(prefix + "."):
+            rest = package[len(prefix):].lstrip(".").split(".") if package != prefix else []
+            return ROOT / mapping[prefix] / Path(*rest) if rest else ROOT / mapping[prefix]
+    return ROOT / Path(*package.split("."))
+
+
+def test_the_package_list_holds_every_folder_of_code():
+    setuptools = _pyproject()["tool"]["setuptools"]
+    listed = {_package_dir(name, setuptools["package-dir"]) for name in setuptools["packages"]}
+    folders = {
+        init.parent
+        for part in ("smddp_compat", *smddp_compat.NAMESPACE_PARTS)
+        for init in (ROOT / part).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert folders - listed == set(), "folders of code missing from [tool.setuptools] packages"
+    assert listed - folders == set(), "packages listed without a folder"
+    assert set(smddp_compat.NAMESPACE_PARTS) == {
+        name.split(".", 1)[1] for name in setuptools["package-dir"] if name != "smddp_compat"
+    }
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_one_top_level_name(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(ROOT)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {"smddp_compat", "smddp_compat-0.1.0.dist-info"}
+    for part in smddp_compat.NAMESPACE_PARTS:
+        assert f"smddp_compat/{part}/__init__.py" in names
+    assert "smddp_compat/bench/programs/train.py" in names
+
+
+def _bare_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module]
+        else:
+            continue
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in modules
+                  if m.split(".")[0] in smddp_compat.NAMESPACE_PARTS]
+    return found
+
+
+def test_no_code_imports_a_part_by_its_bare_folder_name():
+    files = [p for part in ("smddp_compat", "tests", *smddp_compat.NAMESPACE_PARTS)
+             for p in (ROOT / part).rglob("*.py") if "__pycache__" not in p.parts]
+    offenders = [line for path in files for line in _bare_imports(path)]
+    assert offenders == []
+
+
+def test_the_parts_import_under_the_namespace_from_a_checkout():
+    code = ("import smddp_compat.local_mode, smddp_compat.estimators, smddp_compat.entry_points.sagemaker_contract; "
+            "print(smddp_compat.local_mode.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("local_mode/__init__.py")
