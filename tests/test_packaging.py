@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -62,10 +63,19 @@ def test_the_wheel_installs_one_top_level_name(tmp_path):
     assert "smddp_compat/bench/programs/train.py" in names
 
 
+_IMPORT_IN_TEXT = re.compile(
+    r"(?:^|[;\n(]\s*)(?:import|from)\s+(?:\w+\s*,\s*)*(" + "|".join(smddp_compat.NAMESPACE_PARTS) + r")\b"
+)
+
+
 def _bare_imports(path: Path) -> list[str]:
+    """Imports of a part by its bare name: import statements, and code held in strings (for child processes)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _IMPORT_IN_TEXT.search(node.value):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:60]!r}")
+            continue
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

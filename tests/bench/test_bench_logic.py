@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_importing_bench_does_not_import_tensorflow():
-    code = "import sys, bench, bench.run; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
+    code = "import sys, smddp_compat.bench, smddp_compat.bench.run; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=120)
 
 

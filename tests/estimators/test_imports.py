@@ -13,14 +13,14 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_import_estimators_imports_neither_tensorflow_nor_sagemaker():
-    out = _run("import sys, estimators, estimators.cli; "
+    out = _run("import sys, smddp_compat.estimators, smddp_compat.estimators.cli; "
                "print(sorted(m for m in ('tensorflow', 'sagemaker', 'horovod') if m in sys.modules))")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
 
 def test_estimator_class_does_not_import_tensorflow():
-    out = _run("import sys; from estimators import TensorFlow; print('tensorflow' in sys.modules)")
+    out = _run("import sys; from smddp_compat.estimators import TensorFlow; print('tensorflow' in sys.modules)")
     if "MissingDependencyError" in out.stdout + out.stderr:  # the SDK v3 environment has no estimators.TensorFlow
         assert "pip install" in out.stdout + out.stderr
         return
@@ -32,7 +32,7 @@ def test_sdk3_module_needs_sdk3():
     out = _run("import sagemaker, sys; v3 = hasattr(__import__('importlib').import_module('sagemaker'), 'train') "
                "or __import__('importlib').util.find_spec('sagemaker.train') is not None; print(v3)")
     has_v3 = out.stdout.strip().endswith("True")
-    out = _run("import estimators.sdk3")
+    out = _run("import smddp_compat.estimators.sdk3")
     if has_v3:
         assert out.returncode == 0, out.stderr
     else:

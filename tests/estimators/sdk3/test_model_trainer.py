@@ -66,7 +66,7 @@ def _only_job(aws):
 
 
 def test_module_imports_only_sdk3_and_no_tensorflow():
-    code = "import sys, estimators.sdk3; print('tensorflow' in sys.modules)"
+    code = "import sys, smddp_compat.estimators.sdk3; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
