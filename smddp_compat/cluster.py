@@ -2,8 +2,9 @@
 
 Every launcher of the kit (``smddprun``, local mode's process and docker backends, the in-container drivers of the
 estimators and the entry points) derives a process's distribution environment here, so the same job gets the same
-variables whichever way it starts. Standard library only (plus :mod:`smddp_compat.errors`): the module ships inside
-``sourcedir.tar.gz`` and runs in containers where nothing else is installed. Every function is pure; what must be
+variables whichever way it starts. Standard library only (plus :mod:`smddp_compat.errors` and the contract's
+names in :mod:`smddp_compat.contract`): the module ships inside ``sourcedir.tar.gz`` and runs in containers where
+nothing else is installed. Every function is pure; what must be
 chosen at run time (free ports, the rendezvous server's port, the ``smdistributed`` alias folder) is an argument.
 
 The rules:
@@ -31,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from smddp_compat.contract import SM_CURRENT_HOST, SM_HOSTS
 from smddp_compat.errors import ConfigurationError
 
 __all__ = [
@@ -56,8 +58,8 @@ __all__ = [
     "dtensor_environments",
 ]
 
-HOSTS_VARIABLE = "SM_HOSTS"
-CURRENT_HOST_VARIABLE = "SM_CURRENT_HOST"
+HOSTS_VARIABLE = SM_HOSTS
+CURRENT_HOST_VARIABLE = SM_CURRENT_HOST
 HOST_ADDRESSES_VARIABLE = "SMDDP_HOST_ADDRESSES"
 
 #: The variables of a Horovod rank started over Gloo that an MPI-launched rank must not inherit (they would make

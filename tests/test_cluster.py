@@ -36,7 +36,9 @@ def test_the_module_imports_only_the_standard_library() -> None:
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": root})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['__main__', 'smddp_compat', 'smddp_compat.cluster', 'smddp_compat.errors']"
+    assert out.stdout.strip() == (
+        "['__main__', 'smddp_compat', 'smddp_compat.cluster', 'smddp_compat.contract', 'smddp_compat.errors']"
+    )
 
 
 def test_emitted_variables_cover_every_planner() -> None:
