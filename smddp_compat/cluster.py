@@ -4,8 +4,8 @@ Every launcher of the kit (``smddprun``, local mode's process and docker backend
 estimators and the entry points) derives a process's distribution environment here, so the same job gets the same
 variables whichever way it starts. Standard library only (plus :mod:`smddp_compat.errors` and the contract's
 names in :mod:`smddp_compat.contract`): the module ships inside ``sourcedir.tar.gz`` and runs in containers where
-nothing else is installed. Every function is pure; what must be
-chosen at run time (free ports, the rendezvous server's port, the ``smdistributed`` alias folder) is an argument.
+nothing else is installed. Every function is pure; what must be chosen at run time (free ports, the rendezvous
+server's port, the ``smdistributed`` alias folder) is an argument.
 
 The rules:
 
