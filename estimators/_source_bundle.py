@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Collection, Sequence
 
 from smddp_compat.estimators._distribution import DistributionPlan
 from smddp_compat.estimators.errors import ConfigurationError
@@ -69,16 +69,19 @@ def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
     import smddp_compat
 
     source = compat_package_dir()
-    parts = [os.path.join(source, part) for part in smddp_compat.NAMESPACE_PARTS]
-    skipped = copy_filtered(source, destination, patterns)
-    for part in parts:  # present only in an installed kit; a checkout keeps them beside the package
-        shutil.rmtree(os.path.join(destination, os.path.basename(part)), ignore_errors=True)
-    return [p for p in skipped if not any(p == part or p.startswith(part + os.sep) for part in parts)] + [
-        p for p in parts if os.path.isdir(p)
-    ]
+    # The parts sit inside the package only in an installed kit; a checkout keeps them beside it.
+    parts = {os.path.join(source, part) for part in smddp_compat.NAMESPACE_PARTS}
+    return copy_filtered(source, destination, patterns, leave_out=parts)
 
 
-def copy_filtered(source: str, destination: str, patterns: Sequence[str], *, root: str | None = None) -> list[str]:
+def copy_filtered(
+    source: str,
+    destination: str,
+    patterns: Sequence[str],
+    *,
+    root: str | None = None,
+    leave_out: Collection[str] = (),
+) -> list[str]:
     """Copies a file or a tree, leaving out excluded names and symlinks that lead outside ``root``.
 
     Args:
@@ -86,6 +89,7 @@ def copy_filtered(source: str, destination: str, patterns: Sequence[str], *, roo
         destination: Where the copy goes (created).
         patterns: Exclusion patterns.
         root: Symlinks must resolve inside this directory (default: ``source`` itself, or its directory).
+        leave_out: Source paths left out as well, whatever their names.
 
     Returns:
         The source paths left out (for a log line).
@@ -99,11 +103,11 @@ def copy_filtered(source: str, destination: str, patterns: Sequence[str], *, roo
     for entry in sorted(os.listdir(source)):
         src = os.path.join(source, entry)
         dst = os.path.join(destination, entry)
-        if is_excluded(entry, patterns) or (os.path.islink(src) and not _inside(src, root)):
+        if src in leave_out or is_excluded(entry, patterns) or (os.path.islink(src) and not _inside(src, root)):
             skipped.append(src)
             continue
         if os.path.isdir(src):
-            skipped += copy_filtered(src, dst, patterns, root=root)
+            skipped += copy_filtered(src, dst, patterns, root=root, leave_out=leave_out)
         elif os.path.isfile(src):
             shutil.copy2(src, dst)
     return skipped

@@ -30,3 +30,19 @@ def test_keys_credentials_caches_and_version_control_are_left_out(tmp_path: Path
     shutil.copytree(source, tmp_path / "copy", ignore=ignore_excluded)
     copied = sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*") if p.is_file())
     assert copied == sorted(kept)
+
+
+def test_a_shipped_package_leaves_out_the_installed_kits_parts(tmp_path: Path, monkeypatch) -> None:
+    """An installed kit holds estimators/, local_mode/, ... inside smddp_compat/: a job ships the runtime only."""
+    from smddp_compat.estimators import _source_bundle
+
+    installed = tmp_path / "site-packages" / "smddp_compat"
+    for name in ("__init__.py", "cluster.py", "launcher/__init__.py", "local_mode/__init__.py",
+                 "estimators/cli.py", "bench/run.py", "entry_points/errors.py", "__pycache__/x.pyc"):
+        (installed / name).parent.mkdir(parents=True, exist_ok=True)
+        (installed / name).write_text("")
+    monkeypatch.setattr(_source_bundle, "compat_package_dir", lambda: str(installed))
+    skipped = _source_bundle.copy_compat_core(str(tmp_path / "shipped"), SOURCE_EXCLUDES)
+    shipped = sorted(p.relative_to(tmp_path / "shipped").as_posix() for p in (tmp_path / "shipped").rglob("*.py"))
+    assert shipped == ["__init__.py", "cluster.py", "launcher/__init__.py"]
+    assert {Path(p).name for p in skipped} == {"bench", "entry_points", "estimators", "local_mode", "__pycache__"}
