@@ -19,7 +19,7 @@ from typing import Any
 
 from smddp_compat.local_mode.layout import HostLayout
 from smddp_compat import contract
-from smddp_compat.cluster import encode_host_addresses
+from smddp_compat.cluster import HOROVOD_GLOO_VARIABLES, encode_host_addresses
 from smddp_compat.contract import DISTRIBUTION_FLAGS, TOOLKIT_PARAMETERS, cmd_args, env_value
 
 __all__ = [
@@ -193,7 +193,7 @@ def emitted_variables() -> frozenset[str]:
     """Every variable local_mode's planners give a process, read off the planners themselves.
 
     The Horovod rank variables come from the rendezvous
-    (:data:`~smddp_compat.launcher._rendezvous.RANK_ENV_VARIABLES`), the other distributions' from running their
+    (:data:`smddp_compat.cluster.HOROVOD_GLOO_VARIABLES`), the other distributions' from running their
     planners on a two-host job with every option set, and the host's own from :func:`platform_environment`,
     :func:`smddp_compat.cluster.encode_host_addresses` and the stall watchdog's folder. ``SM_*`` is a family
     (:data:`_RESERVED_PREFIXES`). ``PYTHONPATH`` is not here (the caller's is kept after the job's entries), nor
@@ -203,7 +203,6 @@ def emitted_variables() -> frozenset[str]:
         The variable names.
     """
     from smddp_compat.local_mode import distribution as plans  # imports local_mode.spec, which imports this module
-    from smddp_compat.launcher._rendezvous import RANK_ENV_VARIABLES
     from smddp_compat.launcher._rank_settings import stall_watchdog_env
 
     hosts = ["algo-1", "algo-2"]
@@ -217,7 +216,7 @@ def emitted_variables() -> frozenset[str]:
     layout = HostLayout(hosts[0], Path(contract.OPT_ML))
     return frozenset(
         {
-            *RANK_ENV_VARIABLES,
+            *HOROVOD_GLOO_VARIABLES,
             *(name for plan in planned for name in plan.env),
             *platform_environment(layout, job_name="", region=""),
             *encode_host_addresses(addresses),

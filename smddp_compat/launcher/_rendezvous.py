@@ -12,19 +12,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Sequence
 
-from smddp_compat.cluster import GLOO_RANK_VARIABLES, HOROVOD_GLOO_VARIABLES, assign, horovod_gloo_environments
+from smddp_compat.cluster import assign, horovod_gloo_environments
 from smddp_compat.errors import UsageError
 
-__all__ = [
-    "HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS", "GLOO_RANK_VARIABLES", "RANK_ENV_VARIABLES"
-]
+__all__ = ["HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS"]
 
 #: How long a rank waits for its peers during Gloo set-up and collectives before it gives up.
 DEFAULT_GLOO_TIMEOUT_SECONDS = 60
-
-#: Every variable :meth:`HorovodRendezvous.rank_envs` gives a rank (the cluster module's Gloo planner's).
-RANK_ENV_VARIABLES = HOROVOD_GLOO_VARIABLES
-
 
 @dataclass(frozen=True)
 class HostSlots:

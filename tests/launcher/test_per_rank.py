@@ -13,7 +13,7 @@ from smddp_compat.errors import UsageError
 from smddp_compat.launcher import HorovodRendezvous, HostSlots
 from smddp_compat.launcher._cli import build_parser
 from smddp_compat.launcher._per_rank import launched_by_mpi, mpi_job_directory, rank_environment
-from smddp_compat.launcher._rendezvous import GLOO_RANK_VARIABLES
+from smddp_compat.cluster import GLOO_RANK_VARIABLES
 
 REPO = Path(__file__).resolve().parents[2]
 
