@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -49,9 +50,13 @@ def test_the_package_list_holds_every_folder_of_code():
 
 @pytest.mark.slow
 def test_the_wheel_installs_one_top_level_name(tmp_path):
+    # Built from a copy: setuptools builds in the source tree, and a checkout's own build/ could hold stale files.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "build", "*.egg-info", "__pycache__", "smddp_local_output", "tests"))
     out = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-         str(ROOT)],
+         str(source)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr[-2000:]
