@@ -2,13 +2,17 @@
 
 The twin takes the request exactly as SageMaker receives it (``sagemaker_client.create_training_job(**params)``):
 the dictionary an estimator, ``smddp submit`` or SDK v3's ``ModelTrainer`` sends, a JSON file of it, or the fields a
-real job reports through DescribeTrainingJob. :meth:`TrainingJobRequest.from_params` checks every field the twin
-uses and refuses, naming the field and the fix, what it cannot reproduce (Pipe mode, heterogeneous clusters).
+real job reports through DescribeTrainingJob. :meth:`TrainingJobRequest.from_params` checks the whole request against
+SageMaker's API model (what CreateTrainingJob refuses is refused here, with the same field), then what the twin
+needs beyond it: a Docker image reference, a checkpoint folder it can mount, environment values the docker CLI can
+carry; and it refuses, naming the field and the fix, what it cannot reproduce (Pipe mode, heterogeneous clusters).
+No value of a request ever becomes docker syntax: see :mod:`~smddp_compat.local_mode.docker._containers`.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat.local_mode._s3 import S3Location, parse_s3_uri
+from smddp_compat.local_mode.docker._api_model import check_request, describe_only_fields
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat import contract
 
@@ -27,16 +32,24 @@ DEFAULT_MAX_RUNTIME = 86400
 CHECKPOINT_LOCAL_PATH = contract.DEFAULT_CHECKPOINT_DIR
 """SageMaker's default ``CheckpointConfig.LocalPath``."""
 
-_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9\.\-_]+$")
-# Read back from DescribeTrainingJob, these fields are about the job's life, not its definition.
-_DESCRIBE_ONLY = {
-    "TrainingJobArn", "TrainingJobStatus", "SecondaryStatus", "FailureReason", "ModelArtifacts", "CreationTime",
-    "TrainingStartTime", "TrainingEndTime", "LastModifiedTime", "SecondaryStatusTransitions", "FinalMetricDataList",
-    "TrainingTimeInSeconds", "BillableTimeInSeconds", "ResponseMetadata", "ProfilingStatus", "WarmPoolStatus",
-    "DebugRuleEvaluationStatuses", "ProfilerRuleEvaluationStatuses", "LabelingJobArn", "AutoMLJobArn",
-    "TuningJobArn", "ProfilerRuleConfigurations", "RetryStrategy",
-}  # fmt: skip
+_CHANNEL_NAMES_REFUSED = {".", ".."}
+_EXAMPLES = {
+    "TrainingJobName": "'smddp-mnist-2026-11-23'",
+    "ResourceConfig.InstanceType": "'ml.c5.xlarge' or 'ml.p4d.24xlarge'",
+    "StoppingCondition.MaxRuntimeInSeconds": "3600",
+    "OutputDataConfig.S3OutputPath": "'s3://bucket/jobs/'",
+}
+# Docker's image reference grammar (distribution/reference): [registry[:port]/]path[:tag][@digest]. A reference that
+# does not match is refused before it reaches a docker command line, where a leading '-' would read as an option.
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+_IMAGE_REFERENCE = re.compile(
+    _DOMAIN + _PATH + r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+# What the twin itself mounts under /opt/ml: a checkpoint folder may not be one of them, inside one, or hold one.
+_TWIN_MOUNTS = (contract.INPUT_DIR, contract.MODEL_DIR, contract.OUTPUT_DIR, "code")
+# Characters the docker CLI cannot carry in an environment value (its env-file is line-based; NUL ends a C string).
+_UNPASSABLE_IN_ENVIRONMENT = ("\n", "\r", "\0")
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,20 @@ class TrainingJobRequest:
         """What each container runs: ``train``, unless the request names its own entry point."""
         return [*(self.entrypoint or ("train",)), *self.arguments]
 
+    def renamed(self, job_name: str) -> "TrainingJobRequest":
+        """This request under another job name (checked as CreateTrainingJob checks ``TrainingJobName``)."""
+        if job_name == self.job_name:
+            return self
+        return TrainingJobRequest.from_params({**self.params, "TrainingJobName": job_name})
+
+    @property
+    def container_start(self) -> tuple[str | None, list[str]]:
+        """How each container is started: the program that replaces the image's entry point (the first item of
+        ``ContainerEntrypoint``; None keeps the image's) and the arguments given after the image."""
+        if self.entrypoint:
+            return self.entrypoint[0], [*self.entrypoint[1:], *self.arguments]
+        return None, self.command
+
     def hyperparameter(self, name: str) -> Any:
         """A hyperparameter's value decoded from JSON as the toolkit decodes it (the raw string if not JSON)."""
         raw = self.hyperparameters.get(name)
@@ -171,19 +198,21 @@ class TrainingJobRequest:
             raise ConfigurationError(
                 "request", params, "is not a JSON object", "give the CreateTrainingJob parameters as a dictionary"
             )
-        params = {key: value for key, value in params.items() if key not in _DESCRIBE_ONLY}
-        job_name = _required(params, "TrainingJobName", str)
-        if not _JOB_NAME.match(job_name):
-            raise ConfigurationError(
-                "TrainingJobName", job_name, "is not a valid job name (1-63 letters, digits and '-')",
-                "use a name such as 'smddp-mnist-2026-11-23'",
-            )
+        describe_only = describe_only_fields() | {"ResponseMetadata"}
+        params = {key: value for key, value in params.items() if key not in describe_only}
+        check_request(params, examples=_EXAMPLES)
+        job_name = params["TrainingJobName"]
         algorithm = _required(params, "AlgorithmSpecification", Mapping)
         image = algorithm.get("TrainingImage")
         if not isinstance(image, str) or not image:
             raise ConfigurationError(
                 "AlgorithmSpecification.TrainingImage", image, "is missing",
                 "give the training image (e.g. the tag `smddp image` prints)",
+            )
+        if not _IMAGE_REFERENCE.fullmatch(image):
+            raise ConfigurationError(
+                "AlgorithmSpecification.TrainingImage", image, "is not a Docker image reference",
+                "give [registry/]repository[:tag][@digest], e.g. the tag `smddp image` prints",
             )
         if algorithm.get("TrainingInputMode", "File") not in ("File", "FastFile"):
             raise ConfigurationError(
@@ -197,38 +226,30 @@ class TrainingJobRequest:
                 "heterogeneous clusters are not reproduced by the twin", "use InstanceType and InstanceCount",
             )
         instance_type = resources.get("InstanceType")
-        if not isinstance(instance_type, str) or not instance_type.startswith("ml."):
+        if not isinstance(instance_type, str):
             raise ConfigurationError(
-                "ResourceConfig.InstanceType", instance_type, "is not a SageMaker instance type",
+                "ResourceConfig.InstanceType", instance_type, "is missing",
                 "use a type such as 'ml.c5.xlarge' or 'ml.p4d.24xlarge'",
             )
         count = resources.get("InstanceCount", 1)
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ConfigurationError(
-                "ResourceConfig.InstanceCount", count, "must be an integer >= 1", "use e.g. 2"
-            )
+        if count < 1:
+            raise ConfigurationError("ResourceConfig.InstanceCount", count, "must be >= 1", "use e.g. 2")
         hyperparameters = params.get("HyperParameters") or {}
-        _string_map("HyperParameters", hyperparameters)
         environment = params.get("Environment") or {}
-        _string_map("Environment", environment)
-        output = _required(params, "OutputDataConfig", Mapping)
+        for name, value in environment.items():
+            if any(character in value for character in _UNPASSABLE_IN_ENVIRONMENT) or not _utf8(value):
+                raise ConfigurationError(
+                    f"Environment[{name!r}]", value, "holds a line break, a NUL or an unpaired surrogate, which the twin cannot pass to a "
+                    "container", "put the value on one line (or pass it as a hyperparameter)",
+                )
+        output = params["OutputDataConfig"]
         output_path = parse_s3_uri(str(output.get("S3OutputPath", "")), "OutputDataConfig.S3OutputPath")
         checkpoint = params.get("CheckpointConfig") or {}
         checkpoint_s3 = (
-            parse_s3_uri(str(checkpoint["S3Uri"]), "CheckpointConfig.S3Uri") if checkpoint.get("S3Uri") else None
+            parse_s3_uri(checkpoint["S3Uri"], "CheckpointConfig.S3Uri") if checkpoint.get("S3Uri") else None
         )
-        local_path = checkpoint.get("LocalPath") or CHECKPOINT_LOCAL_PATH
-        if not str(local_path).startswith(f"{contract.OPT_ML}/"):
-            raise ConfigurationError(
-                "CheckpointConfig.LocalPath", local_path, f"must be a folder under {contract.OPT_ML}/",
-                f"leave it out (default {CHECKPOINT_LOCAL_PATH})",
-            )
-        stopping = params.get("StoppingCondition") or {}
-        max_runtime = stopping.get("MaxRuntimeInSeconds", DEFAULT_MAX_RUNTIME)
-        if not isinstance(max_runtime, int) or isinstance(max_runtime, bool) or max_runtime < 1:
-            raise ConfigurationError(
-                "StoppingCondition.MaxRuntimeInSeconds", max_runtime, "must be an integer >= 1", "use e.g. 3600"
-            )
+        local_path = _checkpoint_local_path(checkpoint.get("LocalPath") or CHECKPOINT_LOCAL_PATH)
+        max_runtime = (params.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds", DEFAULT_MAX_RUNTIME)
         entrypoint = algorithm.get("ContainerEntrypoint")
         arguments = algorithm.get("ContainerArguments") or []
         return cls(
@@ -241,7 +262,7 @@ class TrainingJobRequest:
             channels=tuple(_channel(index, entry) for index, entry in enumerate(params.get("InputDataConfig") or [])),
             output_path=output_path,
             checkpoint_s3=checkpoint_s3,
-            checkpoint_local_path=str(local_path),
+            checkpoint_local_path=local_path,
             max_runtime=max_runtime,
             entrypoint=tuple(entrypoint) if entrypoint else None,
             arguments=tuple(arguments),
@@ -258,11 +279,30 @@ def _required(params: Mapping[str, Any], name: str, kind: type) -> Any:
     return value
 
 
-def _string_map(name: str, value: object) -> None:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _checkpoint_local_path(value: str) -> str:
+    """``CheckpointConfig.LocalPath``, if the twin can mount it: a normalized folder under /opt/ml that is none of
+    the folders the twin mounts itself (input, model, output, code), nor inside or above one of them."""
+    fix = f"leave it out (default {CHECKPOINT_LOCAL_PATH}) or use a folder such as {contract.OPT_ML}/checkpoints"
+    relative = value[len(contract.OPT_ML) + 1 :] if value.startswith(f"{contract.OPT_ML}/") else None
+    if not relative or posixpath.normpath(value) != value:
         raise ConfigurationError(
-            name, value, "must map names to strings", f"encode every {name} value as a string, as the SDK does"
+            "CheckpointConfig.LocalPath", value, f"must be a normalized absolute folder under {contract.OPT_ML}/", fix
         )
+    first = relative.split("/", 1)[0]
+    if first in _TWIN_MOUNTS:
+        raise ConfigurationError(
+            "CheckpointConfig.LocalPath", value, f"is {contract.OPT_ML}/{first} or inside it, which the container "
+            "uses for something else", fix,
+        )
+    return value
 
 
 def _channel(index: int, entry: Any) -> Channel:
@@ -270,9 +310,10 @@ def _channel(index: int, entry: Any) -> Channel:
     if not isinstance(entry, Mapping):
         raise ConfigurationError(where, entry, "is not an object", "give ChannelName and DataSource.S3DataSource")
     name = entry.get("ChannelName")
-    if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
+    if name in _CHANNEL_NAMES_REFUSED:
         raise ConfigurationError(
-            f"{where}.ChannelName", name, "is not a valid channel name", "use letters, digits, '.', '-' or '_'"
+            f"{where}.ChannelName", name, "would name the data folder itself or its parent",
+            "use a name with a letter or digit, e.g. 'train'",
         )
     mode = entry.get("InputMode", "File")
     if mode not in ("File", "FastFile"):
