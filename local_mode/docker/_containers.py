@@ -7,8 +7,10 @@ network and container carries the label ``org.smddp-compat.twin-job=<id>``, so t
 
 from __future__ import annotations
 
-import os
+import csv
+import io
 import subprocess
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,8 +37,17 @@ class Mount:
     read_only: bool = False
 
     def argument(self) -> str:
-        """The ``--mount`` value (paths may hold commas only if quoted; the twin's never do)."""
-        return f"type=bind,source={self.source},target={self.target}" + (",readonly" if self.read_only else "")
+        """The ``--mount`` value: comma-separated ``key=value`` fields, each quoted as CSV.
+
+        Docker reads the value with a CSV reader, so a path holding a comma or a quote, quoted, stays one field: it
+        can never add a field (a second ``source=``, which Docker would take instead of the first).
+        """
+        fields = ["type=bind", f"source={self.source}", f"target={self.target}"]
+        if self.read_only:
+            fields.append("readonly")
+        buffer = io.StringIO()
+        csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="").writerow(fields)
+        return buffer.getvalue()
 
 
 @dataclass(frozen=True)
@@ -88,17 +99,19 @@ class TwinEngine:
         mounts: Sequence[Mount],
         aliases: Sequence[str] = (),
         shm_size: str = "1g",
+        entrypoint: str | None = None,
     ) -> str:
         """Starts one host's container, detached, on the job's network.
 
         Args:
             host: Its hostname (``algo-1``, or ``s3`` for the twin's S3 service).
             image: The image.
-            command: What it runs.
-            environment: Its variables: passed by name (``--env NAME``) so that no value is on a command line.
+            command: What it runs (after the image: arguments, never read as docker options).
+            environment: Its variables (names as SageMaker allows them: letters, digits, '_'; values on one line).
             mounts: Bind mounts.
             aliases: Extra names it answers to on the network.
             shm_size: ``/dev/shm`` size (SageMaker's instances give MPI's shared-memory transport plenty).
+            entrypoint: Replaces the image's entry point (``ContainerEntrypoint``'s first item), or None.
 
         Returns:
             The container's name.
@@ -112,14 +125,18 @@ class TwinEngine:
         ]  # fmt: skip
         for alias in aliases:
             argv += ["--network-alias", alias]
-        for variable in sorted(environment):
-            argv += ["--env", variable]
         for mount in mounts:
             argv += ["--mount", mount.argument()]
-        argv += [image, *command]
-        code, output = capture(
-            [self.engine.docker, *argv], timeout=_CALL_SECONDS, env={**os.environ, **environment}
-        )
+        if entrypoint is not None:
+            argv.append(f"--entrypoint={entrypoint}")
+        # The variables go through a private env-file: no value on a command line, and none in the environment of
+        # the docker client itself (a request's DOCKER_HOST or LD_PRELOAD must not steer this machine's client).
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", prefix="smddp-twin-env-", suffix=".list") as env_file:
+            for variable in sorted(environment):
+                env_file.write(f"{variable}={environment[variable]}\n")
+            env_file.flush()
+            argv += ["--env-file", env_file.name, image, *command]
+            code, output = capture([self.engine.docker, *argv], timeout=_CALL_SECONDS)
         if code != 0:
             raise DockerError(f"could not start the container of {host} (exit code {code}): {output[-2000:]}")
         return name
