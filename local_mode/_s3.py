@@ -12,7 +12,7 @@ from typing import Any
 
 from smddp_compat.local_mode.errors import ConfigurationError
 
-__all__ = ["S3Location", "is_s3_uri", "parse_s3_uri", "make_s3_client"]
+__all__ = ["S3Location", "is_s3_uri", "parse_s3_uri", "make_s3_client", "check_s3_destination"]
 
 _SCHEME = "s3://"
 
@@ -87,3 +87,32 @@ def make_s3_client() -> Any:
     # Bounded waits: an unreachable endpoint fails the job in seconds instead of hanging it.
     config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"})
     return boto3.client("s3", endpoint_url=endpoint, config=config)
+
+
+def check_s3_destination(location: S3Location, field: str, job_name: str, client: Any | None = None) -> None:
+    """Checks, before a job starts, that its results can go to ``location`` (``<output>/<job name>``).
+
+    Args:
+        location: Where the job's results go.
+        field: The setting that chose it (named in the error).
+        job_name: The job's name.
+        client: An S3 client (one from :func:`make_s3_client` when None).
+
+    Raises:
+        ConfigurationError: The bucket cannot be reached (missing, no access, no endpoint), or objects already exist
+            under ``location`` (a job's results are never written over another's).
+    """
+    client = client if client is not None else make_s3_client()
+    try:
+        client.head_bucket(Bucket=location.bucket)
+        found = client.list_objects_v2(Bucket=location.bucket, Prefix=location.prefix.rstrip("/") + "/", MaxKeys=1)
+    except Exception as exc:  # noqa: BLE001 - botocore raises several unrelated types here
+        raise ConfigurationError(
+            field, location.uri, f"cannot be reached ({exc})",
+            "create the bucket or fix the URI; check your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3",
+        ) from exc
+    if found.get("KeyCount"):
+        raise ConfigurationError(
+            "job_name", job_name, f"already has results under {location.uri}/; a job never writes over another's",
+            "choose another job name (or leave it out to get a fresh one)",
+        )

@@ -87,12 +87,19 @@ class DockerBackend:
         gpus_per_host: For GPU instance types, processes per host on this machine's CPUs (None: cores / hosts).
         stop_grace: Seconds from SIGTERM to SIGKILL on a stop or time-out (None: SageMaker's 120).
         stream: Where the containers' output goes (standard error when None).
+        job_name: The replay's own name (None: the request's name + ``-replay-`` + 6 hex digits).
+        output: Folder or ``s3://`` prefix for ``<job_name>/output`` and ``logs`` (None: ``./smddp_local_output``).
+        checkpoints: Folder or ``s3://`` prefix checkpoints are read from and synced to (None: read from the
+            request's ``CheckpointConfig.S3Uri``, synced under the output).
     """
 
     name: ClassVar[str] = "docker"
     gpus_per_host: int | None = None
     stop_grace: float | None = None
     stream: IO[str] | None = None
+    job_name: str | None = None
+    output: str | None = None
+    checkpoints: str | None = None
 
     def run(self, job: TrainingJobRequest) -> TwinResult:
         """Replays the request; see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`."""
@@ -102,7 +109,10 @@ class DockerBackend:
 
         options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
         stream = self.stream if self.stream is not None else sys.stderr
-        return SageMakerTwin(job, gpus_per_host=self.gpus_per_host, stream=stream, **options).run()
+        return SageMakerTwin(
+            job, gpus_per_host=self.gpus_per_host, stream=stream, job_name=self.job_name, output=self.output,
+            checkpoints=self.checkpoints, **options,
+        ).run()
 
 
 #: The backends by the name ``--backend`` takes.

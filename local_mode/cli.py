@@ -92,7 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is set; "
         "the per-host log files always keep them)",
     )
-    twin = parser.add_argument_group("the SageMaker twin (--backend docker): replay a CreateTrainingJob request")
+    twin = parser.add_argument_group(
+        "the SageMaker twin (--backend docker)",
+        "Replays a CreateTrainingJob request under a job name of its own (default: the request's name + "
+        "-replay- + 6 hex digits; --job-name sets it). Artifacts and logs go to OUTPUT/<job name>/ (--output: a "
+        "folder, default ./smddp_local_output, or s3://...), never over an existing job's; checkpoints are read "
+        "from the request's CheckpointConfig.S3Uri and synced under the output, or read from and synced to "
+        "--checkpoint-dir (a folder or s3://...; give it again to resume).",
+    )
     source = twin.add_mutually_exclusive_group()
     source.add_argument("--request", metavar="FILE", help="the CreateTrainingJob parameters as JSON")
     source.add_argument("--job", metavar="NAME", help="a job's request read with DescribeTrainingJob (AWS_ENDPOINT_URL)")
@@ -208,7 +215,10 @@ def _replay(args: argparse.Namespace) -> int:
 
     def replay() -> int:
         request = TrainingJobRequest.from_file(args.request) if args.request else _described_request(args.job)
-        backend = DockerBackend(gpus_per_host=args.gpus_per_host, stop_grace=args.stop_grace, stream=sys.stderr)
+        backend = DockerBackend(
+            gpus_per_host=args.gpus_per_host, stop_grace=args.stop_grace, stream=sys.stderr, job_name=args.job_name,
+            output=args.output, checkpoints=args.checkpoint_dir,
+        )
         result = backend.run(request)
         print(json.dumps(result.describe(), indent=2, default=str))
         return result.exit_code

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from smddp_compat.local_mode import distribution as plans
+from smddp_compat.local_mode._job_claim import claimed_job
+from smddp_compat.local_mode._s3 import S3Location, check_s3_destination
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from smddp_compat.local_mode.channels import link_channels, stage_channels
 from smddp_compat.local_mode.environment import (
@@ -29,7 +31,7 @@ from smddp_compat.local_mode.environment import (
     platform_environment,
     training_environment,
 )
-from smddp_compat.local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
 from smddp_compat.local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
 from smddp_compat.local_mode.spec import Distribution, JobSpec
@@ -113,20 +115,35 @@ def run(
         ArtifactError: The artifacts could not be stored.
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
+    out = stream if stream is not None else sys.stdout
+    assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
+    destination = job_destination(spec.output_path, spec.job_name)
+    with claimed_job(destination, spec.job_name):
+        _check_destination(destination, spec.job_name)
+        return _run_claimed(spec, destination, out, grace, show_tf_logs)
+
+
+def _check_destination(destination: Path | S3Location, job_name: str) -> None:
+    """Refuses a destination that already holds a job's results (nothing is written over), or an S3 bucket that
+    cannot be reached (found before the training, not after it)."""
+    fix = "choose another job name (or leave it out to get a fresh one), or remove that folder"
+    if isinstance(destination, Path):
+        if destination.exists():
+            raise ConfigurationError(
+                "job_name", job_name, f"results of a job with this name already exist at {destination}", fix
+            )
+        return
+    check_s3_destination(destination, "output_path", job_name)
+
+
+def _run_claimed(
+    spec: JobSpec, destination: Path | S3Location, out: IO[str], grace: float, show_tf_logs: bool
+) -> JobResult:
     from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
     from smddp_compat.launcher._mpi_group import run_mpi_group
     from smddp_compat.launcher._rank_settings import stall_watchdog_env
 
-    out = stream if stream is not None else sys.stdout
-    assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
-    destination = job_destination(spec.output_path, spec.job_name)
-    if isinstance(destination, Path) and destination.exists():
-        raise ConfigurationError(
-            "job_name",
-            spec.job_name,
-            f"results of a job with this name already exist at {destination}",
-            "choose another job name (or leave it out to get a fresh one), or remove that folder",
-        )
+    assert spec.job_name is not None
     root, temporary = _job_root(spec)
     try:
         log_dir = destination / "logs" if isinstance(destination, Path) else root / "logs"
@@ -177,13 +194,20 @@ def run(
         else:
             status = FAILED
         hosts = list(layouts)
-        artifacts: ArtifactPaths = store_artifacts(
-            destination,
-            model_dir=layouts[hosts[0]].model_dir if status != FAILED else None,
-            output_data_dirs={host: layouts[host].output_data_dir for host in hosts},
-            log_files=log_files,
-            scratch_dir=root,
-        )
+        try:
+            artifacts: ArtifactPaths = store_artifacts(
+                destination,
+                model_dir=layouts[hosts[0]].model_dir if status != FAILED else None,
+                output_data_dirs={host: layouts[host].output_data_dir for host in hosts},
+                log_files=log_files,
+                scratch_dir=root,
+            )
+        except ArtifactError as exc:
+            temporary = False  # the trained model is only there now: keep it
+            raise ArtifactError(
+                f"the job ended {status} but its artifacts could not be stored: {exc}. Nothing was deleted: the "
+                f"hosts' model, output and checkpoint folders are kept under {root}"
+            ) from exc
         result = JobResult(
             job_name=spec.job_name,
             status=status,

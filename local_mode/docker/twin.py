@@ -23,34 +23,44 @@ start sequence:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
+import stat
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from smddp_compat.local_mode._s3 import S3Location, make_s3_client
-from smddp_compat.local_mode.artifacts import job_destination, store_artifacts
+import psutil
+
+from smddp_compat.local_mode._job_claim import claimed_job
+from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
+from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from smddp_compat.local_mode.channels import download_s3_prefix
-from smddp_compat.local_mode.docker._containers import ContainerState, Mount, TwinEngine
+from smddp_compat.local_mode.docker._containers import TWIN_LABEL, ContainerState, Mount, TwinEngine
+from smddp_compat.local_mode.docker._reaper import reaper_argv
 from smddp_compat.local_mode.docker._engine import Engine, find_engine
 from smddp_compat.local_mode.docker._image import LATEST_TAG
 from smddp_compat.local_mode.docker._rootfs import image_exists
 from smddp_compat.local_mode.docker.errors import DockerError, ImageNotFoundError
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
-from smddp_compat.local_mode.errors import ChannelError
+from smddp_compat.local_mode.errors import ArtifactError, ChannelError, ConfigurationError
+from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
 from smddp_compat import contract
 
-__all__ = ["SageMakerTwin", "TwinResult", "replay", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
+__all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
 NETWORK_INTERFACE = "eth0"
 """The interface each container's hosts talk over (written to resourceconfig.json)."""
@@ -82,7 +92,7 @@ class TwinResult:
         start: When the containers started.
         end: When the job ended.
         exit_codes: Host -> its container's exit code.
-        logs: Host -> its log file (kept only when the twin was asked to keep its folder).
+        logs: Host -> its log (``<output>/<job>/logs/<host>.log``, a file or an ``s3://`` URI).
         processes_per_host: The GPUs the twin granted each host (0 for CPU instance types).
     """
 
@@ -141,6 +151,14 @@ class SageMakerTwin:
         keep: Keep the job's folder (hosts' trees and logs) instead of removing it.
         s3_client_factory: Makes the client of the S3 the request came from (default: boto3, honouring
             ``AWS_ENDPOINT_URL``).
+        job_name: The replay's own job name (default: the request's name + ``-replay-`` + 6 hex digits). A replay never
+            runs under the name of the job it replays.
+        output: Where the replay's artifacts go, ``<output>/<job_name>/output/{model,output}.tar.gz`` and
+            ``<output>/<job_name>/logs/``: a folder (default ``./smddp_local_output``) or ``s3://bucket/prefix``
+            (S3 the request came from). Refused when something is already there: nothing is written over.
+        checkpoints: A folder or ``s3://`` prefix checkpoints are read from at the start and synced to while the job
+            runs (pass the same one again to resume). Default: read from the request's ``CheckpointConfig.S3Uri``
+            (never written to), synced to ``<output>/<job_name>/checkpoints``.
 
     Raises:
         ImageNotFoundError: The request's image, or the kit's image (for the twin's S3), is not in the engine.
@@ -158,8 +176,15 @@ class SageMakerTwin:
         keep: bool = False,
         s3_client_factory: Callable[[], Any] = make_s3_client,
         engine: Engine | None = None,
+        job_name: str | None = None,
+        output: str | None = None,
+        checkpoints: str | None = None,
     ) -> None:
-        self.request = request
+        name = job_name if job_name is not None else replay_job_name(request.job_name)
+        self.request = request.renamed(name)
+        self.output = output if output is not None else DEFAULT_OUTPUT_PATH
+        self.destination = job_destination(self.output, name)
+        self.checkpoint_source, self.checkpoint_target = self._checkpoint_locations(checkpoints)
         self.stream = stream
         self.stop_grace = stop_grace
         self.checkpoint_sync_seconds = checkpoint_sync_seconds
@@ -170,12 +195,15 @@ class SageMakerTwin:
             if not image_exists(self.engine, image):
                 raise ImageNotFoundError(image)
         self.gpus_per_host = _granted_gpus(request, gpus_per_host)
-        self.job_id = f"{request.job_name[:40].lower()}-{uuid.uuid4().hex[:6]}"
+        self.job_id = f"{name[:40].lower()}-{uuid.uuid4().hex[:6]}"
         self.docker = TwinEngine(self.engine, self.job_id)
         self._stop_reason: str | None = None
         self._stop_requested = threading.Event()
+        self._kill_now = threading.Event()
+        self._phase = "preparing"
         self.started = threading.Event()
         self._synced: dict[Path, tuple[int, int]] = {}  # checkpoint file -> (mtime, size) last uploaded
+        self._sync_failures: set[str] = set()
 
     # -- public ------------------------------------------------------------------------------------------------------
 
@@ -184,66 +212,108 @@ class SageMakerTwin:
         return self.docker.container_name(host)
 
     def stop(self) -> None:
-        """StopTrainingJob: SIGTERM to every container, SIGKILL after the grace period; the job ends Stopped."""
+        """StopTrainingJob: SIGTERM to every container, SIGKILL after the grace period; the job ends Stopped.
+
+        A second call during the grace period sends SIGKILL at once.
+        """
+        if self._stop_requested.is_set():
+            self._kill_now.set()
         self._stop_reason = self._stop_reason or "Stopped"
         self._stop_requested.set()
 
     def run(self) -> TwinResult:
         """Runs the job to its end (completed, failed, stopped or out of time) and cleans up.
 
+        Run from the main thread, SIGINT and SIGTERM stop the job as StopTrainingJob does (a second one kills the
+        containers at once); the job then ends Stopped, with nothing left running. Should this process die outright,
+        a reaper of its own (:mod:`~smddp_compat.local_mode.docker._reaper`) removes the containers and the network.
+
         Returns:
-            The job's outcome; artifacts are in the request's S3.
+            The job's outcome; artifacts are under ``<output>/<job_name>/``.
 
         Raises:
             ChannelError: A channel or the source could not be fetched from the request's S3.
+            ConfigurationError: The output already holds files of another job, or cannot be reached.
             DockerError: The engine refused a network or a container.
         """
         request = self.request
         root = Path(tempfile.mkdtemp(prefix=f"smddp-twin-{request.job_name[:30]}-"))
-        user_s3 = self._s3_factory()
-        self._say(f"job {request.job_name}: {request.instance_count} x {request.instance_type}, image {request.image}")
-        if self.gpus_per_host:
-            self._say(
-                f"{request.instance_type} has GPUs on SageMaker; here each host runs on the CPU and shows "
-                f"{self.gpus_per_host} stand-in GPU(s) to the toolkit (nvidia-smi), which starts one process per GPU"
-            )
+        keep_root = self.keep
+        reaper: subprocess.Popen[bytes] | None = None
+        restore = self._handle_signals()
         start = datetime.now(timezone.utc)
         try:
-            layouts = self._prepare_hosts(root, user_s3)
-            self.docker.log_path = str(root / "docker.log")
-            self.docker.create_network()
-            twin_s3, twin_endpoint = self._start_s3_service()
-            self._stage_for_containers(user_s3, twin_s3)
-            self._start_hosts(root, layouts, twin_endpoint)
-            start = datetime.now(timezone.utc)
-            self.started.set()
-            status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
-            self.docker.wait_for_logs()
-            self._sync_checkpoints(layouts, user_s3)
-            reason = _failure_reason(layouts, failed_host, codes, root) if status == "Failed" else None
-            if reason:
-                self._say(f"FailureReason: {reason}")
-            artifacts = store_artifacts(
-                job_destination(request.output_path.uri, request.job_name),
-                model_dir=layouts[request.hosts[0]].model_dir if status != "Failed" else None,
-                output_data_dirs={host: layout.output_data_dir for host, layout in layouts.items()},
-                log_files={},
-                scratch_dir=root,
-            )
+            user_s3 = self._s3_factory()
+            with claimed_job(self.destination, request.job_name):
+                self._check_destination(user_s3)
+                reaper = self._start_reaper(root)
+                self._say(f"job {request.job_name}: {request.instance_count} x {request.instance_type}, image "
+                          f"{request.image}; artifacts to {_shown(self.destination)}")
+                if self.gpus_per_host:
+                    self._say(
+                        f"{request.instance_type} has GPUs on SageMaker; here each host runs on the CPU and shows "
+                        f"{self.gpus_per_host} stand-in GPU(s) to the toolkit (nvidia-smi), which starts one process "
+                        "per GPU"
+                    )
+                log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
+                layouts = self._prepare_hosts(root, user_s3)
+                self.docker.log_path = str(root / "docker.log")
+                self.docker.create_network()
+                twin_s3, twin_endpoint = self._start_s3_service()
+                self._stage_for_containers(user_s3, twin_s3)
+                self._start_hosts(root, layouts, twin_endpoint, log_dir)
+                start = datetime.now(timezone.utc)
+                self.started.set()
+                self._phase = "running"
+                status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
+                self._phase = "finishing"
+                self.docker.wait_for_logs()
+                self._sync_checkpoints(layouts, user_s3)
+                reason = _failure_reason(layouts, failed_host, codes, log_dir) if status == "Failed" else None
+                try:
+                    artifacts = store_artifacts(
+                        self.destination,
+                        model_dir=layouts[request.hosts[0]].model_dir if status != "Failed" else None,
+                        output_data_dirs={host: layout.output_data_dir for host, layout in layouts.items()},
+                        log_files={host: log_dir / f"{host}.log" for host in layouts},
+                        scratch_dir=root,
+                    )
+                except ArtifactError as exc:
+                    keep_root = True
+                    status = secondary = "Failed"
+                    reason = contract.truncate_failure_reason(
+                        f"ClientError: the artifacts could not be stored: {exc}. Nothing was deleted: the hosts' "
+                        f"model, output and checkpoint folders are kept under {root / 'hosts'}"
+                    )
+                    artifacts = ArtifactPaths(model=None, output=None)
+                if reason:
+                    self._say(f"FailureReason: {reason}")
+                result = TwinResult(
+                    job_name=request.job_name, status=status, secondary_status=secondary, failure_reason=reason,
+                    model_artifacts=artifacts.model, output_artifacts=artifacts.output, start=start,
+                    end=datetime.now(timezone.utc), exit_codes=codes,
+                    logs=dict(artifacts.logs), processes_per_host=self.gpus_per_host,
+                )
+        except _Interrupted as interrupted:
+            self._say(f"{signal.Signals(interrupted.signum).name} before the job started: nothing was left running")
             result = TwinResult(
-                job_name=request.job_name, status=status, secondary_status=secondary, failure_reason=reason,
-                model_artifacts=artifacts.model, output_artifacts=artifacts.output, start=start,
-                end=datetime.now(timezone.utc), exit_codes=codes,
-                logs={host: str(root / f"{host}.log") for host in layouts} if self.keep else {},
+                job_name=request.job_name, status="Stopped", secondary_status="Stopped", failure_reason=None,
+                model_artifacts=None, output_artifacts=None, start=start, end=datetime.now(timezone.utc),
                 processes_per_host=self.gpus_per_host,
             )
-            self._say(f"job {request.job_name}: {status} ({secondary}) in "
-                      f"{(result.end - result.start).total_seconds():.1f} s; model: {result.model_artifacts}")
-            return result
         finally:
+            self._phase = "cleaning"
             self.docker.remove_job()
-            if not self.keep:
+            if reaper is not None:  # cleaned up by ourselves: dismiss the reaper
+                reaper.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    reaper.wait(timeout=10)
+            if not keep_root:
                 shutil.rmtree(root, ignore_errors=True)
+            restore()
+        self._say(f"job {request.job_name}: {result.status} ({result.secondary_status}) in "
+                  f"{(result.end - result.start).total_seconds():.1f} s; model: {result.model_artifacts}")
+        return result
 
     # -- steps -------------------------------------------------------------------------------------------------------
 
@@ -276,9 +346,14 @@ class SageMakerTwin:
                     destination = target / path.relative_to(staged)
                     destination.parent.mkdir(parents=True, exist_ok=True)
                     os.link(path, destination)
-        if request.checkpoint_s3 is not None and _has_objects(request.checkpoint_s3, user_s3):
-            staged = root / "checkpoints"
-            download_s3_prefix(request.checkpoint_s3, staged, channel="checkpoints", client=user_s3)
+        source = self.checkpoint_source
+        staged = root / "checkpoints"
+        if isinstance(source, S3Location) and _has_objects(source, user_s3):
+            download_s3_prefix(source, staged, channel="checkpoints", client=user_s3)
+        elif isinstance(source, Path) and source.is_dir():
+            shutil.copytree(source, staged, symlinks=True, ignore=_links_and_special_files)
+        if staged.is_dir():
+            self._say(f"checkpoints: resuming from {_shown(source)}")
             for layout in layouts.values():  # copies: a script may rewrite its checkpoint files in place
                 shutil.copytree(staged, layout.checkpoints_dir, dirs_exist_ok=True)
         return layouts
@@ -334,7 +409,7 @@ class SageMakerTwin:
         region = self.request.hyperparameter(contract.REGION)
         return region if isinstance(region, str) and region else os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
 
-    def _start_hosts(self, root: Path, layouts: dict[str, HostLayout], twin_endpoint: str) -> None:
+    def _start_hosts(self, root: Path, layouts: dict[str, HostLayout], twin_endpoint: str, log_dir: Path) -> None:
         request = self.request
         region = self._region()
         environment = {
@@ -360,8 +435,11 @@ class SageMakerTwin:
                 Mount(layout.checkpoints_dir, request.checkpoint_local_path),
                 *extra,
             ]
-            self.docker.start(host, request.image, request.command, environment=environment, mounts=mounts)
-            self.docker.follow_logs(host, self.stream, root / f"{host}.log")
+            entrypoint, arguments = request.container_start
+            self.docker.start(
+                host, request.image, arguments, environment=environment, mounts=mounts, entrypoint=entrypoint
+            )
+            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log")
 
     def _supervise(
         self, layouts: dict[str, HostLayout], user_s3: Any
@@ -397,32 +475,170 @@ class SageMakerTwin:
             time.sleep(_POLL_SECONDS)
 
     def _stop_containers(self, hosts: list[str]) -> None:
-        self._say(f"stopping: SIGTERM to every container, SIGKILL after {self.stop_grace:.0f} s")
+        self._say(f"stopping: SIGTERM to every container, SIGKILL after {self.stop_grace:.0f} s (stop again, or "
+                  "Ctrl-C again, to kill them now)")
         for host in hosts:
             self.docker.signal(host, "SIGTERM")
         deadline = time.monotonic() + self.stop_grace
-        while time.monotonic() < deadline and any(s.running for s in self.docker.states(hosts).values()):
+        while (time.monotonic() < deadline and not self._kill_now.is_set()
+               and any(s.running for s in self.docker.states(hosts).values())):
             time.sleep(_POLL_SECONDS)
         for host, state in self.docker.states(hosts).items():
             if state.running:
                 self.docker.signal(host, "SIGKILL")
 
     def _sync_checkpoints(self, layouts: dict[str, HostLayout], user_s3: Any) -> None:
-        """Uploads every host's new or changed checkpoint files to ``CheckpointConfig.S3Uri``."""
-        location = self.request.checkpoint_s3
-        if location is None:
+        """Copies every host's new or changed checkpoint files to the checkpoint target.
+
+        The folders are the job's: only regular files are read, never through a link, and a file that vanishes
+        while the sync runs (a script rotating its checkpoints) is skipped, as is one whose copy fails (said once,
+        retried at the next sync): the job goes on.
+        """
+        target = self.checkpoint_target
+        if target is None:
             return
         for layout in layouts.values():
-            folder = layout.checkpoints_dir
-            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-                relative = path.relative_to(folder).as_posix()
-                if relative.startswith(".") or "/." in relative:
-                    continue  # a file being written (temporary names start with a dot)
-                stamp = (path.stat().st_mtime_ns, path.stat().st_size)
-                if self._synced.get(path) == stamp:
+            for relative, path, stamp in regular_files(layout.checkpoints_dir):
+                if relative.startswith(".") or "/." in relative or self._synced.get(path) == stamp:
+                    continue  # a file being written (temporary names start with a dot), or unchanged
+                try:
+                    with open_job_file(path) as handle:
+                        if isinstance(target, S3Location):
+                            child = target.child(relative)
+                            user_s3.upload_fileobj(handle, child.bucket, child.prefix)
+                        else:
+                            _copy_atomically(handle, target / relative)
+                except FileNotFoundError:
+                    continue  # rotated away since the listing
+                except Exception as exc:  # noqa: BLE001 - OSError, botocore's errors: the job must go on
+                    problem = f"{type(exc).__name__}: {exc}"
+                    if problem not in self._sync_failures:
+                        self._sync_failures.add(problem)
+                        self._say(f"checkpoint sync to {_shown(target)} failed for {relative} ({problem}); the "
+                                  "job goes on and the next sync tries again")
                     continue
-                user_s3.upload_file(str(path), location.bucket, location.child(relative).prefix)
                 self._synced[path] = stamp
+
+    # -- safety ------------------------------------------------------------------------------------------------------
+
+    def _checkpoint_locations(self, checkpoints: str | None) -> tuple[Path | S3Location | None, ...]:
+        """Where checkpoints are read from at the start and synced to (see the ``checkpoints`` argument)."""
+        if checkpoints is not None:
+            location: Path | S3Location = (
+                parse_s3_uri(checkpoints, "checkpoints") if is_s3_uri(checkpoints) else Path(checkpoints).resolve()
+            )
+            return location, location
+        if self.request.checkpoint_s3 is None:
+            return None, None
+        destination = self.destination
+        target = destination.child("checkpoints") if isinstance(destination, S3Location) else destination / "checkpoints"
+        return self.request.checkpoint_s3, target
+
+    def _check_destination(self, user_s3: Any) -> None:
+        """Refuses to start when the replay's destination already holds files (never write over another job's) or
+        its S3 bucket cannot be reached (found now, not after hours of training)."""
+        destination = self.destination
+        if isinstance(destination, Path):
+            if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+                raise ConfigurationError(
+                    "job_name", self.request.job_name, f"already has files at {destination}; a replay never writes "
+                    "over another job's", "give another job name (--job-name) or output folder (--output)",
+                )
+            return
+        check_s3_destination(destination, "output", self.request.job_name, client=user_s3)
+
+    def _start_reaper(self, root: Path) -> subprocess.Popen[bytes]:
+        """Starts the watcher that cleans up after this process should it die outright."""
+        argv = reaper_argv(
+            pid=os.getpid(), started=psutil.Process().create_time(), docker=self.engine.docker, job_id=self.job_id,
+            label=TWIN_LABEL, network=self.docker.network, remove=[str(root / "channels"), str(root / "checkpoints")],
+        )
+        return subprocess.Popen(  # noqa: S603 - argument list, no shell
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def _handle_signals(self) -> Callable[[], None]:
+        """From the main thread: SIGINT/SIGTERM stop the job (see :meth:`run`); returns what restores the handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def on_signal(signum: int, _frame: object) -> None:
+            if self._phase == "preparing":
+                self._phase = "interrupted"  # later signals are noted only: the clean-up must run to its end
+                raise _Interrupted(signum)
+            if self._phase == "running":
+                if self._stop_requested.is_set():
+                    self._say("signal again: killing the containers now")
+                self.stop()
+
+        previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def replay_job_name(name: str) -> str:
+    """A replay's own job name: ``name`` (cut to fit SageMaker's 63 characters) + ``-replay-`` + 6 hex digits."""
+    suffix = f"-replay-{uuid.uuid4().hex[:6]}"
+    return name[: 63 - len(suffix)].rstrip("-") + suffix
+
+
+def _shown(location: Path | S3Location | None) -> str:
+    return location.uri if isinstance(location, S3Location) else str(location)
+
+
+def _links_and_special_files(folder: str, names: list[str]) -> set[str]:
+    """``shutil.copytree``'s ignore: what is not a regular file or a folder (links, FIFOs, devices) is left out."""
+    return {name for name in names
+            if not (stat.S_ISREG(mode := os.lstat(os.path.join(folder, name)).st_mode) or stat.S_ISDIR(mode))}
+
+
+def regular_files(folder: Path) -> Iterator[tuple[str, Path, tuple[int, int]]]:
+    """The regular files under ``folder`` (links never followed, FIFOs and devices skipped, vanished files too):
+    (path relative to it, path, (mtime_ns, size))."""
+    for current, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(files):
+            path = Path(current) / name
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                yield path.relative_to(folder).as_posix(), path, (info.st_mtime_ns, info.st_size)
+
+
+@contextlib.contextmanager
+def open_job_file(path: Path) -> Iterator[IO[bytes]]:
+    """Opens a regular file a job wrote, for reading: never through a link, never blocking on a FIFO."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(f"{path} is not a regular file")
+    with os.fdopen(descriptor, "rb") as handle:
+        yield handle
+
+
+def _copy_atomically(handle: IO[bytes], destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=destination.parent, prefix=f".{destination.name}.", delete=False) as copy:
+        try:
+            shutil.copyfileobj(handle, copy)
+            copy.flush()
+            os.fsync(copy.fileno())
+        except BaseException:
+            os.unlink(copy.name)
+            raise
+    os.replace(copy.name, destination)
 
 
 def replay(request: TrainingJobRequest, **options: Any) -> TwinResult:
@@ -466,13 +682,15 @@ def _has_objects(location: S3Location, client: Any) -> bool:
 _MPI_CULPRIT = re.compile(r"rank \d+ with PID \d+ on node \S+ exited on signal \d+[^\n]*")
 
 
-def _failure_reason(layouts: dict[str, HostLayout], failed_host: str | None, codes: dict[str, int], root: Path) -> str:
+def _failure_reason(
+    layouts: dict[str, HostLayout], failed_host: str | None, codes: dict[str, int], log_dir: Path
+) -> str:
     """``FailureReason`` as SageMaker words it (``AlgorithmError:`` and the failure file), naming the host; when
     mpirun reports which rank on which node ended the job, that comes first (the host that failed is then the one
     that ran mpirun, not the one where the rank died)."""
     culprit = ""
     for host in layouts:
-        log = root / f"{host}.log"
+        log = log_dir / f"{host}.log"
         found = _MPI_CULPRIT.search(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else None
         if found:
             culprit = f"mpirun: {found.group(0).strip()}. "

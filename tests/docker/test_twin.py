@@ -40,18 +40,23 @@ def _estimator(aws: Aws, image: str, **kwargs: Any) -> Any:
     return TensorFlow(**settings)
 
 
+def _as_the_service(request: TrainingJobRequest) -> dict[str, Any]:
+    """The twin told to act as SageMaker for this request: its job name, its S3 output (moto's, in these tests)."""
+    return {"job_name": request.job_name, "output": request.output_path.uri}
+
+
 def _replay(aws: Aws, **options: Any) -> tuple[Any, str]:
-    """Replays the last captured request; returns the twin's result and everything it printed."""
+    """Replays the last captured request as the service; returns the twin's result and everything it printed."""
     stream = io.StringIO()
     request = TrainingJobRequest.from_params(aws.requests[-1])
-    result = SageMakerTwin(request, stream=stream, **options).run()
+    result = SageMakerTwin(request, stream=stream, **_as_the_service(request), **options).run()
     return result, stream.getvalue()
 
 
 def _worlds(aws: Aws, result: Any, tmp_path: Path) -> list[dict[str, Any]]:
     """Every process's world record from output.tar.gz (algo-1's at the top, the others' under algo-N/)."""
     uri = result if isinstance(result, str) else result.output_artifacts
-    path = aws.download(uri, str(tmp_path / "output.tar.gz"))
+    path = aws.download(uri, str(tmp_path / "output.tar.gz")) if uri.startswith("s3://") else uri
     with tarfile.open(path) as archive:
         return [
             json.loads(archive.extractfile(member).read())  # type: ignore[union-attr]
@@ -118,8 +123,9 @@ def test_mwms_gets_tf_config_from_the_toolkit(aws: Aws, kit_image: str, tmp_path
     est.fit(wait=False, job_name="twin-mwms")
     request = tmp_path / "request.json"
     request.write_text(json.dumps(aws.requests[-1]))
-    described = _cli(["--backend", "docker", "--request", str(request)], expect=0)
+    described = _cli(["--backend", "docker", "--request", str(request), "--output", str(tmp_path / "out")], expect=0)
     assert described["TrainingJobStatus"] == "Completed"
+    assert described["TrainingJobName"].startswith("twin-mwms-replay-")  # a replay runs under a name of its own
     output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
     _assert_one_world(_worlds(aws, output, tmp_path), size=2, per_host=1)
 
@@ -182,9 +188,14 @@ def test_s3_source_with_requirements_and_an_s3_channel(aws: Aws, kit_image: str,
     est.fit({"train": "s3://twin-data/mnist/train"}, wait=False, job_name="twin-none")
     submitted = json.loads(aws.requests[-1]["HyperParameters"]["sagemaker_submit_directory"])
     assert submitted.startswith("s3://")  # the toolkit in the container downloads it from the twin's S3
-    described = _cli(["--backend", "docker", "--job", "twin-none"], expect=0)  # read back with DescribeTrainingJob
+    # Read back with DescribeTrainingJob; the replay writes to the S3 prefix it is told to, never the job's own.
+    described = _cli(["--backend", "docker", "--job", "twin-none", "--output", "s3://twin-data/replays"], expect=0)
     assert described["TrainingJobStatus"] == "Completed"
+    assert described["TrainingJobName"].startswith("twin-none-replay-")
     output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
+    assert output == f"s3://twin-data/replays/{described['TrainingJobName']}/output/output.tar.gz"
+    real_job_output = f"{est.output_path.rstrip('/')[len('s3://'):]}/twin-none/".split("/", 1)
+    assert not s3.list_objects_v2(Bucket=real_job_output[0], Prefix=real_job_output[1]).get("KeyCount")
     path = aws.download(output, str(tmp_path / "output.tar.gz"))
     with tarfile.open(path) as archive:
         probes = [json.loads(archive.extractfile(m).read()) for m in archive.getmembers()  # type: ignore[union-attr]
@@ -222,7 +233,8 @@ def test_spot_style_stop_then_resume_from_synced_checkpoints(aws: Aws, kit_image
     est.fit(wait=False, job_name="twin-spot")
     request = TrainingJobRequest.from_params(aws.requests[-1])
     first_log = io.StringIO()
-    twin = SageMakerTwin(request, gpus_per_host=1, stream=first_log, stop_grace=20, checkpoint_sync_seconds=1)
+    twin = SageMakerTwin(request, gpus_per_host=1, stream=first_log, stop_grace=20, checkpoint_sync_seconds=1,
+                         checkpoints="s3://twin-checkpoints/mnist", **_as_the_service(request))
     with _running(twin) as (thread, outcome):
         deadline = time.monotonic() + 600
         s3 = aws.client("s3")
@@ -235,7 +247,8 @@ def test_spot_style_stop_then_resume_from_synced_checkpoints(aws: Aws, kit_image
     assert (first.status, first.secondary_status) == ("Stopped", "Stopped"), first_log.getvalue()[-4000:]
 
     second_log = io.StringIO()
-    second = SageMakerTwin(request, gpus_per_host=1, stream=second_log).run()
+    second = SageMakerTwin(request, gpus_per_host=1, stream=second_log, checkpoints="s3://twin-checkpoints/mnist",
+                           output=request.output_path.uri).run()  # under a name of its own: the first one's is used
     printed = second_log.getvalue()
     assert second.status == "Completed", printed[-4000:]
     resumed = [int(line.rsplit(" ", 1)[1]) for line in printed.splitlines() if "resumed from the checkpoint of step" in line]
@@ -253,7 +266,8 @@ def test_kill_9_of_a_rank_on_algo_2_fails_the_job_naming_the_host(aws: Aws, kit_
                      hyperparameters={"kind": "smddp", "hold": 300})
     est.fit(wait=False, job_name="twin-kill")
     log = io.StringIO()
-    twin = SageMakerTwin(TrainingJobRequest.from_params(aws.requests[-1]), gpus_per_host=2, stream=log)
+    request = TrainingJobRequest.from_params(aws.requests[-1])
+    twin = SageMakerTwin(request, gpus_per_host=2, stream=log, **_as_the_service(request))
     with _running(twin) as (thread, outcome):
         deadline = time.monotonic() + 600
         while log.getvalue().count("holding for") < 4:
@@ -298,7 +312,7 @@ def test_sdk_v3_model_trainer_plug_ins(aws: Aws, kit_image: str, tmp_path: Path,
     request = TrainingJobRequest.from_file(out)
     assert request.entrypoint  # SDK v3 starts its own driver script, not `train`
     stream = io.StringIO()
-    result = SageMakerTwin(request, stream=stream, gpus_per_host=2).run()
+    result = SageMakerTwin(request, stream=stream, gpus_per_host=2, **_as_the_service(request)).run()
     assert result.status == "Completed", stream.getvalue()[-4000:]
     path = aws.download(result.output_artifacts, str(tmp_path / "output.tar.gz"))
     with tarfile.open(path) as archive:
