@@ -169,20 +169,39 @@ class TwinEngine:
         capture([self.engine.docker, "kill", "--signal", signal_name, self.container_name(host)], timeout=_CALL_SECONDS)
 
     def follow_logs(self, host: str, stream: IO[str] | None, log_file: Path) -> None:
-        """Copies the container's output, as it comes, into ``log_file`` and to ``stream`` with ``[host]`` prefixes."""
+        """Copies the container's output, as it comes, into ``log_file`` and to ``stream`` with ``[host]`` prefixes.
+
+        Neither sink can stop the other or the copy: a console that fails (its pipe closed) is dropped and the log
+        file goes on; a log file that fails (a full disk) is dropped and the console goes on; the container's output
+        is drained to its end either way.
+        """
 
         def pump() -> None:
+            console = stream
             with subprocess.Popen(
                 [self.engine.docker, "logs", "--follow", self.container_name(host)],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            ) as logs, log_file.open("ab") as sink:
+            ) as logs:
                 assert logs.stdout is not None
+                try:
+                    sink: IO[bytes] | None = log_file.open("ab")
+                except OSError:
+                    sink = None
                 for line in logs.stdout:
-                    sink.write(line)
-                    sink.flush()
-                    if stream is not None:
-                        stream.write(f"[{host}] {line.decode('utf-8', 'replace').rstrip()}\n")
-                        stream.flush()
+                    if sink is not None:
+                        try:
+                            sink.write(line)
+                            sink.flush()
+                        except OSError:
+                            sink = _closed_quietly(sink)
+                    if console is not None:
+                        try:
+                            console.write(f"[{host}] {line.decode('utf-8', 'replace').rstrip()}\n")
+                            console.flush()
+                        except (OSError, ValueError):
+                            console = None
+                if sink is not None:
+                    _closed_quietly(sink)
 
         thread = threading.Thread(target=pump, name=f"logs-{host}", daemon=True)
         thread.start()
@@ -202,3 +221,11 @@ class TwinEngine:
         if code == 0 and ids:
             run_command([self.engine.docker, "rm", "--force", *ids.split()], timeout=120, log_path=self.log_path)
         run_command([self.engine.docker, "network", "rm", self.network], timeout=_CALL_SECONDS, log_path=self.log_path)
+
+
+def _closed_quietly(handle: IO[bytes]) -> None:
+    """Closes a file whose writes failed (its close may fail the same way); returns None, the sink's new value."""
+    try:
+        handle.close()
+    except OSError:
+        pass

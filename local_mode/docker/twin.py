@@ -256,6 +256,7 @@ class SageMakerTwin:
                         "per GPU"
                     )
                 log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
+                log_dir.mkdir(parents=True, exist_ok=True)
                 layouts = self._prepare_hosts(root, user_s3)
                 self.docker.log_path = str(root / "docker.log")
                 self.docker.create_network()
