@@ -415,17 +415,31 @@ def write_failure_file(output_dir: str | os.PathLike[str], reason: str) -> Path:
     return path
 
 
-def read_failure_reason(path: str | os.PathLike[str]) -> str | None:
+def read_failure_reason(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> str | None:
     """The failure reason a process recorded, as SageMaker reports it (stripped, cut to the limit).
+
+    The file is the job's data, never a path to follow: it is read only when it is a regular file inside ``root``
+    (no link followed, a FIFO refused without blocking, at most a few times the limit read). A failure file that
+    is a link, a FIFO, a device or a socket gives a reason saying so instead of its target's content.
 
     Args:
         path: A failure file (usually :func:`failure_file` of a host's output folder).
+        root: The job's tree the file belongs to (e.g. the host's ``/opt/ml``): no link is followed below it.
+            Default: the file's own folder.
 
     Returns:
         The reason, or None when the file is missing, unreadable or blank.
     """
+    from smddp_compat.job_files import UnsafeJobFileError, read_job_file
+
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace").strip()
+        # 4 bytes per character at most in UTF-8, and room for leading blanks: enough to fill the limit.
+        data = read_job_file(path, root if root is not None else Path(path).parent, limit=8 * FAILURE_REASON_LIMIT)
+    except UnsafeJobFileError as exc:
+        return truncate_failure_reason(f"(its failure file {os.fspath(path)} {exc.problem})")
     except OSError:
         return None
+    text = data.decode("utf-8", errors="replace").strip()
+    if len(data) == 8 * FAILURE_REASON_LIMIT and len(text) <= FAILURE_REASON_LIMIT:
+        text += "..."  # the file went on: say it was cut even when its start was mostly blank
     return truncate_failure_reason(text) or None

@@ -1,0 +1,193 @@
+"""What a job leaves in its folders is data, never a path to follow (issue 19, items 2, 5 and 6).
+
+Real files on disk: a symbolic link planted as the failure file pointing at a file outside the job's tree that holds
+a secret, a FIFO as the failure file, a job's model folder swapped for a link, link loops in a source folder, and
+tarballs with links and ``..`` members extracted as on Python 3.11.0-3.11.3 (no ``extractall(filter=)``). Each test
+asserts the secret never shows, the call returns within a bound, and the message says what was refused.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import stat
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from smddp_compat import contract
+from smddp_compat.job_files import (
+    UnsafeJobFileError,
+    extract_tarball,
+    iter_regular_files,
+    read_job_file,
+)
+from tests.reliability.conftest import quiet_env, smddp
+
+SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/SECRET-19"
+
+
+def _within(seconds: float, call: Callable[[], Any], unblock: Callable[[], None] = lambda: None) -> Any:
+    """``call()``'s result, failing the test if it takes longer than ``seconds`` (``unblock`` then frees it)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    start = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        unblock()
+        thread.join(5)
+        pytest.fail(f"the call did not return within {seconds} s")
+    if "error" in box:
+        raise box["error"]
+    box["elapsed"] = time.monotonic() - start
+    return box["value"]
+
+
+def _unblock_fifo(path: Path) -> Callable[[], None]:
+    def unblock() -> None:  # a writer that opens and closes lets a blocked reader see end-of-file
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+
+    return unblock
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    """A file outside every job tree holding a secret, as ~/.aws/credentials would."""
+    home = tmp_path / "home" / ".aws"
+    home.mkdir(parents=True)
+    path = home / "credentials"
+    path.write_text(f"[default]\n{SECRET}\n")
+    return path
+
+
+@pytest.fixture
+def host_tree(tmp_path: Path) -> Path:
+    """A host's /opt/ml as local mode builds it (only the folders these tests use)."""
+    root = tmp_path / "job" / "algo-1"
+    for folder in ("model", "output/data", "checkpoints"):
+        (root / folder).mkdir(parents=True)
+    return root
+
+
+# -- the failure file -------------------------------------------------------------------------------------------------
+
+
+def test_a_failure_file_linked_to_a_secret_is_not_read(host_tree: Path, secret_file: Path) -> None:
+    failure = contract.failure_file(host_tree / "output")
+    failure.symlink_to(secret_file)
+    reason = _within(5, lambda: contract.read_failure_reason(failure))
+    assert reason is not None and SECRET not in reason and "credentials" not in reason.replace(str(failure), "")
+    assert "symbolic link" in reason and "not read" in reason
+
+
+def test_a_fifo_as_the_failure_file_never_blocks(host_tree: Path) -> None:
+    failure = contract.failure_file(host_tree / "output")
+    os.mkfifo(failure)
+    reason = _within(5, lambda: contract.read_failure_reason(failure), unblock=_unblock_fifo(failure))
+    assert reason is not None and "FIFO" in reason and "not read" in reason
+
+
+def test_a_regular_failure_file_is_read_and_cut_at_the_limit(host_tree: Path) -> None:
+    contract.write_failure_file(host_tree / "output", "x" * 3_000_000)
+    reason = contract.read_failure_reason(contract.failure_file(host_tree / "output"))
+    assert reason is not None and len(reason) == contract.FAILURE_REASON_LIMIT and reason.endswith("...")
+
+
+def _failing_job(tmp_path: Path, plant: str) -> subprocess.CompletedProcess[str]:
+    """``smddp local`` of a script that plants ``plant`` (Python code run with ``failure`` set) then exits 3."""
+    script = tmp_path / "plant.py"
+    script.write_text(
+        "import os, sys\n"
+        "failure = os.path.join(os.environ['SM_OUTPUT_DIR'], 'failure')\n"
+        f"{plant}\n"
+        "print('planted', flush=True)\n"
+        "sys.exit(3)\n"
+    )
+    argv = smddp("local", str(script), "--output", str(tmp_path / "out"), "--max-run", "60", "--job-name", "plant")
+    return subprocess.run(argv, env=quiet_env(), cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_smddp_local_ends_a_job_whose_failure_file_is_a_fifo(tmp_path: Path) -> None:
+    start = time.monotonic()
+    try:
+        proc = _failing_job(tmp_path, "os.mkfifo(failure)")
+    except subprocess.TimeoutExpired:
+        pytest.fail("smddp local did not end within 60 s: it blocked opening the job's FIFO")
+    elapsed = time.monotonic() - start
+    print(f"job with a FIFO failure file ended in {elapsed:.1f} s")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "FIFO" in proc.stdout and "not read" in proc.stdout
+    assert elapsed < 30
+
+
+def test_smddp_local_never_reports_a_linked_secret_as_the_failure_reason(tmp_path: Path, secret_file: Path) -> None:
+    proc = _failing_job(tmp_path, f"os.symlink({str(secret_file)!r}, failure)")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    assert "symbolic link" in proc.stdout
+
+
+# -- the safe reader and the walk ------------------------------------------------------------------------------------
+
+
+def test_the_reader_refuses_links_fifos_sockets_and_paths_outside_the_tree(
+    tmp_path: Path, host_tree: Path, secret_file: Path
+) -> None:
+    data = host_tree / "output" / "data"
+    (data / "ok.txt").write_text("fine")
+    assert read_job_file(data / "ok.txt", host_tree) == b"fine"
+    assert read_job_file(data / "ok.txt", host_tree, limit=2) == b"fi"
+    (data / "link").symlink_to(secret_file)
+    os.mkfifo(data / "fifo")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(data / "sock"))
+        for name, words in (("link", "a symbolic link"), ("fifo", "a FIFO"), ("sock", "a socket")):
+            with pytest.raises(UnsafeJobFileError, match=words) as caught:
+                _within(5, lambda path=data / name: read_job_file(path, host_tree), _unblock_fifo(data / "fifo"))
+            assert SECRET not in str(caught.value) and "Fix:" in str(caught.value)
+    # A folder of the tree swapped for a link: refused on the way down, whatever the file's name.
+    (host_tree / "output" / "data").rename(host_tree / "output" / "data-real")
+    (host_tree / "output" / "data").symlink_to(secret_file.parent, target_is_directory=True)
+    with pytest.raises(UnsafeJobFileError, match="link or not a folder"):
+        read_job_file(host_tree / "output" / "data" / "credentials", host_tree)
+    with pytest.raises(UnsafeJobFileError, match="outside the job's tree"):
+        read_job_file(secret_file, host_tree)
+    with pytest.raises(FileNotFoundError):
+        read_job_file(host_tree / "model" / "missing", host_tree)
+
+
+def test_the_walk_yields_regular_files_only_and_never_follows_links(host_tree: Path, secret_file: Path) -> None:
+    checkpoints = host_tree / "checkpoints"
+    (checkpoints / "step-1").mkdir()
+    (checkpoints / "step-1" / "weights").write_bytes(b"w")
+    (checkpoints / "index").write_text("1")
+    (checkpoints / "loop").symlink_to(".", target_is_directory=True)
+    (checkpoints / "aws").symlink_to(secret_file.parent, target_is_directory=True)
+    (checkpoints / "creds").symlink_to(secret_file)
+    os.mkfifo(checkpoints / "fifo")
+    found = _within(5, lambda: list(iter_regular_files(checkpoints)))
+    assert [relative for relative, _ in found] == ["index", "step-1/weights"]
+    assert all(stat.S_ISREG(info.st_mode) for _, info in found)
+
+
+if sys.platform != "linux":  # O_NOFOLLOW per component and FIFOs as used here are Linux behaviour
+    pytestmark = pytest.mark.skip(reason="Linux only")
