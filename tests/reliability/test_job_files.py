@@ -189,5 +189,59 @@ def test_the_walk_yields_regular_files_only_and_never_follows_links(host_tree: P
     assert all(stat.S_ISREG(info.st_mode) for _, info in found)
 
 
+# -- the artifacts ----------------------------------------------------------------------------------------------------
+
+
+def _members(tarball: Path) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(tarball) as archive:
+        return {member.name: member for member in archive.getmembers()}
+
+
+def _contents(tarball: Path) -> bytes:
+    with tarfile.open(tarball) as archive:
+        handles = [archive.extractfile(member) for member in archive.getmembers() if member.isfile()]
+        return b"".join(handle.read() for handle in handles if handle is not None)
+
+
+def test_model_tarball_holds_no_secret_no_fifo_and_no_link_out_of_the_tree(
+    tmp_path: Path, host_tree: Path, secret_file: Path
+) -> None:
+    from smddp_compat.local_mode.artifacts import pack_tarball
+
+    model = host_tree / "model"
+    (model / "1").mkdir()
+    (model / "1" / "saved_model.pb").write_bytes(b"pb")
+    (model / "latest").symlink_to("1", target_is_directory=True)  # inside: kept as a link
+    (model / "loop").symlink_to("..", target_is_directory=True)  # the host tree: outside the model folder
+    (model / "creds").symlink_to(secret_file)
+    os.mkfifo(model / "fifo")
+    tarball = _within(10, lambda: pack_tarball({"": model}, tmp_path / "model.tar.gz"), _unblock_fifo(model / "fifo"))
+    members = _members(tarball)
+    assert sorted(members) == ["1", "1/saved_model.pb", "latest"]
+    assert members["latest"].issym() and members["latest"].linkname == "1"
+    assert SECRET.encode() not in _contents(tarball)
+
+
+def test_a_model_folder_swapped_for_a_link_is_not_packed(tmp_path: Path, host_tree: Path, secret_file: Path) -> None:
+    from smddp_compat.local_mode.artifacts import store_artifacts
+
+    (host_tree / "model").rmdir()
+    (host_tree / "model").symlink_to(secret_file.parent, target_is_directory=True)
+    (host_tree / "output").rename(tmp_path / "elsewhere")  # output/ itself a link to a folder holding data/credentials
+    (tmp_path / "elsewhere" / "data" / "credentials").write_text(SECRET)
+    (host_tree / "output").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    paths = store_artifacts(
+        tmp_path / "dest",
+        model_dir=host_tree / "model",
+        output_data_dirs={"algo-1": host_tree / "output" / "data"},
+        log_files={},
+        scratch_dir=tmp_path,
+    )
+    assert paths.model is not None and paths.output is not None
+    for tarball in (paths.model, paths.output):
+        assert _members(Path(tarball)) == {} and SECRET.encode() not in Path(tarball).read_bytes()
+    assert any("model" in note and "link" in note for note in paths.skipped), paths.skipped
+
+
 if sys.platform != "linux":  # O_NOFOLLOW per component and FIFOs as used here are Linux behaviour
     pytestmark = pytest.mark.skip(reason="Linux only")
