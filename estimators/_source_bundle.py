@@ -5,7 +5,9 @@ The estimator stages a directory, hands it to the SDK as ``source_dir`` (the SDK
 
 - the user's ``source_dir`` (or only the entry point when there is none) and ``dependencies``, minus every path
   matching :data:`DEFAULT_SOURCE_EXCLUDES` (version control, virtual environments, caches, keys and credential
-  files) and any symbolic link leading out of the directory;
+  files), copied by the kit's one rule (:func:`smddp_compat.source_files.copy_source_tree`: a link to a file inside
+  becomes that file, links to folders are not followed, links leading out of the directory, FIFOs, devices and
+  sockets are left out with a warning);
 - for ``smdistributed``, ``mpi`` and ``dtensor``: ``smddp_compat/`` and the ``smdistributed/`` alias at the top, so
   the unchanged script's ``import smdistributed.dataparallel.tensorflow`` resolves in the container (the code
   directory is first on the script's ``sys.path``);
@@ -25,7 +27,7 @@ from typing import Collection, Sequence
 
 from smddp_compat.estimators._distribution import DistributionPlan
 from smddp_compat.estimators.errors import ConfigurationError
-from smddp_compat.source_files import SOURCE_EXCLUDES, is_excluded
+from smddp_compat.source_files import SOURCE_EXCLUDES, copy_source_tree, is_excluded, warn_left_out
 
 __all__ = [
     "DEFAULT_SOURCE_EXCLUDES",
@@ -47,11 +49,6 @@ DEFAULT_SOURCE_EXCLUDES: tuple[str, ...] = SOURCE_EXCLUDES
 DTENSOR_LAUNCHER = "smddp_compat_dtensor_launch.py"
 DTENSOR_CONFIG = "smddp_compat_dtensor.json"
 _ADDED_NAMES = ("smddp_compat", "smdistributed", DTENSOR_LAUNCHER, DTENSOR_CONFIG)
-
-
-def _inside(path: str, root: str) -> bool:
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real == base or real.startswith(base + os.sep)
 
 
 def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
@@ -82,7 +79,11 @@ def copy_filtered(
     root: str | None = None,
     leave_out: Collection[str] = (),
 ) -> list[str]:
-    """Copies a file or a tree, leaving out excluded names and symlinks that lead outside ``root``.
+    """Copies a file or a tree by the kit's one rule (:func:`smddp_compat.source_files.copy_source_tree`).
+
+    Excluded names are left out; a link to a file inside ``root`` is copied as that file; a link to a folder is not
+    followed (so a loop such as ``src/pkg/loop -> ..`` cannot multiply the upload); links leading out of ``root``,
+    FIFOs, devices and sockets are left out and named in a warning.
 
     Args:
         source: A file or directory.
@@ -94,23 +95,12 @@ def copy_filtered(
     Returns:
         The source paths left out (for a log line).
     """
-    root = root or (source if os.path.isdir(source) else os.path.dirname(os.path.abspath(source)))
-    skipped: list[str] = []
-    if os.path.isfile(source):
+    if not os.path.isdir(source):
         shutil.copy2(source, destination)
-        return skipped
-    os.makedirs(destination, exist_ok=True)
-    for entry in sorted(os.listdir(source)):
-        src = os.path.join(source, entry)
-        dst = os.path.join(destination, entry)
-        if src in leave_out or is_excluded(entry, patterns) or (os.path.islink(src) and not _inside(src, root)):
-            skipped.append(src)
-            continue
-        if os.path.isdir(src):
-            skipped += copy_filtered(src, dst, patterns, root=root, leave_out=leave_out)
-        elif os.path.isfile(src):
-            shutil.copy2(src, dst)
-    return skipped
+        return []
+    left_out = copy_source_tree(source, destination, patterns=patterns, root=root, leave_out=leave_out)
+    warn_left_out(left_out, "the uploaded source")
+    return [item.path for item in left_out]
 
 
 def compat_package_dir() -> str:

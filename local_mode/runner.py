@@ -38,7 +38,7 @@ from smddp_compat.local_mode.spec import Distribution, JobSpec
 from smddp_compat import contract
 from smddp_compat.cluster import encode_host_addresses
 from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
-from smddp_compat.source_files import ignore_excluded
+from smddp_compat.source_files import copy_source_tree, warn_left_out
 
 __all__ = ["run", "INSTANCE_TYPE", "NETWORK_INTERFACE"]
 
@@ -67,10 +67,13 @@ def _count_gpus() -> int:
 
 
 def _copy_code(spec: JobSpec, code_dir: Path) -> None:
+    """Copies the job's code into a host's ``code`` folder, by the rule of the estimators' upload (links to files
+    inside become files, links to folders are not followed, links out of the source and special files are left out
+    with a warning)."""
     if spec.source_dir is None:
         shutil.copy2(spec.entry_point, code_dir / Path(spec.entry_point).name)
     else:
-        shutil.copytree(spec.source_dir, code_dir, symlinks=True, ignore=ignore_excluded, dirs_exist_ok=True)
+        warn_left_out(copy_source_tree(spec.source_dir, code_dir), f"the code folder {code_dir}")
 
 
 def _argv(spec: JobSpec, layout: HostLayout, args: list[str]) -> list[str]:

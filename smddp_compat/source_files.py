@@ -1,4 +1,4 @@
-"""Which files of a job's source folder travel with it: the one exclusion list of the kit.
+"""Which files of a job's source folder travel with it, and how: the one exclusion list and copy rule of the kit.
 
 A job's code is copied twice over: into every local host's ``code`` folder (``smddp local``), and into the
 ``sourcedir.tar.gz`` an estimator uploads. Both leave out the same names: version control, virtual environments,
@@ -6,15 +6,31 @@ caches, and files that hold keys or credentials, which must never be copied into
 case-sensitive glob matched against each path component (a file's or a folder's name), so an excluded folder is
 left out with everything under it.
 
+Both copy with :func:`copy_source_tree`, whose rule for what is not a plain file or folder is:
+
+* a symbolic link to a regular file inside the source folder (and not excluded) is copied as that file;
+* a symbolic link to a folder is not followed (the folder, when inside, is copied under its own name): a link
+  loop such as ``pkg/loop -> ..`` cannot multiply the copy, which holds each file of the tree at most once per
+  name that leads to it without entering a linked folder;
+* a symbolic link leading out of the source folder, or to nothing, is left out, and so are FIFOs, devices and
+  sockets; :func:`warn_left_out` names each of them in a warning.
+
 Standard library only.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Collection, Iterable
+from typing import NamedTuple
 
-__all__ = ["SOURCE_EXCLUDES", "is_excluded", "ignore_excluded"]
+__all__ = ["SOURCE_EXCLUDES", "is_excluded", "ignore_excluded", "LeftOut", "copy_source_tree", "warn_left_out"]
+
+logger = logging.getLogger(__name__)
 
 SOURCE_EXCLUDES: tuple[str, ...] = (
     # version control
@@ -52,3 +68,120 @@ def ignore_excluded(_directory: str, names: Iterable[str]) -> set[str]:
         The entries to leave out.
     """
     return {name for name in names if is_excluded(name)}
+
+
+_EXCLUDED = "its name matches the source exclusions"
+
+
+class LeftOut(NamedTuple):
+    """A source path left out of a copy, and why."""
+
+    path: str
+    reason: str
+
+    @property
+    def excluded(self) -> bool:
+        """Left out for its name (expected: not worth a warning)."""
+        return self.reason == _EXCLUDED
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
+
+
+def _link_problem(link: str, base: str, patterns: Iterable[str]) -> tuple[str | None, str]:
+    """(why the link is left out or None, its resolved target)."""
+    target = os.path.realpath(link)
+    written = os.readlink(link)
+    if not _inside(target, base):
+        return f"a link to {written}, outside the source folder {base}", target
+    if any(is_excluded(part, patterns) for part in os.path.relpath(target, base).split(os.sep)):
+        return f"a link to {written}, whose path matches the source exclusions", target
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return f"a link to {written}, which does not exist", target
+    if stat.S_ISDIR(mode):
+        return f"a link to the folder {written}: links to folders are not followed", target
+    if not stat.S_ISREG(mode):
+        return f"a link to {written}, which is {_kind(mode)}", target
+    return None, target
+
+
+def copy_source_tree(
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    *,
+    patterns: Iterable[str] = SOURCE_EXCLUDES,
+    root: str | os.PathLike[str] | None = None,
+    leave_out: Collection[str] = (),
+) -> list[LeftOut]:
+    """Copies a source folder by the kit's rule (see the module's docstring); never follows a link to a folder.
+
+    Args:
+        source: The folder to copy.
+        destination: Where the copy goes (created; existing files are overwritten).
+        patterns: Name patterns left out (default: :data:`SOURCE_EXCLUDES`).
+        root: Links must resolve inside this folder (default: ``source``).
+        leave_out: Source paths left out as well, whatever their names (as ``os.path.join(source, ...)`` spells them).
+
+    Returns:
+        Every source path left out, with the reason.
+    """
+    patterns = tuple(patterns)
+    base = os.path.realpath(root if root is not None else source)
+    left_out: list[LeftOut] = []
+    pending = [(os.fspath(source), os.fspath(destination))]
+    while pending:
+        folder, target = pending.pop()
+        os.makedirs(target, exist_ok=True)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            src, dst = entry.path, os.path.join(target, entry.name)
+            if src in leave_out or is_excluded(entry.name, patterns):
+                left_out.append(LeftOut(src, _EXCLUDED))
+                continue
+            try:
+                mode = os.lstat(src).st_mode
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(mode):
+                pending.append((src, dst))
+            elif stat.S_ISREG(mode):
+                shutil.copy2(src, dst)
+            elif stat.S_ISLNK(mode):
+                problem, resolved = _link_problem(src, base, patterns)
+                if problem is not None:
+                    left_out.append(LeftOut(src, problem))
+                else:
+                    shutil.copy2(resolved, dst)
+            else:
+                left_out.append(LeftOut(src, _kind(mode)))
+    return sorted(left_out)
+
+
+def warn_left_out(left_out: Iterable[LeftOut], where: str) -> None:
+    """Logs one warning naming every link or special file :func:`copy_source_tree` left out (excluded names aside).
+
+    Args:
+        left_out: From :func:`copy_source_tree`.
+        where: What the copy was for (e.g. ``"the uploaded source"``).
+    """
+    notable = [item for item in left_out if not item.excluded]
+    if notable:
+        logger.warning(
+            "left out of %s: %s", where, "; ".join(f"{item.path} ({item.reason})" for item in notable)
+        )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from smddp_compat.source_files import SOURCE_EXCLUDES, ignore_excluded, is_excluded
+from smddp_compat.source_files import SOURCE_EXCLUDES, copy_source_tree, ignore_excluded, is_excluded
 
 
 def test_every_copy_of_a_jobs_code_uses_the_one_list() -> None:
@@ -15,8 +15,11 @@ def test_every_copy_of_a_jobs_code_uses_the_one_list() -> None:
 
     assert estimators.DEFAULT_SOURCE_EXCLUDES is SOURCE_EXCLUDES
     assert _source_bundle.is_excluded is is_excluded
+    # One copy rule too (links, loops, special files: tests/reliability/test_job_files.py).
+    assert _source_bundle.copy_source_tree is copy_source_tree
     runner_source = (Path(__file__).resolve().parents[2] / "local_mode" / "runner.py").read_text()
-    assert "ignore=ignore_excluded" in runner_source and "ignore_patterns" not in runner_source
+    assert "copy_source_tree(spec.source_dir" in runner_source and "copytree" not in runner_source
+    assert "ignore_patterns" not in runner_source
 
 
 def test_keys_credentials_caches_and_version_control_are_left_out(tmp_path: Path) -> None:

@@ -243,5 +243,62 @@ def test_a_model_folder_swapped_for_a_link_is_not_packed(tmp_path: Path, host_tr
     assert any("model" in note and "link" in note for note in paths.skipped), paths.skipped
 
 
+# -- the source bundle ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def looped_source(tmp_path: Path, secret_file: Path) -> Path:
+    """A source folder with two link loops, a link out of it to a secret, a link to a folder outside and a FIFO."""
+    source = tmp_path / "project" / "src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "train.py").write_text("print('train')\n")
+    (source / "pkg" / "mod.py").write_text("X = 1\n")
+    (source / "pkg" / "loop").symlink_to("..", target_is_directory=True)  # back to src: a loop inside the folder
+    (source / "pkg" / "self").symlink_to(".", target_is_directory=True)  # a second loop: 2 ** 40 paths if followed
+    (source / "up").symlink_to("..", target_is_directory=True)  # the folder above src
+    (source / "creds").symlink_to(secret_file)
+    (source / "alias.py").symlink_to("train.py")  # a link to a file inside: copied as that file
+    (source / "env-link").symlink_to(".env")
+    (source / ".env").write_text(SECRET)  # excluded, and so is a link to it
+    os.mkfifo(source / "fifo")
+    return source
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(relative for relative, _ in iter_regular_files(folder))
+
+
+def _assert_copied_once(copy: Path) -> None:
+    assert _tree(copy) == ["alias.py", "pkg/mod.py", "train.py"]
+    assert not any(path.is_symlink() for path in copy.rglob("*"))
+    assert (copy / "alias.py").read_text() == "print('train')\n"
+    for path in copy.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text()
+
+
+def test_the_estimators_bundle_copies_each_file_once_through_link_loops(tmp_path: Path, looped_source: Path) -> None:
+    from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, copy_filtered
+
+    staged = tmp_path / "staged"
+    skipped = _within(20, lambda: copy_filtered(str(looped_source), str(staged), DEFAULT_SOURCE_EXCLUDES),
+                      _unblock_fifo(looped_source / "fifo"))
+    _assert_copied_once(staged)
+    for name in ("pkg/loop", "pkg/self", "up", "creds", "env-link", "fifo", ".env"):
+        assert str(looped_source / name) in skipped
+
+
+def test_local_modes_code_copy_copies_each_file_once_and_no_link_out(tmp_path: Path, looped_source: Path) -> None:
+    from smddp_compat.local_mode import JobSpec
+    from smddp_compat.local_mode.runner import _copy_code
+
+    code = tmp_path / "code"
+    code.mkdir()
+    spec = JobSpec(entry_point="train.py", source_dir=str(looped_source), output_path=str(tmp_path / "out"))
+    _within(20, lambda: _copy_code(spec, code), _unblock_fifo(looped_source / "fifo"))
+    _assert_copied_once(code)
+    assert not (code / "creds").exists() and not (code / "up").exists()
+
+
 if sys.platform != "linux":  # O_NOFOLLOW per component and FIFOs as used here are Linux behaviour
     pytestmark = pytest.mark.skip(reason="Linux only")
