@@ -9,7 +9,10 @@ from typing import Any, Mapping
 
 from smddp_compat.estimators.errors import ConfigurationError, raised_as_estimator_errors
 
-__all__ = ["check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN"]
+__all__ = [
+    "check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN",
+    "check_channel_names",
+]
 
 #: An IAM role ARN in any partition: arn:aws[-cn|-us-gov]:iam::<12-digit account>:role/<path/>name.
 ROLE_ARN_PATTERN = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:role/[\w+=,.@\-/]{1,512}$")
@@ -104,6 +107,34 @@ def check_entry_point(entry_point: object, source_dir: object, dependencies: obj
         if not isinstance(dep, str) or not os.path.exists(dep):
             raise ConfigurationError(
                 "dependencies", dep, "is not an existing path", "list local directories or files to ship"
+            )
+
+
+def check_channel_names(inputs: object, *, field: str = "inputs") -> None:
+    """Checks the channel names of ``fit(inputs)`` (or ``smddp submit --channel``) by local_mode's one rule.
+
+    Each channel becomes the folder ``/opt/ml/input/data/<name>`` on every host: besides SageMaker's pattern (1-64
+    letters, digits, '.', '-', '_'), the names ``.`` and ``..``, which SageMaker's pattern lets through, are
+    refused because they name ``input/data`` itself or ``input``.
+
+    Args:
+        inputs: What ``fit`` takes: None, one URI or input object (the ``training`` channel), or a mapping of
+            channel name to URI or input object.
+        field: The argument named in the error (``inputs`` for ``fit``, ``--channel`` for the CLI).
+
+    Raises:
+        ConfigurationError: A channel name is refused (the error names ``field`` and the name).
+    """
+    if not isinstance(inputs, Mapping):
+        return
+    from smddp_compat.local_mode.spec import channel_name_problem  # the one rule (local_mode's spec is light)
+
+    for name in inputs:
+        problem = channel_name_problem(name)
+        if problem is not None:
+            raise ConfigurationError(
+                field, name, problem, "use 1-64 letters, digits, '.', '-', '_', other than '.' and '..' "
+                "(e.g. train, test)"
             )
 
 

@@ -31,7 +31,14 @@ from smddp_compat.local_mode._s3 import is_s3_uri, parse_s3_uri
 from smddp_compat.local_mode.environment import is_reserved
 from smddp_compat.local_mode.errors import ConfigurationError, HyperparameterError
 
-__all__ = ["Distribution", "JobSpec", "DEFAULT_MAX_RUN", "DEFAULT_OUTPUT_PATH", "check_hyperparameter_name"]
+__all__ = [
+    "Distribution",
+    "JobSpec",
+    "DEFAULT_MAX_RUN",
+    "DEFAULT_OUTPUT_PATH",
+    "check_hyperparameter_name",
+    "channel_name_problem",
+]
 
 DEFAULT_MAX_RUN = 24 * 60 * 60
 """SageMaker's default ``max_run`` (seconds)."""
@@ -162,17 +169,36 @@ def _validate_environment(values: Mapping[str, str]) -> dict[str, str]:
     return checked
 
 
+def channel_name_problem(name: object) -> str | None:
+    """What is wrong with a channel name, or None when SageMaker and the job's tree both accept it.
+
+    SageMaker's pattern (1-64 letters, digits, '.', '-', '_') lets ``.`` and ``..`` through, but the channel becomes
+    the folder ``input/data/<name>``: those two would name ``input/data`` itself or ``input`` (and, in local mode,
+    the job's staging folders), so they are refused too.
+
+    Args:
+        name: A channel name as given.
+
+    Returns:
+        The problem, worded for :class:`ConfigurationError`, or None.
+    """
+    if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
+        return "is not a valid channel name"
+    if name in (".", ".."):
+        return f"names no folder of its own: input/data/{name} is {'input/data' if name == '.' else 'input'} itself"
+    return None
+
+
 def _validate_channels(values: Mapping[str, str]) -> dict[str, str]:
     if not isinstance(values, Mapping):
         raise ConfigurationError("channels", values, "must be a mapping", "pass a dict of NAME -> PATH or s3:// URI")
     checked: dict[str, str] = {}
     for name, source in values.items():
-        if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
+        problem = channel_name_problem(name)
+        if problem is not None:
             raise ConfigurationError(
-                "channels",
-                name,
-                "is not a valid channel name",
-                "use 1-64 letters, digits, '.', '-', '_' (e.g. train, test)",
+                "channels", name, problem, "use 1-64 letters, digits, '.', '-', '_', other than '.' and '..' "
+                "(e.g. train, test)"
             )
         if not isinstance(source, (str, os.PathLike)) or not str(source):
             raise ConfigurationError(

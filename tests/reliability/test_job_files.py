@@ -300,5 +300,42 @@ def test_local_modes_code_copy_copies_each_file_once_and_no_link_out(tmp_path: P
     assert not (code / "creds").exists() and not (code / "up").exists()
 
 
+# -- channel names ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_channel_names_are_refused_by_jobspec(tmp_path: Path, name: str) -> None:
+    from smddp_compat.local_mode import ConfigurationError, JobSpec
+
+    (tmp_path / "train.py").write_text("")
+    with pytest.raises(ConfigurationError) as caught:
+        JobSpec(entry_point=str(tmp_path / "train.py"), channels={name: str(tmp_path)})
+    assert caught.value.field == "channels" and caught.value.value == name
+    assert "input/data" in str(caught.value)
+
+
+def test_dot_channel_names_are_refused_by_smddp_local(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("raise SystemExit('must not run')\n")
+    proc = subprocess.run(
+        smddp("local", str(tmp_path / "train.py"), "--channel", f"..={tmp_path}", "--output", str(tmp_path / "out")),
+        env=quiet_env(), cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "channels='..'" in proc.stderr and "must not run" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", [".", "..", "a/b", ""])
+def test_the_estimators_refuse_channel_names_that_are_not_one_folder(name: str) -> None:
+    from smddp_compat.estimators._validation import check_channel_names
+    from smddp_compat.estimators.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as caught:
+        check_channel_names({name: "s3://bucket/data"})
+    assert caught.value.field == "inputs" and caught.value.value == name
+    assert check_channel_names({"train": "s3://b/p", "test.v2": "s3://b/q"}) is None
+    assert check_channel_names("s3://bucket/data") is None  # one URI: the "training" channel
+
+
 if sys.platform != "linux":  # O_NOFOLLOW per component and FIFOs as used here are Linux behaviour
     pytestmark = pytest.mark.skip(reason="Linux only")
