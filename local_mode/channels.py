@@ -3,6 +3,9 @@
 A channel is fetched once per job into a staging folder (S3) or used in place (local folder), and each host's
 ``input/data/<channel>`` is a symbolic link to it: SageMaker's "FullyReplicated" File mode, without copying the data
 H times. Scripts must treat channel folders as read-only, as on SageMaker.
+
+S3 objects land where SageMaker's File mode puts them (:func:`channel_key_path`); keys that would land on the same
+file, or as a file where another key needs a folder, stop the job before anything is written, naming both keys.
 """
 
 from __future__ import annotations
@@ -16,22 +19,130 @@ from smddp_compat.local_mode._s3 import S3Location, is_s3_uri, make_s3_client, p
 from smddp_compat.local_mode.errors import ChannelError
 from smddp_compat.local_mode.layout import HostLayout
 
-__all__ = ["stage_channels", "link_channels", "download_s3_prefix"]
+__all__ = [
+    "stage_channels",
+    "link_channels",
+    "download_s3_channel",
+    "download_s3_prefix",
+    "channel_key_path",
+    "folder_key_path",
+]
 
 
-def _relative_key(key: str, prefix: str) -> str:
-    """Where object ``key`` lands under the channel folder, as SageMaker places S3Prefix objects."""
-    if prefix and not prefix.endswith("/") and key != prefix and not key.startswith(prefix + "/"):
-        return PurePosixPath(key).name  # prefix "data/train" matched "data/train.csv": keep the file name
+def channel_key_path(key: str, prefix: str) -> str:
+    """Where object ``key`` lands in a channel's folder, as SageMaker's File mode places S3Prefix objects.
+
+    SageMaker takes every object whose key starts with the prefix and writes it at its key relative to the
+    prefix's "folder", the prefix up to its last ``/``: prefix ``data/train`` gives ``data/train/a.csv`` ->
+    ``train/a.csv``, ``data/train-b/a.csv`` -> ``train-b/a.csv`` and ``data/train.csv`` -> ``train.csv``; prefix
+    ``data/train/`` gives ``data/train/a.csv`` -> ``a.csv``; a prefix that is one object gives its file name.
+
+    Args:
+        key: An object key that starts with ``prefix``.
+        prefix: The channel's key prefix (``S3Uri`` without bucket).
+
+    Returns:
+        The relative path, ``/``-separated.
+    """
+    return key[prefix.rfind("/") + 1 :]
+
+
+def folder_key_path(key: str, prefix: str) -> str | None:
+    """Where object ``key`` lands when ``prefix`` names a folder (as ``CheckpointConfig.S3Uri`` does, synced both
+    ways): its key relative to ``prefix/``; a prefix that is one object gives its file name.
+
+    Args:
+        key: An object key that starts with ``prefix``.
+        prefix: The folder's key prefix, with or without its final ``/``.
+
+    Returns:
+        The relative path, or None when ``key`` is not in the folder (``data/train-b/a.csv`` for ``data/train``).
+    """
     if key == prefix:
-        return PurePosixPath(key).name  # the prefix is one object
-    return key[len(prefix) :].lstrip("/")
+        return PurePosixPath(key).name
+    folder = prefix if not prefix or prefix.endswith("/") else prefix + "/"
+    return key[len(folder) :] if key.startswith(folder) else None
 
 
-def download_s3_prefix(
+def _plan_downloads(
+    keys: list[str], place: Callable[[str], str | None], *, channel: str, uri: str
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Each key and the path parts it is written at; refuses keys that leave the folder or collide."""
+    files: dict[tuple[str, ...], str] = {}
+    folders: dict[tuple[str, ...], str] = {}
+    plan: list[tuple[str, tuple[str, ...]]] = []
+    fix = "rename or remove one of the two objects, or narrow the channel's prefix (end it with '/')"
+    for key in keys:
+        relative = place(key)
+        if relative is None:
+            continue
+        parts = tuple(part for part in relative.split("/") if part)
+        if not parts or any(part in ("..", ".") for part in parts):
+            raise ChannelError(
+                channel, uri, f"object key {key!r} would be written outside the channel folder",
+                "rename the object so that its key has no '.' or '..' segments",
+            )
+        shown = "/".join(parts)
+        if parts in files:
+            raise ChannelError(channel, uri, f"objects {files[parts]!r} and {key!r} would both be written as the "
+                               f"file {shown!r}", fix)
+        if parts in folders:
+            raise ChannelError(channel, uri, f"object {key!r} would be written as the file {shown!r}, which object "
+                               f"{folders[parts]!r} needs as a folder", fix)
+        for depth in range(1, len(parts)):
+            above = parts[:depth]
+            if above in files:
+                raise ChannelError(channel, uri, f"object {files[above]!r} would be written as the file "
+                                   f"{'/'.join(above)!r}, which object {key!r} needs as a folder", fix)
+            folders.setdefault(above, key)
+        files[parts] = key
+        plan.append((key, parts))
+    return plan
+
+
+def _download(
+    location: S3Location,
+    destination: Path,
+    place: Callable[[str], str | None],
+    *,
+    channel: str,
+    client: Any | None,
+) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = client if client is not None else make_s3_client()
+    try:
+        keys = [
+            item["Key"]
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=location.prefix)
+            for item in page.get("Contents", [])
+            if not item["Key"].endswith("/")  # a "folder" marker object
+        ]
+        # Every key is placed and checked before the first byte is written: a collision leaves nothing behind.
+        plan = _plan_downloads(keys, place, channel=channel, uri=location.uri)
+        destination.mkdir(parents=True, exist_ok=True)
+        for key, parts in plan:
+            target = destination.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(location.bucket, key, str(target))
+    except (BotoCoreError, ClientError) as exc:
+        raise ChannelError(
+            channel, location.uri, f"download failed ({exc})",
+            "check the bucket and prefix, your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3",
+        ) from exc
+    if not plan:
+        raise ChannelError(
+            channel, location.uri, "no object exists under this prefix", "upload the data there or fix the URI"
+        )
+    return len(plan)
+
+
+def download_s3_channel(
     location: S3Location, destination: Path, *, channel: str, client: Any | None = None
 ) -> int:
-    """Downloads every object under ``location`` into ``destination``, keeping the layout below the prefix.
+    """Downloads a channel's ``S3Prefix`` into ``destination`` as SageMaker's File mode lays it out
+    (:func:`channel_key_path`: every object whose key starts with the prefix, at its key relative to the prefix's
+    folder).
 
     Args:
         location: The bucket and prefix.
@@ -43,41 +154,37 @@ def download_s3_prefix(
         The number of files downloaded.
 
     Raises:
-        ChannelError: The prefix holds no object, an object key would land outside ``destination``, or S3 failed.
+        ChannelError: The prefix holds no object; a key would land outside ``destination``; two keys would land on
+            the same file, or one as a file where another needs a folder (``a/b`` and ``a/b/c``; both named, nothing
+            written); or S3 failed.
     """
-    from botocore.exceptions import BotoCoreError, ClientError
+    return _download(
+        location, destination, lambda key: channel_key_path(key, location.prefix), channel=channel, client=client
+    )
 
-    client = client if client is not None else make_s3_client()
-    destination.mkdir(parents=True, exist_ok=True)
-    count = 0
-    try:
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=location.prefix)
-        for page in pages:
-            for item in page.get("Contents", []):
-                key = item["Key"]
-                if key.endswith("/"):
-                    continue  # a "folder" marker object
-                relative = _relative_key(key, location.prefix)
-                parts = PurePosixPath(relative).parts
-                if not parts or any(part in ("..", ".") for part in parts):
-                    raise ChannelError(
-                        channel, location.uri, f"object key {key!r} would be written outside the channel folder",
-                        "rename the object so that its key has no '.' or '..' segments",
-                    )
-                target = destination.joinpath(*parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                client.download_file(location.bucket, key, str(target))
-                count += 1
-    except (BotoCoreError, ClientError) as exc:
-        raise ChannelError(
-            channel, location.uri, f"download failed ({exc})",
-            "check the bucket and prefix, your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3",
-        ) from exc
-    if count == 0:
-        raise ChannelError(
-            channel, location.uri, "no object exists under this prefix", "upload the data there or fix the URI"
-        )
-    return count
+
+def download_s3_prefix(
+    location: S3Location, destination: Path, *, channel: str, client: Any | None = None
+) -> int:
+    """Downloads the S3 "folder" ``location`` into ``destination``, keeping the layout below it
+    (:func:`folder_key_path`: ``s3://b/ckpt`` and ``s3://b/ckpt/`` both mean the keys under ``ckpt/``), as a
+    checkpoint folder is synced. A channel uses :func:`download_s3_channel`.
+
+    Args:
+        location: The bucket and prefix.
+        destination: The folder to fill (created).
+        channel: What is downloaded (named in errors).
+        client: A boto3 S3 client (one from :func:`smddp_compat.local_mode._s3.make_s3_client` when None).
+
+    Returns:
+        The number of files downloaded.
+
+    Raises:
+        ChannelError: As :func:`download_s3_channel`.
+    """
+    return _download(
+        location, destination, lambda key: folder_key_path(key, location.prefix), channel=channel, client=client
+    )
 
 
 def stage_channels(
@@ -105,7 +212,7 @@ def stage_channels(
         if is_s3_uri(source):
             client = client if client is not None else client_factory()
             target = staging_dir / name
-            download_s3_prefix(parse_s3_uri(source, f"channels[{name!r}]"), target, channel=name, client=client)
+            download_s3_channel(parse_s3_uri(source, f"channels[{name!r}]"), target, channel=name, client=client)
             staged[name] = target
             continue
         path = Path(source)
