@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TextIO
 
 from smddp_compat.estimators.errors import ConfigurationError, JobError, JobTimeoutError
+from smddp_compat.job_files import UnsafeJobFileError, extract_tarball
 
 __all__ = [
     "LOG_GROUP",
@@ -202,28 +203,13 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def _safe_extract(archive: str, destination: str) -> list[str]:
-    names: list[str] = []
-    with tarfile.open(archive, "r:*") as tar:
-        members = tar.getmembers()
-        for member in members:
-            target = os.path.realpath(os.path.join(destination, member.name))
-            if not (target == os.path.realpath(destination) or target.startswith(os.path.realpath(destination) + os.sep)):
-                raise JobError("", f"model archive {archive} has a member outside the destination: {member.name!r}")
-            if member.issym() or member.islnk() or member.isdev():
-                raise JobError("", f"model archive {archive} has a link or device member: {member.name!r}")
-            if member.isfile():
-                names.append(member.name)
-        tar.extractall(destination, filter="data")
-    return names
-
-
 def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destination: str) -> list[str]:
     """Downloads a completed job's ``model.tar.gz`` and extracts it into ``destination``.
 
-    The archive is checked member by member (no absolute paths, ``..``, links or devices) and extracted into a
-    temporary directory beside ``destination``, which then takes its place: a failed fetch leaves nothing half
-    written.
+    The archive is checked member by member (regular files and folders only: no absolute paths, ``..``, links,
+    devices or FIFOs) and extracted (:func:`smddp_compat.job_files.extract_tarball`, also on Python 3.11.0-3.11.3,
+    whose ``extractall`` has no ``filter=``) into a temporary directory beside ``destination``, which then takes its
+    place: a failed fetch leaves nothing half written.
 
     Args:
         sagemaker_client: A boto3 ``sagemaker`` client.
@@ -262,7 +248,9 @@ def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destinatio
         extracted = os.path.join(scratch, "model")
         os.makedirs(extracted)
         try:
-            names = _safe_extract(archive, extracted)
+            names = extract_tarball(archive, extracted)
+        except UnsafeJobFileError as exc:
+            raise JobError(job_name, f"the model archive {uri} of {job_name!r} was not extracted: {exc}") from exc
         except tarfile.TarError as exc:
             raise JobError(job_name, f"{uri} is not a readable tar.gz archive: {exc}") from exc
         if os.path.isdir(destination):

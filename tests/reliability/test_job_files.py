@@ -337,5 +337,120 @@ def test_the_estimators_refuse_channel_names_that_are_not_one_folder(name: str) 
     assert check_channel_names("s3://bucket/data") is None  # one URI: the "training" channel
 
 
+# -- tarballs on Python 3.11.0-3.11.3 ---------------------------------------------------------------------------------
+
+
+def _tarball(path: Path, members: list[tarfile.TarInfo], data: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as archive:
+        for member in members:
+            payload = data.get(member.name)
+            if payload is not None:
+                member.size = len(payload)
+            archive.addfile(member, io.BytesIO(payload) if payload is not None else None)
+    return path
+
+
+def _file(name: str, mode: int = 0o644) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.mode = mode
+    return info
+
+
+@pytest.fixture
+def python_3_11_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tarfile as Python 3.11.0-3.11.3 has it: no data_filter, and extractall() refuses filter=."""
+    monkeypatch.delattr(tarfile, "data_filter")
+    original = tarfile.TarFile.extractall
+
+    def extractall(self: tarfile.TarFile, path: str = ".", members: Any = None, *, numeric_owner: bool = False,
+                   **unexpected: Any) -> None:
+        if unexpected:
+            raise TypeError(f"extractall() got an unexpected keyword argument {next(iter(unexpected))!r}")
+        original(self, path, members, numeric_owner=numeric_owner, filter="fully_trusted")
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", extractall)
+
+
+def test_extraction_works_without_extractall_filter(tmp_path: Path, python_3_11_2: None) -> None:
+    folder = tarfile.TarInfo("1")
+    folder.type = tarfile.DIRTYPE
+    archive = _tarball(tmp_path / "model.tar.gz", [folder, _file("1/saved_model.pb", 0o4777), _file("1/v")],
+                       {"1/saved_model.pb": b"pb", "1/v": b"v"})
+    destination = tmp_path / "model"
+    destination.mkdir()
+    assert sorted(extract_tarball(archive, destination)) == ["1/saved_model.pb", "1/v"]
+    assert (destination / "1" / "saved_model.pb").read_bytes() == b"pb"
+    assert stat.S_IMODE((destination / "1" / "saved_model.pb").stat().st_mode) == 0o755  # no setuid, no o+w
+
+
+def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = target
+    return info
+
+
+@pytest.mark.parametrize("bad, words", [
+    (_file("../escaped.txt"), "outside the destination"),
+    (_file("/abs.txt"), "outside the destination"),
+    (_file("a/../../escaped.txt"), "outside the destination"),
+    (_link("creds", "/home/user/.aws/credentials"), "symbolic link"),
+    (_link("hard", "/etc/passwd", tarfile.LNKTYPE), "hard link"),
+    (_link("fifo", "", tarfile.FIFOTYPE), "device or FIFO"),
+])
+@pytest.mark.parametrize("old_python", [True, False], ids=["python-3.11.2", "this-python"])
+def test_extraction_refuses_links_special_files_and_escapes(
+    tmp_path: Path, request: pytest.FixtureRequest, bad: tarfile.TarInfo, words: str, old_python: bool
+) -> None:
+    if old_python:
+        request.getfixturevalue("python_3_11_2")
+    data = {"ok.txt": b"ok", bad.name: b"x"} if bad.isfile() else {"ok.txt": b"ok"}
+    archive = _tarball(tmp_path / "evil.tar.gz", [_file("ok.txt"), bad], data)
+    destination = tmp_path / "out" / "model"
+    destination.mkdir(parents=True)
+    with pytest.raises(UnsafeJobFileError, match=words):
+        extract_tarball(archive, destination)
+    assert list(destination.iterdir()) == []  # nothing written: every member is checked first
+    assert not (tmp_path / "out" / "escaped.txt").exists()
+
+
+def test_fetch_model_extracts_on_python_3_11_2(tmp_path: Path, python_3_11_2: None) -> None:
+    from smddp_compat.estimators._jobs import fetch_model
+
+    archive = _tarball(tmp_path / "model.tar.gz", [_file("1/saved_model.pb")], {"1/saved_model.pb": b"pb"})
+
+    class SageMaker:
+        def describe_training_job(self, TrainingJobName: str) -> dict[str, Any]:  # boto3's argument name
+            return {"TrainingJobStatus": "Completed",
+                    "ModelArtifacts": {"S3ModelArtifacts": "s3://bucket/job/output/model.tar.gz"}}
+
+    class S3:
+        def download_file(self, bucket: str, key: str, target: str) -> None:
+            Path(target).write_bytes(archive.read_bytes())
+
+    names = fetch_model(SageMaker(), S3(), "job", str(tmp_path / "model"))
+    assert names == ["1/saved_model.pb"] and (tmp_path / "model" / "1" / "saved_model.pb").read_bytes() == b"pb"
+
+
+def test_fetch_model_names_the_job_and_the_member_it_refused(tmp_path: Path) -> None:
+    from smddp_compat.estimators._jobs import fetch_model
+    from smddp_compat.estimators.errors import JobError
+
+    archive = _tarball(tmp_path / "model.tar.gz", [_file("ok"), _link("creds", "/root/.aws/credentials")], {"ok": b""})
+
+    class SageMaker:
+        def describe_training_job(self, TrainingJobName: str) -> dict[str, Any]:  # boto3's argument name
+            return {"TrainingJobStatus": "Completed", "ModelArtifacts": {"S3ModelArtifacts": "s3://b/k/model.tar.gz"}}
+
+    class S3:
+        def download_file(self, bucket: str, key: str, target: str) -> None:
+            Path(target).write_bytes(archive.read_bytes())
+
+    with pytest.raises(JobError) as caught:
+        fetch_model(SageMaker(), S3(), "evil-job", str(tmp_path / "model"))
+    assert caught.value.job_name == "evil-job" and "'creds'" in str(caught.value)
+    assert "symbolic link" in str(caught.value) and not (tmp_path / "model").exists()
+
+
 if sys.platform != "linux":  # O_NOFOLLOW per component and FIFOs as used here are Linux behaviour
     pytestmark = pytest.mark.skip(reason="Linux only")
