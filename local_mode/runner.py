@@ -69,18 +69,36 @@ def _count_gpus() -> int:
 def _copy_code(spec: JobSpec, code_dir: Path) -> None:
     """Copies the job's code into a host's ``code`` folder, by the rule of the estimators' upload (links to files
     inside become files, links to folders are not followed, links out of the source and special files are left out
-    with a warning)."""
+    with a warning); a shell entry point is made executable, as the training toolkit does before it runs one."""
     if spec.source_dir is None:
         shutil.copy2(spec.entry_point, code_dir / Path(spec.entry_point).name)
     else:
         warn_left_out(copy_source_tree(spec.source_dir, code_dir), f"the code folder {code_dir}")
+    script = code_dir / spec.entry_point_name
+    if not spec.entry_point_name.endswith(".py") and script.is_file() and not script.is_symlink():
+        script.chmod(script.stat().st_mode | 0o111)
 
 
 def _argv(spec: JobSpec, layout: HostLayout, args: list[str]) -> list[str]:
-    script = str(layout.code_dir / spec.entry_point_name)
-    if script.endswith(".sh"):
-        return ["/bin/sh", script, *args]
-    return [spec.python, script, *args]
+    """The command of one process, as SageMaker's training toolkit builds it (``_entry_point_type.get`` and
+    ``ProcessRunner._create_command`` of sagemaker-training), without its shell string.
+
+    A ``.sh`` entry point (or one ending in neither ``.sh`` nor ``.py``) is a command: the toolkit makes it
+    executable and runs ``./script args`` through ``/bin/sh -c``, so its shebang chooses the interpreter and ``sh``
+    reads a script without one; here the script is run directly (made executable by :func:`_copy_code`) or, without
+    a shebang, as ``/bin/sh script``. A ``.py`` entry point runs as ``python -m <entry point without .py>`` when the
+    code folder holds a ``setup.py`` (the toolkit's "Python package"; it also ``pip install``s the folder, which
+    local mode does not), else as ``python script``. The arguments are never parsed by a shell.
+    """
+    name = spec.entry_point_name
+    script = layout.code_dir / name
+    if name.endswith(".sh") or not name.endswith(".py"):
+        with open(script, "rb") as handle:
+            has_shebang = handle.read(2) == b"#!"
+        return [str(script), *args] if has_shebang else ["/bin/sh", str(script), *args]
+    if os.path.lexists(layout.code_dir / "setup.py"):
+        return [spec.python, "-m", name.replace(".py", ""), *args]
+    return [spec.python, str(script), *args]
 
 
 def _job_root(spec: JobSpec) -> tuple[Path, bool]:
