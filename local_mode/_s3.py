@@ -15,6 +15,8 @@ from smddp_compat.local_mode.errors import ConfigurationError
 __all__ = ["S3Location", "is_s3_uri", "parse_s3_uri", "make_s3_client", "check_s3_destination"]
 
 _SCHEME = "s3://"
+#: What a job writes under ``<output>/<job name>/`` (artifacts, logs), as SageMaker lays it out.
+_RESULT_FOLDERS = ("output", "logs")
 
 
 @dataclass(frozen=True)
@@ -99,20 +101,27 @@ def check_s3_destination(location: S3Location, field: str, job_name: str, client
         client: An S3 client (one from :func:`make_s3_client` when None).
 
     Raises:
-        ConfigurationError: The bucket cannot be reached (missing, no access, no endpoint), or objects already exist
-            under ``location`` (a job's results are never written over another's).
+        ConfigurationError: The bucket cannot be reached (missing, no access, no endpoint), or results already exist
+            under ``location`` (in ``output/`` or ``logs/``: a job's results are never written over another's; the
+            job's uploaded source, which the SDK puts under ``source/``, is not a result).
     """
     client = client if client is not None else make_s3_client()
     try:
         client.head_bucket(Bucket=location.bucket)
-        found = client.list_objects_v2(Bucket=location.bucket, Prefix=location.prefix.rstrip("/") + "/", MaxKeys=1)
+        found = [
+            key
+            for part in _RESULT_FOLDERS
+            for key in (client.list_objects_v2(Bucket=location.bucket, Prefix=location.child(part).prefix + "/",
+                                               MaxKeys=1).get("Contents") or [])
+        ]
     except Exception as exc:  # noqa: BLE001 - botocore raises several unrelated types here
         raise ConfigurationError(
             field, location.uri, f"cannot be reached ({exc})",
             "create the bucket or fix the URI; check your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3",
         ) from exc
-    if found.get("KeyCount"):
+    if found:
         raise ConfigurationError(
-            "job_name", job_name, f"already has results under {location.uri}/; a job never writes over another's",
+            "job_name", job_name, f"already has results under {location.uri}/ ({found[0]['Key']}); a job never "
+            "writes over another's",
             "choose another job name (or leave it out to get a fresh one)",
         )

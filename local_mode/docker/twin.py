@@ -35,7 +35,6 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -59,6 +58,7 @@ from smddp_compat.local_mode.errors import ArtifactError, ChannelError, Configur
 from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
 from smddp_compat import contract
+from smddp_compat.job_files import iter_regular_files, open_job_file
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
@@ -499,11 +499,13 @@ class SageMakerTwin:
         if target is None:
             return
         for layout in layouts.values():
-            for relative, path, stamp in regular_files(layout.checkpoints_dir):
+            folder = layout.checkpoints_dir
+            for relative, info in iter_regular_files(folder):
+                path, stamp = folder / relative, (info.st_mtime_ns, info.st_size)
                 if relative.startswith(".") or "/." in relative or self._synced.get(path) == stamp:
                     continue  # a file being written (temporary names start with a dot), or unchanged
                 try:
-                    with open_job_file(path) as handle:
+                    with open_job_file(path, folder) as handle:
                         if isinstance(target, S3Location):
                             child = target.child(relative)
                             user_s3.upload_fileobj(handle, child.bucket, child.prefix)
@@ -602,31 +604,6 @@ def _links_and_special_files(folder: str, names: list[str]) -> set[str]:
     """``shutil.copytree``'s ignore: what is not a regular file or a folder (links, FIFOs, devices) is left out."""
     return {name for name in names
             if not (stat.S_ISREG(mode := os.lstat(os.path.join(folder, name)).st_mode) or stat.S_ISDIR(mode))}
-
-
-def regular_files(folder: Path) -> Iterator[tuple[str, Path, tuple[int, int]]]:
-    """The regular files under ``folder`` (links never followed, FIFOs and devices skipped, vanished files too):
-    (path relative to it, path, (mtime_ns, size))."""
-    for current, dirs, files in os.walk(folder, followlinks=False):
-        for name in sorted(files):
-            path = Path(current) / name
-            try:
-                info = os.lstat(path)
-            except FileNotFoundError:
-                continue
-            if stat.S_ISREG(info.st_mode):
-                yield path.relative_to(folder).as_posix(), path, (info.st_mtime_ns, info.st_size)
-
-
-@contextlib.contextmanager
-def open_job_file(path: Path) -> Iterator[IO[bytes]]:
-    """Opens a regular file a job wrote, for reading: never through a link, never blocking on a FIFO."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise OSError(f"{path} is not a regular file")
-    with os.fdopen(descriptor, "rb") as handle:
-        yield handle
 
 
 def _copy_atomically(handle: IO[bytes], destination: Path) -> None:

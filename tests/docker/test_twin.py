@@ -194,7 +194,7 @@ def test_s3_source_with_requirements_and_an_s3_channel(aws: Aws, kit_image: str,
     assert described["TrainingJobName"].startswith("twin-none-replay-")
     output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
     assert output == f"s3://twin-data/replays/{described['TrainingJobName']}/output/output.tar.gz"
-    real_job_output = f"{est.output_path.rstrip('/')[len('s3://'):]}/twin-none/".split("/", 1)
+    real_job_output = f"{est.output_path.rstrip('/')[len('s3://'):]}/twin-none/output/".split("/", 1)
     assert not s3.list_objects_v2(Bucket=real_job_output[0], Prefix=real_job_output[1]).get("KeyCount")
     path = aws.download(output, str(tmp_path / "output.tar.gz"))
     with tarfile.open(path) as archive:
