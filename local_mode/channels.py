@@ -30,12 +30,14 @@ __all__ = [
 
 
 def channel_key_path(key: str, prefix: str) -> str:
-    """Where object ``key`` lands in a channel's folder, as SageMaker's File mode places S3Prefix objects.
+    """Where object ``key`` lands in a channel's folder, for SageMaker's File mode of an ``S3Prefix``.
 
-    SageMaker takes every object whose key starts with the prefix and writes it at its key relative to the
-    prefix's "folder", the prefix up to its last ``/``: prefix ``data/train`` gives ``data/train/a.csv`` ->
-    ``train/a.csv``, ``data/train-b/a.csv`` -> ``train-b/a.csv`` and ``data/train.csv`` -> ``train.csv``; prefix
-    ``data/train/`` gives ``data/train/a.csv`` -> ``a.csv``; a prefix that is one object gives its file name.
+    A prefix read as a folder, the common case (``s3://bucket/data/train`` holding ``data/train/a.csv``), gives each
+    object's key relative to ``prefix/``: ``a.csv``, as on SageMaker and in the SageMaker SDK's local mode. A prefix
+    that is one object gives its file name. SageMaker also takes every other object whose key merely starts with
+    the prefix (``data/train.csv``, ``data/train-b/a.csv`` for ``data/train``); those keep their key relative to
+    the prefix's own folder (``train.csv``, ``train-b/a.csv``), so that two of them never silently become one
+    file (a remaining clash is refused by :func:`download_s3_channel`, naming both keys).
 
     Args:
         key: An object key that starts with ``prefix``.
@@ -44,6 +46,11 @@ def channel_key_path(key: str, prefix: str) -> str:
     Returns:
         The relative path, ``/``-separated.
     """
+    if key == prefix:
+        return PurePosixPath(key).name
+    folder = prefix if not prefix or prefix.endswith("/") else f"{prefix}/"
+    if key.startswith(folder):
+        return key[len(folder) :]
     return key[prefix.rfind("/") + 1 :]
 
 

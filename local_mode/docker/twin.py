@@ -46,7 +46,7 @@ import psutil
 from smddp_compat.local_mode._job_claim import claimed_job
 from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
-from smddp_compat.local_mode.channels import download_s3_prefix
+from smddp_compat.local_mode.channels import download_s3_channel, download_s3_prefix
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, ContainerState, Mount, TwinEngine
 from smddp_compat.local_mode.docker._reaper import reaper_argv
 from smddp_compat.local_mode.docker._engine import Engine, find_engine
@@ -338,7 +338,7 @@ class SageMakerTwin:
         }  # fmt: skip
         for channel in request.channels:
             staged = root / "channels" / channel.name
-            download_s3_prefix(channel.source, staged, channel=channel.name, client=user_s3)
+            download_s3_channel(channel.source, staged, channel=channel.name, client=user_s3)
             files = sorted(p for p in staged.rglob("*") if p.is_file())
             for index, host in enumerate(hosts):
                 target = layouts[host].channel_dir(channel.name)

@@ -31,7 +31,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("key, prefix, placed", [
-    ("data/train/a.csv", "data/train", "train/a.csv"),
+    ("data/train/a.csv", "data/train", "a.csv"),
     ("data/train-a/x.csv", "data/train", "train-a/x.csv"),
     ("data/train.csv", "data/train", "train.csv"),
     ("data/train/a.csv", "data/train/", "a.csv"),
@@ -39,7 +39,7 @@ def _files(folder: Path) -> dict[str, bytes]:
     ("data/test.csv", "data/test.csv", "test.csv"),
     ("a/b", "", "a/b"),
 ])
-def test_keys_land_relative_to_the_prefixs_folder(key: str, prefix: str, placed: str) -> None:
+def test_keys_land_relative_to_the_prefix_read_as_a_folder(key: str, prefix: str, placed: str) -> None:
     assert channel_key_path(key, prefix) == placed
 
 

