@@ -15,8 +15,10 @@ Started by mpirun without ``-np``, smddprun is one rank: it prepares that rank a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
+import signal
 import sys
 from typing import Sequence
 
@@ -169,11 +171,32 @@ def _command(args: argparse.Namespace) -> list[str]:
     return command
 
 
+def _say(text: str) -> None:
+    """Prints one of smddprun's own lines on standard error; a closed standard error must not end in a traceback
+    (``smddprun ... 2>&1 | head -1``) nor change the exit code, which stays the job's."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _release_stdout() -> None:
+    """Flushes standard output; when it is closed (``smddprun ... | head -1``), points it at /dev/null, so that
+    Python's own last flush at exit neither prints a BrokenPipeError nor turns the job's exit code into 120."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+
+
 def _run(args: argparse.Namespace, command: list[str]) -> GroupResult:
     hosts = _resolve_hosts(args)
     crowded = oversubscription_warning(args.num_proc, usable_cores())
     if crowded:
-        print(f"smddprun: warning: {crowded}", file=sys.stderr)
+        _say(f"smddprun: warning: {crowded}")
     base_env = with_shim_on_path(dict(os.environ), enabled=not args.no_shim)
     base_env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     with stall_directory() as directory:
@@ -186,7 +209,7 @@ def _launch(
 ) -> GroupResult:
     grace = args.grace if args.grace is not None else DEFAULT_GRACE_SECONDS
     choice = choose_engine(args.num_proc, args.engine)
-    print(f"smddprun: {choice.describe()}", file=sys.stderr, flush=True)
+    _say(f"smddprun: {choice.describe()}")
     if choice.engine == "mpi":
         names = [{"HOROVOD_HOSTNAME": host.name} for host in hosts for _ in range(host.slots)]
         specs = _quiet(rank_specs(command, base_env, names, args.log_dir), args)
@@ -212,10 +235,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         0 when every rank succeeded, else the failed rank's exit code (124 on timeout, 128+N on signal N);
-        2 for a usage error.
+        2 for a usage error. A closed console changes none of these.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        return _main(args)
+    finally:
+        _release_stdout()
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.rank_specs is not None:
             exec_rank([], args)
@@ -229,8 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             exec_rank(command, args)
         result = _run(args, command)
     except SmddpError as exc:
-        print(f"smddprun: error: {exc}", file=sys.stderr)
+        _say(f"smddprun: error: {exc}")
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C outside the supervision (before the ranks start, or once they are reaped): none of them is running.
+        _say("smddprun: interrupted")
+        return 128 + signal.SIGINT
     if not result.ok:
-        print(f"smddprun: job failed after {result.duration:.1f} s: {result.reason}", file=sys.stderr)
+        _say(f"smddprun: job failed after {result.duration:.1f} s: {result.reason}")
     return result.exit_code

@@ -3,11 +3,22 @@
 The group lives and dies together, as ranks under ``mpirun`` do: output is streamed line by line with a prefix,
 the first process that fails (or a timeout, or a signal to the supervisor) stops all the others, first politely
 (SIGTERM to each process group) and then for good (SIGKILL after ``grace`` seconds). Nothing is left running.
+
+Whatever happens on the way, the supervisor ends what it started:
+
+* SIGINT and SIGTERM are only noted by the signal handler, never raised from it, so a signal cannot break off a
+  start (a process created but not yet noted) or a stop half done; the supervisor's loops act on the note. A signal
+  while a stop waits out its grace period ends the wait at once (SIGKILL): the user asked to stop, again.
+* Output is drained from every process until it ends, whatever happens to where it goes: a console that cannot be
+  written any more (``smddprun ... | head -1``) is dropped and the log files go on; a log file that cannot be written
+  (a full disk) is dropped and the console goes on; each failure is told once on standard error. A process never
+  blocks on a full pipe because its output had nowhere to go.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -28,7 +39,11 @@ __all__ = ["ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "run_pr
 OutputRoute = Callable[["str | None"], "list[tuple[str, str, str | None]]"]
 
 _POLL_SECONDS = 0.05
+# After the processes were reaped: how long the output of all of them together may take to be written out.
 _PUMP_JOIN_SECONDS = 5.0
+# After SIGKILL: how long to wait, for all processes together, until each is reaped (a process in the middle of an
+# uninterruptible system call takes a moment; one that never returns must not hold the launcher for ever).
+_REAP_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -114,37 +129,118 @@ class GroupResult:
         return code if code > 0 else 128 - code
 
 
+def _notice(text: str) -> None:
+    """Tells the user, on standard error, about an output sink that failed (nothing if that is gone too)."""
+    try:
+        sys.stderr.write(f"smddp supervisor: warning: {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # standard error cannot be written either: there is no one left to tell
+
+
+def _why(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+
+
+def _console_name(stream: IO[str]) -> str:
+    if stream is sys.__stdout__ or stream is sys.stdout:
+        return "standard output"
+    if stream is sys.__stderr__ or stream is sys.stderr:
+        return "standard error"
+    return f"the console ({getattr(stream, 'name', type(stream).__name__)})"
+
+
+class _Console:
+    """Where every process of a group prints its prefixed lines; dropped for good at its first failed write."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.failed = False
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            if self.failed:
+                return
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (OSError, ValueError) as exc:  # a closed pipe, a closed file
+                self.failed = True
+                _notice(
+                    f"{_console_name(self.stream)} cannot be written any more ({_why(exc)}); the processes keep "
+                    "running, their output is no longer shown and still goes to their log files, if any"
+                )
+
+
+class _LogFiles:
+    """The log files one process's output goes to, opened on first use; a file that fails once is dropped."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, IO[bytes] | None] = {}  # None: failed, written no more
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def open(self, path: str) -> None:
+        """Opens ``path`` now (the process's own log, before it starts).
+
+        Raises:
+            OSError: It cannot be opened.
+        """
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._files[path] = open(path, "ab")  # noqa: SIM115 - closed by close()
+
+    def write(self, path: str | None, label: str, text: str) -> None:
+        if path is None:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            if path not in self._files:
+                try:
+                    self.open(path)
+                except OSError as exc:
+                    self._drop(path, label, exc)
+                    return
+            log = self._files[path]
+            if log is None:
+                return
+            try:
+                log.write(text.encode("utf-8", errors="replace") + b"\n")
+                log.flush()
+            except (OSError, ValueError) as exc:  # a full disk, the file-size limit
+                self._drop(path, label, exc)
+
+    def _drop(self, path: str, label: str, exc: BaseException) -> None:
+        log = self._files.get(path)
+        self._files[path] = None
+        if log is not None:
+            with contextlib.suppress(OSError, ValueError):  # closing flushes what did not fit: it fails again
+                log.close()
+        _notice(
+            f"cannot write the log file {path} ({_why(exc)}); the output of [{label}] still goes to the console, "
+            "this file misses it from here on"
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for log in self._files.values():
+                if log is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        log.close()
+
+
 @dataclass
 class _Running:
     spec: ProcessSpec
     popen: subprocess.Popen
     started: float
     pump: threading.Thread
+    logs: _LogFiles
     ended: float | None = None
-    log: IO[bytes] | None = None
-    output_lock: threading.Lock = field(default_factory=threading.Lock)
-    routed_logs: dict[str, IO[bytes]] = field(default_factory=dict)
     descendants: list[psutil.Process] = field(default_factory=list)
-
-    def routed_log(self, path: str | None) -> IO[bytes] | None:
-        """The open log file at ``path`` (opened on first use), or None."""
-        if path is None:
-            return None
-        if path not in self.routed_logs:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self.routed_logs[path] = open(path, "ab")  # noqa: SIM115 - closed by run_process_group
-        return self.routed_logs[path]
-
-    def close_logs(self) -> None:
-        for log in [self.log, *self.routed_logs.values()]:
-            if log is not None:
-                log.close()
-
-
-class _Interrupted(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
+    line_errors: int = 0
 
 
 def _describe_exit(code: int) -> str:
@@ -164,32 +260,42 @@ def describe_failure(spec: ProcessSpec, returncode: int, recorded: str | None) -
     return reason + "; the other processes were stopped"
 
 
-def _write_line(running: _Running, label: str, text: str, log: IO[bytes] | None, stream: IO[str],
-                stream_lock: threading.Lock) -> None:
-    if log is not None:
-        log.write(text.encode("utf-8", errors="replace") + b"\n")
-        log.flush()
+def _write_line(running: _Running, console: _Console, label: str, text: str, log_path: str | None) -> None:
+    running.logs.write(log_path, label, text)
     if running.spec.console_hides is not None and running.spec.console_hides(text):
         return
-    with stream_lock:
-        stream.write(f"[{label}] {text}\n")
-        stream.flush()
+    console.write(f"[{label}] {text}\n")
 
 
-def _pump_output(running: _Running, stream: IO[str], stream_lock: threading.Lock) -> None:
+def _handle_output(running: _Running, console: _Console, text: str | None) -> None:
+    """One line of a process's output (None: its output ended) to the log files and the console."""
     route = running.spec.route_output
-    assert running.popen.stdout is not None
-    for raw in iter(running.popen.stdout.readline, b""):
-        text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        if route is None:
-            _write_line(running, running.spec.label, text, running.log, stream, stream_lock)
-            continue
-        for label, line, log_path in route(text):
-            _write_line(running, label, line, running.routed_log(log_path), stream, stream_lock)
-    if route is not None:
-        for label, line, log_path in route(None):
-            _write_line(running, label, line, running.routed_log(log_path), stream, stream_lock)
-    running.popen.stdout.close()
+    if route is None:
+        if text is not None:
+            _write_line(running, console, running.spec.label, text, running.spec.log_path)
+        return
+    for label, line, log_path in route(text):
+        _write_line(running, console, label, line, log_path)
+
+
+def _pump_output(running: _Running, console: _Console) -> None:
+    """Drains a process's output until it ends: nothing that goes wrong with a line stops the draining, or the
+    process would block on a full pipe and the job hang."""
+    stdout = running.popen.stdout
+    assert stdout is not None
+    try:
+        # None after the last line: a route then gives back the lines still unfinished.
+        for raw in itertools.chain(iter(stdout.readline, b""), [None]):
+            try:
+                _handle_output(running, console, None if raw is None else raw.decode("utf-8", errors="replace")
+                               .rstrip("\r\n"))
+            except Exception as exc:  # noqa: BLE001 - a failing route or filter (a bug) must not stop the draining
+                running.line_errors += 1
+                if running.line_errors == 1:
+                    _notice(f"could not pass on a line of [{running.spec.label}]'s output ({exc!r}); its output is "
+                            "still read, lines that fail so are dropped")
+    finally:
+        stdout.close()
 
 
 def _signal_group(running: _Running, signum: int) -> None:
@@ -215,14 +321,28 @@ def _descendants_elsewhere(running: _Running) -> list[psutil.Process]:
     return out
 
 
-def _stop_all(group: list[_Running], grace: float) -> None:
-    """SIGTERM every live process group, SIGKILL what is left after ``grace`` s, reap everything."""
+def _stop_all(group: list[_Running], grace: float, signals: list[int], heeded: int) -> int | None:
+    """SIGTERM every live process group, SIGKILL what is left after ``grace`` s, reap everything.
+
+    Args:
+        group: The processes started.
+        grace: Seconds between SIGTERM and SIGKILL.
+        signals: The signals received so far (the handler appends to it while this runs).
+        heeded: How many of them are already answered by this stop; one more ends the grace period at once.
+
+    Returns:
+        The signal that cut the grace period short, or None.
+    """
     for running in group:
         if running.popen.poll() is None:
             running.descendants = _descendants_elsewhere(running)
             _signal_group(running, signal.SIGTERM)
+    cut: int | None = None
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(r.popen.poll() is None for r in group):
+        if len(signals) > heeded:
+            cut = signals[heeded]
+            break
         time.sleep(_POLL_SECONDS)
     for running in group:
         # Kill the whole group even if its leader is gone: children it forked may still hold resources.
@@ -230,18 +350,25 @@ def _stop_all(group: list[_Running], grace: float) -> None:
         for child in running.descendants:
             with contextlib.suppress(psutil.Error):
                 child.kill()
+    reaped_by = time.monotonic() + _REAP_SECONDS
     for running in group:
         try:
-            running.popen.wait(timeout=grace)
+            running.popen.wait(timeout=max(0.0, reaped_by - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
+    return cut
 
 
-def _start(spec: ProcessSpec, stream: IO[str], stream_lock: threading.Lock) -> _Running:
-    log = None
+def _start(spec: ProcessSpec, console: _Console) -> _Running:
+    logs = _LogFiles()
     if spec.log_path:
-        os.makedirs(os.path.dirname(os.path.abspath(spec.log_path)), exist_ok=True)
-        log = open(spec.log_path, "ab")  # noqa: SIM115 - closed by run_process_group
+        try:
+            logs.open(spec.log_path)
+        except OSError as exc:
+            raise LaunchError(
+                f"could not open the log file {spec.log_path} of process [{spec.label}]: {_why(exc)}. Give a log "
+                "folder that can be written (a folder, not a file; on a disk with room)."
+            ) from exc
     try:
         popen = subprocess.Popen(  # noqa: S603 - argv is a list, no shell
             spec.argv,
@@ -253,16 +380,14 @@ def _start(spec: ProcessSpec, stream: IO[str], stream_lock: threading.Lock) -> _
             start_new_session=True,
         )
     except OSError as exc:
-        if log is not None:
-            log.close()
+        logs.close()
         raise LaunchError(
             f"could not start process [{spec.label}] on {spec.host}: {exc.strerror or exc} "
             f"(command: {spec.argv!r}). Check that the program exists and is executable."
         ) from exc
-    running = _Running(spec=spec, popen=popen, started=time.monotonic(), pump=threading.Thread(), log=log)
-    running.pump = threading.Thread(
-        target=_pump_output, args=(running, stream, stream_lock), name=f"pump-{spec.label}", daemon=True
-    )
+    running = _Running(spec=spec, popen=popen, started=time.monotonic(), pump=threading.Thread(), logs=logs)
+    running.pump = threading.Thread(target=_pump_output, args=(running, console), name=f"pump-{spec.label}",
+                                    daemon=True)
     running.pump.start()
     return running
 
@@ -286,7 +411,9 @@ def run_process_group(
             (e.g. its failure file) or None.
 
     Returns:
-        How the group ended.
+        How the group ended. A SIGINT or SIGTERM while the group is stopped (after a failure, after the time limit,
+        or after a first signal) ends the grace period at once; the reason says so, and the exit code stays that
+        of what stopped the group first.
 
     Raises:
         UsageError: No specs, or a non-positive timeout or grace.
@@ -298,19 +425,15 @@ def run_process_group(
         raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}.")
     if grace <= 0:
         raise UsageError(f"grace must be a positive number of seconds, got {grace!r}.")
-    out = stream if stream is not None else sys.stdout
-    stream_lock = threading.Lock()
+    console = _Console(stream if stream is not None else sys.stdout)
     group: list[_Running] = []
     previous_handlers: dict[int, object] = {}
-
-    signalled: list[int] = []
+    signals: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
-        # The first SIGINT/SIGTERM stops the group; a repeat (a second Ctrl-C, the caller's own stop) must not
-        # break off the stopping half-way and leave processes running.
-        if not signalled:
-            signalled.append(signum)
-            raise _Interrupted(signum)
+        # Only noted, never raised: an exception from here would surface wherever the main thread happens to be
+        # (a process created but not yet in `group`, a stop half done) and leave processes running.
+        signals.append(signum)
 
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -320,11 +443,14 @@ def run_process_group(
     failed: _Running | None = None
     timed_out = False
     interrupted: int | None = None
+    cut: int | None = None
     try:
         try:
             for spec in specs:
-                group.append(_start(spec, out, stream_lock))
-            while True:
+                if signals:
+                    break  # asked to stop: start no more
+                group.append(_start(spec, console))
+            while not signals:
                 live = 0
                 for running in group:
                     code = running.popen.poll()
@@ -341,18 +467,21 @@ def run_process_group(
                     timed_out = True
                     break
                 time.sleep(_POLL_SECONDS)
-        except _Interrupted as exc:
-            interrupted = exc.signum
+            else:
+                interrupted = signals[0]
         except BaseException:
-            _stop_all(group, grace)
+            _stop_all(group, grace, signals, heeded=len(signals))
             raise
-        _stop_all(group, grace)
+        # The signal that stopped the group is answered by this stop; any further one (or, for a failure or a
+        # time-out, any one at all) cuts its grace period short.
+        cut = _stop_all(group, grace, signals, heeded=1 if interrupted is not None else len(signals))
     finally:
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
+        joined_by = time.monotonic() + _PUMP_JOIN_SECONDS
         for running in group:
-            running.pump.join(timeout=_PUMP_JOIN_SECONDS)
-            running.close_logs()
+            running.pump.join(timeout=max(0.0, joined_by - time.monotonic()))
+            running.logs.close()
 
     end = time.monotonic()
     results = [
@@ -370,6 +499,8 @@ def run_process_group(
         reason = f"the job exceeded its time limit of {timeout:g} s and was stopped"
     elif interrupted is not None:
         reason = f"the job was interrupted by {signal.Signals(interrupted).name} and stopped"
+    if cut is not None:
+        reason += f"; {signal.Signals(cut).name} during the stop: what was left was killed at once (SIGKILL)"
     ok = failed is None and not timed_out and interrupted is None and all(r.returncode == 0 for r in results)
     return GroupResult(
         results=results,

@@ -1,0 +1,257 @@
+"""Faults around the launchers, injected for real: every launcher ends every process it started, whatever happens,
+and refuses inputs that would end in a traceback or be silently misread.
+
+- a signal at a bad moment: SIGINT/SIGTERM while the grace period of a stop runs (after a failure, after the time
+  limit, after a first signal), and SIGINT right after a rank's process was created;
+- an output sink that fails: the console closed (``smddprun ... | head -1``), a log file on a full disk
+  (``/dev/full``) or past the file-size limit (``RLIMIT_FSIZE``).
+
+The ranks are small TF-free programs (``programs/fault_rank.py``) that write their PIDs to a folder, so each test
+checks with psutil that none of them is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.reliability.conftest import PROGRAMS, alive, quiet_env, smddp, smddprun
+
+pytestmark = pytest.mark.timeout(180)
+
+RANK = str(PROGRAMS / "fault_rank.py")
+# Long enough that a stop which waited it out would be plain to see; the bound asserted is far below it.
+LONG_GRACE = "30"
+# From the signal (or the end of the job's work) to the launcher's exit; "grace + a few seconds" with the grace cut.
+STOP_BOUND_SECONDS = 5.0
+# A job that hangs is given this long before the test calls it a hang (the job itself needs 1-3 s).
+HANG_SECONDS = 60.0
+
+
+class Running:
+    """A launcher started in its own session, its stdout and stderr read line by line in threads."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, read_stdout: bool = True,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
+        self.proc = subprocess.Popen(argv, env=env or quiet_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True, preexec_fn=preexec_fn)
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._changed = threading.Condition()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._threads = [threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True)]
+        if read_stdout:
+            self._threads.append(threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout),
+                                                  daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def _read(self, stream, lines: list[str]) -> None:  # type: ignore[no-untyped-def]
+        for line in stream:
+            with self._changed:
+                lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def wait_for_line(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> None:
+        """Waits until a stdout line satisfies ``predicate`` (fails the test if none does in time)."""
+        with self._changed:
+            found = self._changed.wait_for(lambda: any(predicate(line) for line in self.stdout), timeout=timeout)
+        assert found, f"no expected line within {timeout} s; stdout: {self.stdout[-20:]} stderr: {self.stderr}"
+
+    def wait(self, timeout: float = HANG_SECONDS) -> tuple[int, float]:
+        """The launcher's exit code and the time.monotonic() it ended; kills its session if it hangs."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+            pytest.fail(f"the launcher hung (still running after {timeout:.0f} s); stderr: {self.text_stderr}")
+        ended = time.monotonic()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        return code, ended
+
+    @property
+    def text_stderr(self) -> str:
+        return "\n".join(self.stderr)
+
+
+def rank_pids(pid_dir: Path) -> set[int]:
+    """The PIDs the ranks wrote."""
+    return {int(path.read_text()) for path in pid_dir.glob("rank.*.pid")}
+
+
+@contextlib.contextmanager
+def no_rank_left(pid_dir: Path, extra_pid_file: Path | None = None) -> Iterator[None]:
+    """Asserts at the end that no rank (PID written by the rank, or by the test driver) is still running; kills
+    leftovers so a failing run does not spill into the next test."""
+    pid_dir.mkdir(exist_ok=True)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        pids = rank_pids(pid_dir)
+        if extra_pid_file is not None and extra_pid_file.exists():
+            pids |= {int(line) for line in extra_pid_file.read_text().split()}
+        # The launcher reaps its ranks before it exits: a rank still running now was left behind.
+        left = alive(pids)
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        if not failed:
+            assert pids, "the ranks never wrote their PIDs"
+            assert left == [], f"processes left running: {[p.pid for p in left]}"
+
+
+def assert_no_traceback(running: Running) -> None:
+    assert "Traceback" not in running.text_stderr, running.text_stderr
+    assert "Exception ignored" not in running.text_stderr, running.text_stderr
+
+
+# -- 1. a signal at a bad moment --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "trigger, options, rank_options, signum, exit_code",
+    [
+        # rank 1 fails; rank 0 ignores SIGTERM, so the grace period runs; Ctrl-C in it
+        ("failure", (), ("--fail-rank", "1"), signal.SIGINT, 3),
+        # the time limit passes; both ranks ignore SIGTERM; SIGTERM (a stop from outside) in the grace period
+        ("timeout", ("--timeout", "2"), (), signal.SIGTERM, 124),
+        # a first SIGTERM stops the job; both ranks ignore it; a second signal (Ctrl-C) kills at once
+        ("signal", (), (), signal.SIGINT, 128 + signal.SIGTERM),
+    ],
+)
+def test_a_signal_during_the_grace_period_ends_every_rank_at_once(
+    tmp_path: Path, trigger: str, options: tuple[str, ...], rank_options: tuple[str, ...], signum: int,
+    exit_code: int,
+) -> None:
+    pid_dir = tmp_path / "pids"
+    with no_rank_left(pid_dir):
+        job = Running(smddprun("-np", "2", "--gloo", "--grace", LONG_GRACE, *options, sys.executable, RANK,
+                               "--pid-dir", str(pid_dir), "--ignore-sigterm", *rank_options))
+        job.wait_for_line(lambda line: line == "[0] rank 0 up")
+        job.wait_for_line(lambda line: line == "[1] rank 1 up")
+        if trigger == "signal":
+            job.proc.send_signal(signal.SIGTERM)
+        job.wait_for_line(lambda line: line == "[0] got SIGTERM")  # the grace period has begun
+        sent = time.monotonic()
+        job.proc.send_signal(signum)
+        code, ended = job.wait()
+        print(f"{trigger}: {signal.Signals(signum).name} in the grace period -> launcher ended "
+              f"{ended - sent:.2f} s later")
+        assert_no_traceback(job)
+        assert code == exit_code, job.text_stderr
+        assert ended - sent < STOP_BOUND_SECONDS, f"the grace period ({LONG_GRACE} s) was not cut short"
+        assert "smddprun: job failed after" in job.text_stderr
+        assert f"{signal.Signals(signum).name} during the stop" in job.text_stderr
+
+
+def test_a_signal_right_after_a_rank_was_created_orphans_nothing(tmp_path: Path) -> None:
+    pid_dir = tmp_path / "pids"
+    spawned = tmp_path / "spawned.pids"
+    with no_rank_left(pid_dir, extra_pid_file=spawned):
+        job = Running([sys.executable, str(PROGRAMS / "signal_after_spawn.py"), "-np", "2", "--gloo", "--grace", "2",
+                       sys.executable, RANK, "--pid-dir", str(pid_dir)],
+                      env=quiet_env(SPAWNED_PIDS_FILE=str(spawned)))
+        code, _ = job.wait()
+        assert_no_traceback(job)
+        assert code == 128 + signal.SIGINT, job.text_stderr
+        assert "interrupted by SIGINT" in job.text_stderr
+        assert len(spawned.read_text().split()) == 2
+        assert alive({int(pid) for pid in spawned.read_text().split()}) == [], "a rank was left running"
+
+
+# -- 2. an output sink that fails -------------------------------------------------------------------------------------
+
+LINES = 3000  # ~300 KB per rank: a rank whose output is not drained blocks after 64 KB
+
+
+def _count(lines: list[str], prefix: str) -> int:
+    return sum(1 for line in lines if line.startswith(prefix))
+
+
+@pytest.mark.parametrize("engine", ["gloo", "mpi"])
+def test_a_closed_console_keeps_the_logs_and_never_blocks_a_rank(tmp_path: Path, engine: str) -> None:
+    pid_dir, logs = tmp_path / "pids", tmp_path / "logs"
+    with no_rank_left(pid_dir):
+        # --timeout: a launcher that stops draining the ranks would hang for ever without it.
+        job = Running(smddprun("-np", "2", f"--{engine}", "--timeout", "30", "--log-dir", str(logs), sys.executable,
+                               RANK, "--pid-dir", str(pid_dir), "--lines", str(LINES)), read_stdout=False)
+        assert job.proc.stdout is not None
+        job.proc.stdout.readline()
+        job.proc.stdout.close()  # as `| head -1` does
+        started = time.monotonic()
+        code, ended = job.wait()
+        print(f"closed console ({engine}): job ended {ended - started:.2f} s after the console closed")
+        assert_no_traceback(job)
+        assert code == 0, job.text_stderr
+        warnings = [line for line in job.stderr if "standard output" in line]
+        assert len(warnings) == 1 and "cannot be written" in warnings[0], job.text_stderr
+        for rank in (0, 1):
+            assert _count((logs / f"rank.{rank}.log").read_text().splitlines(), "line ") == LINES
+
+
+def _file_size_limit() -> None:
+    limit = 64 * 1024
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize(
+    "fault, engine",
+    [("dev-full", "gloo"), ("dev-full", "mpi"), ("file-size-limit", "gloo")],
+)
+def test_a_log_file_that_cannot_be_written_keeps_the_console_and_never_blocks_a_rank(
+    tmp_path: Path, fault: str, engine: str
+) -> None:
+    pid_dir, logs = tmp_path / "pids", tmp_path / "logs"
+    logs.mkdir()
+    if fault == "dev-full":
+        (logs / "rank.0.log").symlink_to("/dev/full")  # every write: ENOSPC, as on a full disk
+    with no_rank_left(pid_dir):
+        job = Running(smddprun("-np", "2", f"--{engine}", "--timeout", "30", "--log-dir", str(logs), sys.executable,
+                               RANK, "--pid-dir", str(pid_dir), "--lines", str(LINES)),
+                      preexec_fn=_file_size_limit if fault == "file-size-limit" else None)
+        code, _ = job.wait()
+        assert_no_traceback(job)
+        assert code == 0, job.text_stderr
+        for rank in (0, 1):
+            assert _count(job.stdout, f"[{rank}] line ") == LINES, "the console lost lines"
+        failed_logs = ["rank.0.log"] if fault == "dev-full" else ["rank.0.log", "rank.1.log"]
+        for name in failed_logs:
+            warnings = [line for line in job.stderr if f"{logs / name}" in line]
+            reason = "No space left on device" if fault == "dev-full" else "File too large"
+            assert len(warnings) == 1 and reason in warnings[0], job.text_stderr
+        if fault == "dev-full":
+            assert _count((logs / "rank.1.log").read_text().splitlines(), "line ") == LINES
+
+
+def test_smddp_local_with_a_closed_console_does_not_hang(tmp_path: Path) -> None:
+    """``smddp local ... | head -1``: the process backend keeps draining its processes and ends with the job.
+
+    (What ``smddp local`` does with its own summary on the closed console is its runner's business: not asserted.)
+    """
+    pid_dir, output = tmp_path / "pids", tmp_path / "out"
+    with no_rank_left(pid_dir):
+        job = Running(smddp("local", RANK, "--output", str(output), "--job-name", "closed-console", "--max-run", "30",
+                            "--hyperparameters", f"pid-dir={pid_dir}", f"lines={LINES}"), read_stdout=False)
+        assert job.proc.stdout is not None
+        job.proc.stdout.readline()
+        job.proc.stdout.close()
+        code, _ = job.wait()
+        assert code != 124, f"the job ran into its time limit: its output was no longer drained\n{job.text_stderr}"
+        log = output / "closed-console" / "logs" / "algo-1.log"
+        assert _count(log.read_text().splitlines(), "line ") == LINES
