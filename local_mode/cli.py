@@ -25,6 +25,7 @@ from typing import Any
 
 from smddp_compat import errors as kit_errors
 from smddp_compat.distribution_config import FLAT_KINDS
+from smddp_compat.launcher._option_types import finite_seconds, positive_count, positive_seconds, whole_number
 
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
@@ -54,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("entry_point", nargs="?", metavar="ENTRY_POINT", help="training script (.py or .sh)")
     parser.add_argument("--source-dir", metavar="DIR", help="folder copied as the code directory (holds ENTRY_POINT)")
-    parser.add_argument("--instance-count", type=int, metavar="H", help="number of hosts (default 1)")
-    parser.add_argument("--processes-per-host", type=int, metavar="P", help="processes per host (default 1)")
+    parser.add_argument("--instance-count", type=whole_number, metavar="H", help="number of hosts (default 1)")
+    parser.add_argument("--processes-per-host", type=whole_number, metavar="P", help="processes per host (default 1)")
     parser.add_argument(
         "--distribution", metavar="KIND", help=f"{', '.join(FLAT_KINDS)} (default none)"
     )
@@ -72,14 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder or s3://bucket/prefix for <job>/output/{model,output}.tar.gz and <job>/logs "
         f"(default ./{DEFAULT_OUTPUT_PATH})",
     )
-    parser.add_argument("--max-run", type=float, default=DEFAULT_MAX_RUN, metavar="SECONDS", help="time limit")
+    parser.add_argument("--max-run", type=finite_seconds, default=DEFAULT_MAX_RUN, metavar="SECONDS", help="time limit")
     parser.add_argument("--job-name", metavar="NAME", help="job name (default: script name + timestamp)")
     parser.add_argument(
         "--env", nargs="+", action="extend", default=[], metavar="NAME=VALUE", help="extra environment variables"
     )
     parser.add_argument("--checkpoint-dir", metavar="DIR", help="folder shared as every host's checkpoints folder")
     parser.add_argument("--mesh", metavar="DIM=SIZE,...", help="dtensor: the global mesh, e.g. batch=4,model=2")
-    parser.add_argument("--devices-per-process", type=int, metavar="N", help="dtensor: devices per client")
+    parser.add_argument("--devices-per-process", type=whole_number, metavar="N", help="dtensor: devices per client")
     parser.add_argument("--work-dir", metavar="DIR", help="keep the hosts' /opt/ml trees here (default: temporary)")
     parser.add_argument(
         "--backend",
@@ -103,9 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     source = twin.add_mutually_exclusive_group()
     source.add_argument("--request", metavar="FILE", help="the CreateTrainingJob parameters as JSON")
     source.add_argument("--job", metavar="NAME", help="a job's request read with DescribeTrainingJob (AWS_ENDPOINT_URL)")
-    twin.add_argument("--gpus-per-host", type=int, metavar="N",
+    twin.add_argument("--gpus-per-host", type=positive_count, metavar="N",
                       help="GPU instance types: processes per host on the CPU (default: cores / hosts)")
-    twin.add_argument("--stop-grace", type=float, default=None, metavar="SECONDS",
+    twin.add_argument("--stop-grace", type=positive_seconds, default=None, metavar="SECONDS",
                       help="SIGTERM to SIGKILL on a stop or time-out (default: SageMaker's 120)")
     return parser
 

@@ -33,6 +33,7 @@ from smddp_compat.launcher._hosts import (
     usable_cores,
 )
 from smddp_compat.launcher._mpi_group import run_mpi_group
+from smddp_compat.launcher._option_types import positive_seconds, whole_number
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
 from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
@@ -52,16 +53,6 @@ __all__ = [
 ]
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``smddprun``."""
     parser = argparse.ArgumentParser(
@@ -72,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-np",
         "--num-proc",
         dest="num_proc",
-        type=int,
+        type=whole_number,
         default=None,
         help="number of ranks to start (required, except for a rank started by mpirun)",
     )
@@ -90,28 +81,28 @@ def build_parser() -> argparse.ArgumentParser:
         const="mpi",
         help="Horovod over MPI via mpirun (shared memory; the default when every rank has a core, see SMDDP_ENGINE)",
     )
-    parser.add_argument("--timeout", type=_positive_float, default=None, help="stop the job after this many seconds")
+    parser.add_argument("--timeout", type=positive_seconds, default=None, help="stop the job after this many seconds")
     parser.add_argument(
         "--grace",
-        type=_positive_float,
+        type=positive_seconds,
         default=None,
         help=f"seconds between SIGTERM and SIGKILL when stopping ranks (default {DEFAULT_GRACE_SECONDS:g})",
     )
     parser.add_argument(
         "--gloo-timeout",
-        type=_positive_float,
+        type=positive_seconds,
         default=None,
         help=f"seconds a rank waits for its peers in Gloo before failing (default {DEFAULT_GLOO_TIMEOUT_SECONDS})",
     )
     parser.add_argument(
         "--stall-check-seconds",
-        type=_positive_float,
+        type=positive_seconds,
         default=None,
         help="warn about ranks missing from a collective after this many seconds (default 60)",
     )
     parser.add_argument(
         "--stall-shutdown-seconds",
-        type=_positive_float,
+        type=positive_seconds,
         default=None,
         help="end the job when a rank waits this many seconds in one collective (default: never)",
     )

@@ -7,6 +7,7 @@ server to one address instead of every interface, and hand back each rank's envi
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from types import TracebackType
@@ -66,7 +67,7 @@ class HorovodRendezvous:
             iface: Network interface Gloo uses between ranks.
 
         Raises:
-            UsageError: Empty or duplicate host list, or a non-positive timeout.
+            UsageError: Empty or duplicate host list, or a timeout that is not a finite number > 0.
         """
         if not hosts:
             raise UsageError("HorovodRendezvous needs at least one host, got an empty list.")
@@ -74,8 +75,10 @@ class HorovodRendezvous:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise UsageError(f"host names must be unique, got {duplicates} more than once; merge their slots.")
-        if timeout <= 0:
-            raise UsageError(f"rendezvous timeout must be positive, got {timeout!r}.")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+                or timeout <= 0:
+            # NaN passes `timeout <= 0` and would reach Horovod as a timeout it cannot read.
+            raise UsageError(f"rendezvous timeout must be a finite number of seconds > 0, got {timeout!r}; e.g. 60.")
         self.hosts = list(hosts)
         self.bind_address = bind_address
         self.timeout = timeout

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import signal
 import subprocess
@@ -298,6 +299,10 @@ def _pump_output(running: _Running, console: _Console) -> None:
         stdout.close()
 
 
+def _positive_seconds(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
 def _signal_group(running: _Running, signum: int) -> None:
     try:
         os.killpg(running.popen.pid, signum)
@@ -416,15 +421,20 @@ def run_process_group(
         of what stopped the group first.
 
     Raises:
-        UsageError: No specs, or a non-positive timeout or grace.
+        UsageError: No specs, or a timeout or grace that is not a finite number of seconds > 0.
         LaunchError: A process could not be started (the ones already started are stopped first).
     """
     if not specs:
         raise UsageError("run_process_group needs at least one ProcessSpec, got none.")
-    if timeout is not None and timeout <= 0:
-        raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}.")
-    if grace <= 0:
-        raise UsageError(f"grace must be a positive number of seconds, got {grace!r}.")
+    if timeout is not None and not _positive_seconds(timeout):
+        raise UsageError(
+            f"timeout must be a positive number of seconds or None, got {timeout!r}: give a finite number > 0, or "
+            "None for no limit."
+        )
+    if not _positive_seconds(grace):
+        raise UsageError(
+            f"grace must be a positive number of seconds, got {grace!r}: give a finite number > 0, e.g. 5."
+        )
     console = _Console(stream if stream is not None else sys.stdout)
     group: list[_Running] = []
     previous_handlers: dict[int, object] = {}

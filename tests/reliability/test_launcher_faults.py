@@ -4,7 +4,9 @@ and refuses inputs that would end in a traceback or be silently misread.
 - a signal at a bad moment: SIGINT/SIGTERM while the grace period of a stop runs (after a failure, after the time
   limit, after a first signal), and SIGINT right after a rank's process was created;
 - an output sink that fails: the console closed (``smddprun ... | head -1``), a log file on a full disk
-  (``/dev/full``) or past the file-size limit (``RLIMIT_FSIZE``).
+  (``/dev/full``) or past the file-size limit (``RLIMIT_FSIZE``);
+- numbers that are not numbers of seconds (NaN, infinity, zero, negative, absurdly large) given to any numeric
+  option of ``smddprun`` or ``smddp local`` or to the Python APIs behind them.
 
 The ranks are small TF-free programs (``programs/fault_rank.py``) that write their PIDs to a folder, so each test
 checks with psutil that none of them is left running.
@@ -13,6 +15,7 @@ checks with psutil that none of them is left running.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import signal
@@ -26,6 +29,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from smddp_compat.errors import UsageError
 from tests.reliability.conftest import PROGRAMS, alive, quiet_env, smddp, smddprun
 
 pytestmark = pytest.mark.timeout(180)
@@ -255,3 +259,79 @@ def test_smddp_local_with_a_closed_console_does_not_hang(tmp_path: Path) -> None
         assert code != 124, f"the job ran into its time limit: its output was no longer drained\n{job.text_stderr}"
         log = output / "closed-console" / "logs" / "algo-1.log"
         assert _count(log.read_text().splitlines(), "line ") == LINES
+
+
+# -- 3. numbers that are not numbers of seconds -----------------------------------------------------------------------
+
+NOT_SECONDS = ["nan", "NaN", "inf", "-inf", "1e400", "0", "-1", "1e12", "soon"]
+SMDDPRUN_SECONDS = ["--timeout", "--grace", "--gloo-timeout", "--stall-check-seconds", "--stall-shutdown-seconds"]
+
+
+def _refused(main: Callable[[list[str]], int], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", NOT_SECONDS)
+@pytest.mark.parametrize("option", SMDDPRUN_SECONDS)
+def test_smddprun_refuses_seconds_that_are_not(option: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from smddp_compat.launcher import main
+
+    # -np 0: a launcher that accepted the value still starts nothing (it stops at -np).
+    # option=value: argparse reads a lone "-inf" as an option, not as the value.
+    error = _refused(main, ["-np", "0", f"{option}={value}", sys.executable, "-c", "pass"], capsys)
+    assert f"argument {option}: " in error and f"got {value!r}" in error, error
+    assert "a finite number > 0 and at most 31536000" in error, error
+    assert "Traceback" not in error
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1.5", "two"])
+def test_smddprun_refuses_a_number_of_ranks_that_is_not_whole(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from smddp_compat.launcher import main
+
+    error = _refused(main, ["-np", value, sys.executable, "-c", "pass"], capsys)
+    assert "argument -np/--num-proc: " in error and f"got {value!r}" in error and "whole number" in error, error
+
+
+LOCAL_CASES = [
+    # (arguments, option, value, words naming the allowed range)
+    *[([f"--max-run={v}"], "--max-run", v, "a finite number of seconds > 0") for v in ("nan", "inf", "-inf", "1e400")],
+    *[(["--backend", "docker", "--request", "missing.json", "--stop-grace", v], "--stop-grace", v,
+       "a finite number > 0 and at most 31536000") for v in ("nan", "inf", "0", "-5", "1e12")],
+    *[(["--backend", "docker", "--request", "missing.json", "--gpus-per-host", v], "--gpus-per-host", v,
+       "a whole number >= 1") for v in ("nan", "inf", "0", "-1", "1.5")],
+    *[([option, v], option, v, "a whole number")
+      for option in ("--instance-count", "--processes-per-host", "--devices-per-process")
+      for v in ("nan", "inf", "2.5")],
+]
+
+
+@pytest.mark.parametrize("argv, option, value, allowed", LOCAL_CASES, ids=[f"{c[1]}={c[2]}" for c in LOCAL_CASES])
+def test_smddp_local_refuses_numbers_that_are_not(argv: list[str], option: str, value: str, allowed: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from smddp_compat.local_mode.cli import main
+
+    if "--request" not in argv:
+        argv = [RANK, *argv]
+    error = _refused(main, argv, capsys)
+    assert f"argument {option}: " in error and f"got {value!r}" in error and allowed in error, error
+
+
+@pytest.mark.parametrize("setting", [{"timeout": math.nan}, {"timeout": math.inf}, {"grace": math.nan},
+                                     {"grace": math.inf}, {"timeout": -math.inf}])
+def test_run_process_group_refuses_non_finite_seconds(setting: dict[str, float]) -> None:
+    from smddp_compat.launcher import ProcessSpec, run_process_group
+
+    name, value = next(iter(setting.items()))
+    with pytest.raises(UsageError, match=rf"{name} must be a positive number of seconds.*got {value!r}"):
+        run_process_group([ProcessSpec([sys.executable, "-c", "pass"], dict(os.environ), "0")], **setting)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_the_rendezvous_refuses_a_non_finite_timeout(value: float) -> None:
+    from smddp_compat.launcher import HorovodRendezvous, HostSlots
+
+    with pytest.raises(UsageError, match="rendezvous timeout must be a finite number of seconds > 0"):
+        HorovodRendezvous([HostSlots("localhost", 1)], timeout=value)
