@@ -20,6 +20,7 @@ import dataclasses
 import os
 import signal
 import sys
+import tempfile
 from typing import Sequence
 
 from smddp_compat.errors import SmddpError, UsageError
@@ -45,6 +46,7 @@ DEFAULT_GRACE_SECONDS = 5.0
 __all__ = [
     "main",
     "build_parser",
+    "check_log_dir",
     "rank_specs",
     "with_shim_on_path",
     "stall_env",
@@ -183,8 +185,33 @@ def _release_stdout() -> None:
             os.close(devnull)
 
 
+def check_log_dir(log_dir: str) -> None:
+    """Creates ``log_dir`` when missing and checks that files can be written in it, before any rank starts.
+
+    Permission bits do not tell (root passes ``os.access`` anywhere, a read-only mount refuses even root), so a file
+    is really created there and removed at once.
+
+    Args:
+        log_dir: The folder of ``--log-dir``.
+
+    Raises:
+        UsageError: It is a file, lies under a file, or cannot be written.
+    """
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=log_dir, prefix=".smddprun-write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(
+            f"--log-dir {log_dir}: the ranks' log files cannot be written there ({exc.strerror or exc}); give a folder "
+            "you can write to (it is created when missing), or leave --log-dir out."
+        ) from exc
+
+
 def _run(args: argparse.Namespace, command: list[str]) -> GroupResult:
     hosts = _resolve_hosts(args)
+    if args.log_dir is not None:
+        check_log_dir(args.log_dir)
     crowded = oversubscription_warning(args.num_proc, usable_cores())
     if crowded:
         _say(f"smddprun: warning: {crowded}")

@@ -6,7 +6,8 @@ and refuses inputs that would end in a traceback or be silently misread.
 - an output sink that fails: the console closed (``smddprun ... | head -1``), a log file on a full disk
   (``/dev/full``) or past the file-size limit (``RLIMIT_FSIZE``);
 - numbers that are not numbers of seconds (NaN, infinity, zero, negative, absurdly large) given to any numeric
-  option of ``smddprun`` or ``smddp local`` or to the Python APIs behind them.
+  option of ``smddprun`` or ``smddp local`` or to the Python APIs behind them;
+- a ``--log-dir`` that cannot be written.
 
 The ranks are small TF-free programs (``programs/fault_rank.py``) that write their PIDs to a folder, so each test
 checks with psutil that none of them is left running.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -335,3 +337,46 @@ def test_the_rendezvous_refuses_a_non_finite_timeout(value: float) -> None:
 
     with pytest.raises(UsageError, match="rendezvous timeout must be a finite number of seconds > 0"):
         HorovodRendezvous([HostSlots("localhost", 1)], timeout=value)
+
+
+# -- 4. a --log-dir that cannot be written ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def read_only_folder(path: Path) -> Iterator[None]:
+    """``path`` as a folder nobody can write to: a read-only tmpfs for root (whom permission bits do not stop)."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        yield
+        path.chmod(0o755)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True,
+                             timeout=30)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr!r}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(path)], capture_output=True, timeout=30, check=True)
+
+
+@pytest.mark.parametrize("case", ["a-file-in-the-way", "under-a-file", "read-only-folder"])
+def test_an_unwritable_log_dir_is_refused_before_any_rank_starts(tmp_path: Path, case: str) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file, not a folder")
+    log_dir = {"a-file-in-the-way": blocker, "under-a-file": blocker / "logs",
+               "read-only-folder": tmp_path / "read-only" / "logs"}[case]
+    with read_only_folder(tmp_path / "read-only") if case == "read-only-folder" else contextlib.nullcontext():
+        job = Running(smddprun("-np", "2", "--gloo", "--log-dir", str(log_dir), sys.executable, RANK,
+                               "--pid-dir", str(pid_dir)))
+        code, _ = job.wait()
+    assert_no_traceback(job)
+    assert code == 2, job.text_stderr
+    assert rank_pids(pid_dir) == set(), "a rank started"
+    errors = [line for line in job.stderr if line.startswith("smddprun: error:")]
+    assert len(errors) == 1 and len(job.stderr) == 1, job.text_stderr
+    assert f"--log-dir {log_dir}" in errors[0] and "give a folder you can write to" in errors[0], errors[0]
+    assert re.search(r"\((Not a directory|File exists|Read-only file system|Permission denied)\)", errors[0]), errors[0]
