@@ -1,17 +1,23 @@
-"""Checks of the estimator's plain fields (counts, role, entry point, hyperparameters), run before any AWS call."""
+"""Checks of the estimator's plain fields (counts, role, entry point, hyperparameters), and of the values the CLI
+turns into requests or paths (numbers, job names, S3 URIs, the region), run before any AWS call."""
 
 from __future__ import annotations
 
+import difflib
+import functools
 import json
+import math
 import os
 import re
+import types
 from typing import Any, Mapping
 
 from smddp_compat.estimators.errors import ConfigurationError, raised_as_estimator_errors
 
 __all__ = [
     "check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN",
-    "check_channel_names",
+    "JOB_NAME_PATTERN", "check_positive_int", "check_positive_seconds", "check_job_name", "check_s3_uri",
+    "known_regions", "check_region", "resolve_region", "check_channel_names",
 ]
 
 #: An IAM role ARN in any partition: arn:aws[-cn|-us-gov]:iam::<12-digit account>:role/<path/>name.
@@ -182,3 +188,175 @@ def check_hyperparameters(hyperparameters: object, *, local_process: bool = Fals
                 "use a str, int, float, bool, list or dict of those",
             ) from None
     return dict(hyperparameters)
+
+
+#: SageMaker's rule for training job names (CreateTrainingJob's TrainingJobName; local_mode uses the same one).
+JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_JOB_NAME_RULE = "1 to 63 letters, digits and '-', starting and ending with a letter or digit (SageMaker's rule)"
+
+
+def _is_pipeline_variable(value: object) -> bool:
+    """A SageMaker pipeline parameter, whose value is only known when the pipeline runs."""
+    return hasattr(value, "to_string") and hasattr(value, "expr")
+
+
+def check_positive_int(value: object, field: str, example: str) -> int:
+    """Checks a count or a number of seconds or GB that must be a whole number >= 1.
+
+    Args:
+        value: The value given.
+        field: The option or field, as the user wrote it (``--max-run``, ``volume_size``).
+        example: A correct use, for the fix (``--max-run 86400``).
+
+    Returns:
+        The value.
+
+    Raises:
+        ConfigurationError: Not an int (bool, float, NaN and infinities included) or < 1.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigurationError(field, value, "must be an integer >= 1", f"give a whole number, e.g. {example}")
+    return value
+
+
+def check_positive_seconds(value: object, field: str, example: str) -> float:
+    """Checks a duration in seconds: a finite number > 0.
+
+    Args:
+        value: The value given.
+        field: The option or field (``--timeout``).
+        example: A correct use, for the fix (``--timeout 3600``).
+
+    Returns:
+        The value as a float.
+
+    Raises:
+        ConfigurationError: Not a number, NaN, infinite, zero or negative.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(
+            field, value, "must be a finite number of seconds > 0", f"give a number of seconds, e.g. {example}"
+        )
+    return float(value)
+
+
+def check_job_name(name: object, field: str = "job_name") -> str:
+    """Checks a training job name by SageMaker's rule, before it is sent or becomes part of an S3 key or a path.
+
+    Args:
+        name: The name given.
+        field: The option or field (``JOB``, ``--job-name``, ``job_name``).
+
+    Returns:
+        The name.
+
+    Raises:
+        ConfigurationError: Not a string matching :data:`JOB_NAME_PATTERN` (``_``, ``.``, ``/``, ``..``, a leading
+            or trailing ``-``, or more than 63 characters).
+    """
+    if not isinstance(name, str) or not JOB_NAME_PATTERN.match(name):
+        raise ConfigurationError(
+            field, name, f"is not a training job name: {_JOB_NAME_RULE}",
+            "use e.g. my-job-1 (replace '_' and '.' with '-')",
+        )
+    return name
+
+
+def check_s3_uri(uri: object, field: str) -> str:
+    """Checks an ``s3://bucket[/prefix]`` URI (a pipeline parameter passes as it is).
+
+    Args:
+        uri: The value given.
+        field: The option or field (``output_path``).
+
+    Returns:
+        The URI.
+
+    Raises:
+        ConfigurationError: Not a string starting with ``s3://`` and a bucket name.
+    """
+    if _is_pipeline_variable(uri):
+        return uri  # type: ignore[return-value]
+    if not isinstance(uri, str) or not re.match(r"^s3://[^/\s]+(/|$)", uri):
+        raise ConfigurationError(
+            field, uri, "is not an s3://bucket/prefix URI (a SageMaker job writes to S3 only)",
+            "give e.g. s3://my-bucket/jobs; a local folder is only for instance_type local_process",
+        )
+    return uri
+
+
+@functools.lru_cache(maxsize=1)
+def known_regions() -> Mapping[str, tuple[str, ...]]:
+    """The regions the installed botocore knows SageMaker in, by partition (``aws``, ``aws-cn``, ``aws-us-gov``...).
+
+    Reads botocore's bundled endpoint data (once per process): no AWS call.
+    """
+    import boto3
+
+    session = boto3.session.Session(region_name="us-east-1")
+    return types.MappingProxyType({
+        partition: tuple(session.get_available_regions("sagemaker", partition_name=partition))
+        for partition in session.get_available_partitions()
+    })
+
+
+def check_region(region: object, field: str = "region", *, source: str | None = None) -> str:
+    """Checks that a region is one the installed botocore knows SageMaker in, in any partition.
+
+    An unknown name is refused rather than sent: botocore would turn it into a host name that does not exist (or
+    the SDK fail on it with a KeyError). A region newer than the installed botocore is refused too: its fix is to
+    upgrade boto3/botocore, whose endpoint data then lists it.
+
+    Args:
+        region: The region given.
+        field: The option or field (``--region``, ``region``).
+        source: Where the value came from when the user did not give it here (named in the problem).
+
+    Returns:
+        The region.
+
+    Raises:
+        ConfigurationError: Not a string, or not a SageMaker region of any partition botocore knows.
+    """
+    import botocore
+
+    by_partition = known_regions()
+    if isinstance(region, str) and any(region in regions for regions in by_partition.values()):
+        return region
+    every = sorted(r for regions in by_partition.values() for r in regions)
+    close = difflib.get_close_matches(region, every, n=3) if isinstance(region, str) else []
+    problem = "is not a region SageMaker runs in" + (f" (from {source})" if source else "")
+    fix = (f"did you mean {' or '.join(close)}? Otherwise " if close else "") + (
+        "give a SageMaker region such as us-east-1 (boto3.Session().get_available_regions('sagemaker') lists "
+        f"them); a region newer than this botocore ({botocore.__version__}) needs `pip install -U boto3 botocore`"
+    )
+    raise ConfigurationError(field, region, problem, fix)
+
+
+def resolve_region(region: str | None, field: str = "region", *, how_to_set: str | None = None) -> str:
+    """The region a job or command uses: ``region`` when given, else the AWS configuration's, checked.
+
+    Args:
+        region: The region the user gave here, or None.
+        field: The option or field it was given as (``--region``, ``region``), named in errors.
+        how_to_set: The fix when no region is configured (default: pass ``field`` or set AWS_DEFAULT_REGION).
+
+    Returns:
+        The region.
+
+    Raises:
+        ConfigurationError: No region anywhere, or one :func:`check_region` refuses.
+    """
+    if region is not None:
+        return check_region(region, field)
+    import boto3
+
+    configured = boto3.Session().region_name  # environment and config files only: no AWS call
+    if not configured:
+        raise ConfigurationError(
+            field, None, "no AWS region is configured",
+            how_to_set or f"pass {field}='us-east-1' (a SageMaker region), or set AWS_DEFAULT_REGION",
+        )
+    return check_region(
+        configured, field, source="the AWS configuration: AWS_DEFAULT_REGION or the profile's region"
+    )
