@@ -12,14 +12,19 @@ A drop-in subclass of ``sagemaker.tensorflow.TensorFlow``: same constructor, ``f
 - ``distribution={"dtensor": {"enabled": True, ...}}``: a launcher becomes the entry point and sets DTENSOR_* on
   every host before it starts the script;
 - ``instance_type="local_process"``: ``fit()`` runs the job on this machine through local_mode;
-- every field is checked at construction, before any upload or AWS call (see :mod:`smddp_compat.estimators.errors`);
+- every field is checked at construction, before any upload or AWS call (see :mod:`smddp_compat.estimators.errors`),
+  and the region last: a missing region hides no other mistake;
+- the sessions it makes (no ``sagemaker_session`` given) opt out of the SDK's telemetry, keeping the user's own SDK
+  config (:func:`sdk_config_without_telemetry`);
 - the uploaded ``sourcedir.tar.gz`` never holds version control, virtual environments, caches, keys or credential
   files (:data:`smddp_compat.estimators.DEFAULT_SOURCE_EXCLUDES`).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
+import re
 from typing import Any, Mapping, Sequence
 
 from sagemaker.tensorflow import TensorFlow as _SdkTensorFlow
@@ -30,11 +35,21 @@ from smddp_compat.estimators._distribution import DistributionPlan, plan_distrib
 from smddp_compat.estimators._images import resolve_training_image
 from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, is_local
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
-from smddp_compat.estimators._validation import check_entry_point, check_hyperparameters, check_instance_count, check_role
+from smddp_compat.estimators._validation import (
+    check_entry_point,
+    check_hyperparameters,
+    check_instance_count,
+    check_job_name,
+    check_positive_int,
+    check_region,
+    check_role,
+    check_s3_uri,
+    resolve_region,
+)
 from smddp_compat.estimators.errors import ConfigurationError, raised_as_estimator_errors
 from smddp_compat import contract
 
-__all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE"]
+__all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE", "sdk_config_without_telemetry"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +58,8 @@ LOCAL_PLACEHOLDER_ROLE = "arn:aws:iam::000000000000:role/smddp-compat-local"
 #: Environment variable telling the job which smddp-compat distribution launched it.
 DISTRIBUTION_ENV = "SMDDP_COMPAT_DISTRIBUTION"
 _LOCAL_PROCESS_REGION = "us-east-1"
+#: The estimator's whole-number fields the SDK sends unchecked (seconds, GB), with an example for the fix.
+_POSITIVE_INT_FIELDS = {"max_run": "max_run=86400", "max_wait": "max_wait=172800", "volume_size": "volume_size=30"}
 
 
 def _spec_for(instance_type: str, instance_count: int) -> InstanceSpec:
@@ -70,6 +87,7 @@ class TensorFlow(_SdkTensorFlow):
         *,
         distribution: Mapping[str, Any] | None = None,
         source_excludes: Sequence[str] = DEFAULT_SOURCE_EXCLUDES,
+        region: str | None = None,
         **kwargs: Any,
     ) -> None:
         """Checks every field, then builds the SDK estimator.
@@ -79,6 +97,8 @@ class TensorFlow(_SdkTensorFlow):
             distribution: As in the SDK, plus ``smdistributed`` on any version and ``dtensor`` (see
                 :mod:`smddp_compat.estimators._distribution` for every key).
             source_excludes: Name patterns left out of the uploaded code (default: secrets, VCS, caches, venvs).
+            region: The AWS region of the session the estimator makes when no ``sagemaker_session`` is given
+                (default: the AWS configuration's). Not an SDK argument.
             **kwargs: Every other argument of ``sagemaker.tensorflow.TensorFlow`` (``role``, ``instance_type``,
                 ``instance_count``, ``framework_version``, ``py_version``, ``image_uri``, ``source_dir``,
                 ``dependencies``, ``hyperparameters``, ``output_path``, ``max_run``, ``environment``, ...).
@@ -86,8 +106,11 @@ class TensorFlow(_SdkTensorFlow):
         Raises:
             ConfigurationError: An unknown instance type, a count < 1, a bad distribution, processes per host that
                 do not fit the instance, a DTensor mesh that does not fill the devices, a missing entry point or
-                source dir, hyperparameters that are not JSON-serialisable, a malformed role ARN, or no training
-                image for the framework version. Raised before any upload or AWS call.
+                source dir, hyperparameters that are not JSON-serialisable, a malformed role ARN, ``max_run``,
+                ``max_wait`` or ``volume_size`` not a whole number >= 1, a malformed ``base_job_name``, an
+                ``output_path`` that is not ``s3://`` (for SageMaker jobs), no training image for the framework
+                version, or (checked last) no region, or one SageMaker does not run in. Raised before any upload or
+                AWS call.
         """
         if kwargs.get("instance_groups"):
             raise ConfigurationError(
@@ -125,8 +148,30 @@ class TensorFlow(_SdkTensorFlow):
         role = check_role(kwargs.get("role"), required=not is_local(instance_type))  # type: ignore[arg-type]
         if role is None and is_local(instance_type):  # type: ignore[arg-type]
             kwargs["role"] = LOCAL_PLACEHOLDER_ROLE
-        if instance_type == "local_process" and kwargs.get("sagemaker_session") is None:
-            kwargs["sagemaker_session"] = _offline_session()
+        for field, example in _POSITIVE_INT_FIELDS.items():
+            if kwargs.get(field) is not None and not _is_pipeline_variable(kwargs[field]):
+                check_positive_int(kwargs[field], field, example)
+        base_job_name = kwargs.get("base_job_name")
+        if base_job_name is not None and not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9-]*", str(base_job_name)):
+            # name_from_base() trims it and appends "-<timestamp>": its characters are what must be right.
+            raise ConfigurationError(
+                "base_job_name", base_job_name, "must start with a letter or digit and hold only letters, digits "
+                "and '-' (it starts SageMaker job names)", "use e.g. base_job_name='mnist-smddp'",
+            )
+        if kwargs.get("output_path") is not None and not is_local(instance_type):  # type: ignore[arg-type]
+            check_s3_uri(kwargs["output_path"], "output_path")
+        session = kwargs.get("sagemaker_session")
+        if session is not None:
+            job_region = getattr(session, "boto_region_name", None)
+            if region is not None and job_region is not None and region != job_region:
+                raise ConfigurationError(
+                    "region", region, f"differs from the region of sagemaker_session ({job_region!r})",
+                    "pass one of the two",
+                )
+        elif instance_type == "local_process":
+            job_region = None if region is None else check_region(region)
+        else:
+            job_region = resolve_region(region)  # last: a missing region hides no mistake of the job itself
         environment = dict(kwargs.get("environment") or {})
         if plan.kind != "none":
             environment.setdefault(DISTRIBUTION_ENV, plan.kind)
@@ -137,10 +182,15 @@ class TensorFlow(_SdkTensorFlow):
             framework_version=kwargs.get("framework_version"),
             py_version=kwargs.get("py_version"),
             instance_type=instance_type,  # type: ignore[arg-type]
-            region=_session_region(kwargs.get("sagemaker_session")),
+            region=job_region,
         )
         if image is not None:
             kwargs["image_uri"] = image
+        if session is None:  # every check passed: only now the SDK's session and its AWS clients
+            if instance_type == "local_process":
+                kwargs["sagemaker_session"] = _offline_session(job_region)
+            else:
+                kwargs["sagemaker_session"] = _kit_session(job_region, instance_type)  # type: ignore[arg-type]
 
         self.distribution_plan: DistributionPlan = plan
         self.compat_distribution: dict[str, Any] = plan.original
@@ -196,6 +246,8 @@ class TensorFlow(_SdkTensorFlow):
         Raises:
             JobError: A ``local_process`` job that failed or was stopped (the reason names the failed process).
         """
+        if job_name is not None:
+            check_job_name(job_name)  # before the code is uploaded under <bucket>/<job_name>/source/
         if self.instance_type == "local_process":
             return self._fit_local_process(inputs, job_name)
         if isinstance(self.source_dir, str) and self.source_dir.startswith("s3://"):
@@ -233,21 +285,57 @@ class TensorFlow(_SdkTensorFlow):
         return self.local_result
 
 
-def _session_region(session: Any) -> str | None:
-    """The region a job will use: its session's, else the AWS configuration's (no AWS call)."""
-    if session is not None:
-        return getattr(session, "boto_region_name", None)
-    import boto3
-
-    return boto3.Session().region_name
+def _is_pipeline_variable(value: object) -> bool:
+    return hasattr(value, "to_string") and hasattr(value, "expr")
 
 
-def _offline_session() -> Any:
-    """A SageMaker session for local_process jobs: a regional boto3 session, no AWS call is ever made with it."""
+def sdk_config_without_telemetry(boto_session: Any = None) -> dict[str, Any]:
+    """The SageMaker SDK's configuration as the SDK itself loads it, with its telemetry opted out.
+
+    The SDK sends a telemetry request (an STS call, then an HTTPS GET to an AWS bucket) from every ``fit`` unless
+    its config sets ``SageMaker.PythonSDK.Modules.TelemetryOptOut``. The user's own files (the admin and user
+    config, ``SAGEMAKER_ADMIN_CONFIG_OVERRIDE`` / ``SAGEMAKER_USER_CONFIG_OVERRIDE``) are loaded and kept: only
+    a missing ``TelemetryOptOut`` is set to true. One the user wrote (``false`` included) is left as written.
+    Nothing on disk or in the environment changes.
+
+    Args:
+        boto_session: The boto3 session an S3-hosted config is read with (None: the SDK's default).
+
+    Returns:
+        A config dict for ``sagemaker.Session(sagemaker_config=...)``.
+    """
+    from sagemaker.config import load_sagemaker_config
+
+    s3_resource = boto_session.resource("s3") if boto_session is not None else None
+    config = copy.deepcopy(load_sagemaker_config(s3_resource=s3_resource) or {})
+    config.setdefault("SchemaVersion", "1.0")
+    modules = config.setdefault("SageMaker", {}).setdefault("PythonSDK", {}).setdefault("Modules", {})
+    modules.setdefault("TelemetryOptOut", True)
+    return config
+
+
+def _kit_session(region: str, instance_type: str) -> Any:
+    """The SDK session of a job that named none: in ``region``, telemetry opted out (a ``LocalSession`` for the
+    SDK's Docker local mode)."""
     import boto3
     import sagemaker
 
-    boto_session = boto3.Session()
+    boto_session = boto3.Session(region_name=region)
+    config = sdk_config_without_telemetry(boto_session)
+    if instance_type in ("local", "local_gpu"):
+        from sagemaker.local import LocalSession
+
+        return LocalSession(boto_session=boto_session, sagemaker_config=config)
+    return sagemaker.Session(boto_session=boto_session, sagemaker_config=config)
+
+
+def _offline_session(region: str | None = None) -> Any:
+    """A SageMaker session for local_process jobs: a regional boto3 session (``region``, else the AWS
+    configuration's, else us-east-1), telemetry opted out; no AWS call is ever made with it."""
+    import boto3
+    import sagemaker
+
+    boto_session = boto3.Session(region_name=region) if region else boto3.Session()
     if boto_session.region_name is None:
         boto_session = boto3.Session(region_name=_LOCAL_PROCESS_REGION)
-    return sagemaker.Session(boto_session=boto_session)
+    return sagemaker.Session(boto_session=boto_session, sagemaker_config=sdk_config_without_telemetry(boto_session))
