@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TextIO
 
+from smddp_compat.estimators._validation import check_job_name, check_positive_int, check_positive_seconds
 from smddp_compat.estimators.errors import ConfigurationError, JobError, JobTimeoutError
 from smddp_compat.job_files import UnsafeJobFileError, extract_tarball
 
@@ -56,8 +57,10 @@ def describe_job(sagemaker_client: Any, job_name: str) -> dict[str, Any]:
     """DescribeTrainingJob.
 
     Raises:
+        ConfigurationError: ``job_name`` breaks SageMaker's naming rule (refused here, not sent).
         JobError: The job does not exist or the call failed (the message names the job and the AWS error).
     """
+    check_job_name(job_name)
     try:
         return sagemaker_client.describe_training_job(TrainingJobName=job_name)
     except Exception as exc:  # botocore's ClientError and connection errors alike
@@ -97,8 +100,13 @@ def iter_log_events(logs_client: Any, job_name: str, *, max_events: int | None =
         The lines.
 
     Raises:
+        ConfigurationError: ``job_name`` breaks SageMaker's naming rule (a ``/`` would match other jobs' streams),
+            or ``max_events`` is not a whole number >= 1.
         JobError: The log group cannot be read.
     """
+    check_job_name(job_name)
+    if max_events is not None:
+        check_positive_int(max_events, "max_events", "--max-events 100")
     try:
         streams: list[str] = []
         paginator = logs_client.get_paginator("describe_log_streams")
@@ -155,14 +163,13 @@ def wait_for_job(
         The last description (status ``Completed``).
 
     Raises:
-        ConfigurationError: timeout or poll not positive.
+        ConfigurationError: timeout or poll not a finite number > 0, or a malformed job name.
         JobError: The job ended ``Failed`` or ``Stopped`` (with its failure reason).
         JobTimeoutError: Still running after ``timeout`` seconds (the job itself goes on).
     """
-    if not timeout > 0:
-        raise ConfigurationError("timeout", timeout, "must be a positive number of seconds", "e.g. --timeout 3600")
-    if not poll > 0:
-        raise ConfigurationError("poll", poll, "must be a positive number of seconds", "e.g. --poll 30")
+    check_positive_seconds(timeout, "timeout", "--timeout 3600")
+    check_positive_seconds(poll, "poll", "--poll 30")
+    check_job_name(job_name)
     out = stream or sys.stderr
     start = clock()
     last = None
@@ -203,6 +210,46 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
+def check_destination(destination: object, field: str = "DEST") -> str:
+    """Checks where :func:`fetch_model` may put a model: a path it can create, or an empty directory it replaces.
+
+    Args:
+        destination: The path given.
+        field: The option or field named in errors.
+
+    Returns:
+        The absolute path.
+
+    Raises:
+        ConfigurationError: Not a non-empty path; a symbolic link (replacing it would drop the link, not fill its
+            target); the current directory; an existing file or non-empty directory; or a path under a file or
+            a directory this process cannot write to.
+    """
+    if not isinstance(destination, str) or not destination:
+        raise ConfigurationError(field, destination, "must be a directory path", "give e.g. ./model")
+    target = os.path.abspath(destination)
+    if os.path.islink(destination.rstrip(os.sep) or destination):
+        raise ConfigurationError(
+            field, destination, "is a symbolic link (the fetched directory would replace the link itself)",
+            f"give the link's target ({os.path.realpath(destination)}) or a new directory",
+        )
+    if target == os.getcwd():
+        raise ConfigurationError(field, destination, "is the current directory", "give a new directory, e.g. ./model")
+    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
+        raise ConfigurationError(
+            field, destination, "exists and is not an empty directory", "give a new or empty directory"
+        )
+    ancestor = os.path.dirname(target)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor) or not os.access(ancestor, os.W_OK | os.X_OK):
+        why = "is not a directory" if not os.path.isdir(ancestor) else "is not writable"
+        raise ConfigurationError(
+            field, destination, f"cannot be created: {ancestor} {why}", "give a path in a directory you can write to"
+        )
+    return target
+
+
 def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destination: str) -> list[str]:
     """Downloads a completed job's ``model.tar.gz`` and extracts it into ``destination``.
 
@@ -221,13 +268,12 @@ def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destinatio
         The extracted files, relative to ``destination``.
 
     Raises:
-        ConfigurationError: ``destination`` exists and is not an empty directory.
+        ConfigurationError: A malformed job name, or a ``destination`` that cannot be written as a whole (see
+            :func:`check_destination`); both refused before any AWS call.
         JobError: The job has no model artifact, or the download or archive is bad.
     """
-    if os.path.exists(destination) and (not os.path.isdir(destination) or os.listdir(destination)):
-        raise ConfigurationError(
-            "DEST", destination, "exists and is not an empty directory", "give a new or empty directory"
-        )
+    check_job_name(job_name)
+    destination = check_destination(destination)
     description = describe_job(sagemaker_client, job_name)
     uri = description.get("ModelArtifacts", {}).get("S3ModelArtifacts")
     if not uri:
@@ -236,9 +282,15 @@ def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destinatio
             status=description.get("TrainingJobStatus"),
         )
     bucket, key = split_s3_uri(uri)
-    parent = os.path.dirname(os.path.abspath(destination)) or "."
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".smddp-fetch-", dir=parent)
+    parent = os.path.dirname(destination)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix=".smddp-fetch-", dir=parent)
+    except OSError as exc:
+        raise ConfigurationError(
+            "DEST", destination, f"cannot be created ({exc.strerror}: {exc.filename})",
+            "give a path in a directory you can write to",
+        ) from None
     try:
         archive = os.path.join(scratch, "model.tar.gz")
         try:

@@ -13,6 +13,10 @@
 SageMaker ones. Local channel folders are uploaded to the session's default bucket under ``<job>/input/<name>``.
 ``--instance-type local_process`` runs the job here through local_mode.
 
+Every value is checked before any AWS client is made: numbers (whole and >= 1, or finite seconds > 0), job names
+(SageMaker's rule), the fetch destination, then the job as the estimator checks it, and the region last (one
+SageMaker runs in; no region at all is its own error). The SDK's telemetry is opted out for the sessions made here.
+
 Exit codes: 0 success, 1 the job failed, 2 bad usage or configuration, 3 timed out waiting.
 """
 
@@ -25,7 +29,22 @@ from typing import Any, Sequence
 
 from smddp_compat.distribution_config import FLAT_KINDS, DistributionConfig, FieldNames
 
-from smddp_compat.estimators._jobs import describe_job, fetch_model, format_status, iter_log_events, wait_for_job
+from smddp_compat.estimators._jobs import (
+    check_destination,
+    describe_job,
+    fetch_model,
+    format_status,
+    iter_log_events,
+    wait_for_job,
+)
+from smddp_compat.estimators._validation import (
+    check_job_name,
+    check_positive_int,
+    check_positive_seconds,
+    check_s3_uri,
+    resolve_region,
+)
+from smddp_compat.estimators._instance_types import LOCAL_INSTANCE_TYPES
 from smddp_compat import errors as kit_errors
 
 from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, JobTimeoutError
@@ -119,10 +138,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_NO_REGION_FIX = "set --region or AWS_DEFAULT_REGION (e.g. --region us-east-1)"
+
+
+def _region(region: str | None) -> str:
+    """``--region``, else the AWS configuration's, checked (no AWS call)."""
+    return resolve_region(region, "--region", how_to_set=_NO_REGION_FIX)
+
+
 def _boto_session(region: str | None) -> Any:
     import boto3
 
-    return boto3.Session(region_name=region) if region else boto3.Session()
+    return boto3.Session(region_name=_region(region))
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """The numeric options of a command: refused with the option's name before anything else happens."""
+    # --instance-count is the estimator's instance_count, refused by it as "instance_count=..." (bad-input table).
+    for option, example in (("max_run", "--max-run 86400"), ("max_events", "--max-events 100")):
+        value = getattr(args, option, None)
+        if value is not None:
+            check_positive_int(value, "--" + option.replace("_", "-"), example)
+    for option, example in (("timeout", "--timeout 3600"), ("poll", "--poll 30")):
+        if hasattr(args, option):
+            check_positive_seconds(getattr(args, option), "--" + option, example)
 
 
 def _upload_channels(session: Any, channels: dict[str, str], job_name: str) -> dict[str, str]:
@@ -139,6 +178,8 @@ def _upload_channels(session: Any, channels: dict[str, str], job_name: str) -> d
 def _submit(args: argparse.Namespace) -> int:
     from smddp_compat.estimators import TensorFlow
 
+    if args.job_name is not None:
+        check_job_name(args.job_name, "--job-name")  # before channels are uploaded under <job>/input/
     texts = parse_name_values(args.hyperparameters, "--hyperparameters")
     hyperparameters = {name: decode_value(text) for name, text in texts.items()}
     channels = parse_name_values(args.channel, "--channel")
@@ -151,27 +192,32 @@ def _submit(args: argparse.Namespace) -> int:
             raise ConfigurationError(
                 f"--channel {name}", source, "no such file or directory", "give an existing path or an s3:// URI"
             )
+    if args.output is not None and args.instance_type not in LOCAL_INSTANCE_TYPES:
+        check_s3_uri(args.output, "--output")
     kwargs: dict[str, Any] = {}
-    if not local:
-        import sagemaker
-
-        kwargs["sagemaker_session"] = sagemaker.Session(boto_session=_boto_session(args.region))
     if args.max_run is not None:
         kwargs["max_run"] = args.max_run
-    estimator = TensorFlow(
-        entry_point=args.entry_point,
-        source_dir=args.source_dir,
-        role=args.role,
-        instance_type=args.instance_type,
-        instance_count=args.instance_count,
-        image_uri=args.image_uri,
-        framework_version=args.framework_version,
-        py_version=args.py_version,
-        hyperparameters=hyperparameters,
-        output_path=args.output,
-        distribution=distribution,
-        **kwargs,
-    )
+    try:
+        # The estimator checks the job, then the region, and only then makes the SDK's session (telemetry off).
+        estimator = TensorFlow(
+            entry_point=args.entry_point,
+            source_dir=args.source_dir,
+            role=args.role,
+            instance_type=args.instance_type,
+            instance_count=args.instance_count,
+            image_uri=args.image_uri,
+            framework_version=args.framework_version,
+            py_version=args.py_version,
+            hyperparameters=hyperparameters,
+            output_path=args.output,
+            distribution=distribution,
+            region=args.region,
+            **kwargs,
+        )
+    except ConfigurationError as exc:
+        if exc.field == "region":
+            _region(args.region)  # the same refusal, in the command line's words
+        raise
     if local:
         result = estimator.fit(channels or None, job_name=args.job_name)
         ok = bool(getattr(result, "ok", getattr(result, "succeeded", True)))
@@ -205,8 +251,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse already printed the usage error
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     try:
+        _check_numbers(args)
         if args.command == "submit":
             return _submit(args)
+        check_job_name(args.job, "JOB")
+        if args.command == "fetch":
+            check_destination(args.dest, "DEST")
         session = _boto_session(args.region)
         if args.command == "status":
             print(format_status(describe_job(session.client("sagemaker"), args.job)))
