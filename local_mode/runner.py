@@ -37,6 +37,7 @@ from smddp_compat.local_mode.result import COMPLETED, FAILED, STOPPED, JobResult
 from smddp_compat.local_mode.spec import Distribution, JobSpec
 from smddp_compat import contract
 from smddp_compat.cluster import encode_host_addresses
+from smddp_compat.launcher._console import ConsoleStream
 from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
 from smddp_compat.source_files import copy_source_tree, warn_left_out
 
@@ -136,7 +137,7 @@ def run(
         ArtifactError: The artifacts could not be stored.
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
-    out = stream if stream is not None else sys.stdout
+    out: IO[str] = ConsoleStream(stream if stream is not None else sys.stdout)  # type: ignore[assignment]
     assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
     destination = job_destination(spec.output_path, spec.job_name)
     with claimed_job(destination, spec.job_name):

@@ -58,7 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     function: Callable[[list[str]], int] = getattr(module, function_name)
-    return int(function(args if keep_name else rest) or 0)
+    try:
+        return int(function(args if keep_name else rest) or 0)
+    finally:
+        from smddp_compat.launcher._console import release_stdout
+
+        release_stdout()  # a closed standard output (`smddp local | head -1`) must not turn into a traceback
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ start sequence:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -59,6 +60,7 @@ from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
 from smddp_compat import contract
 from smddp_compat.job_files import iter_regular_files, open_job_file
+from smddp_compat.launcher._console import ConsoleStream
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
@@ -180,12 +182,15 @@ class SageMakerTwin:
         output: str | None = None,
         checkpoints: str | None = None,
     ) -> None:
+        for setting, seconds in (("stop_grace", stop_grace), ("checkpoint_sync_seconds", checkpoint_sync_seconds)):
+            if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+                raise ConfigurationError(setting, seconds, "must be a finite number of seconds above 0", "use e.g. 30")
         name = job_name if job_name is not None else replay_job_name(request.job_name)
         self.request = request.renamed(name)
+        self.stream: IO[str] | None = ConsoleStream(stream) if stream is not None else None  # type: ignore[assignment]
         self.output = output if output is not None else DEFAULT_OUTPUT_PATH
         self.destination = job_destination(self.output, name)
         self.checkpoint_source, self.checkpoint_target = self._checkpoint_locations(checkpoints)
-        self.stream = stream
         self.stop_grace = stop_grace
         self.checkpoint_sync_seconds = checkpoint_sync_seconds
         self.keep = keep
@@ -585,6 +590,8 @@ class SageMakerTwin:
 
 
 class _Interrupted(Exception):
+    """A signal that arrived before the job's containers ran: it ends :meth:`SageMakerTwin.run`'s preparation."""
+
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
@@ -635,9 +642,7 @@ def _granted_gpus(request: TrainingJobRequest, wanted: int | None) -> int:
         return 0
     if wanted is None:
         return max(1, min(gpus, (os.cpu_count() or 1) // request.instance_count))
-    if wanted < 1:
-        from smddp_compat.local_mode.errors import ConfigurationError
-
+    if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1:
         raise ConfigurationError(
             "gpus_per_host", wanted, "must be >= 1 for a GPU instance type", f"use 1..{gpus} ({request.instance_type})"
         )

@@ -15,7 +15,6 @@ Started by mpirun without ``-np``, smddprun is one rank: it prepares that rank a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import signal
@@ -24,7 +23,7 @@ import tempfile
 from typing import Sequence
 
 from smddp_compat.errors import SmddpError, UsageError
-from smddp_compat.launcher._console import tensorflow_log_filter
+from smddp_compat.launcher._console import release_stdout, tensorflow_log_filter
 from smddp_compat.launcher._engine import choose_engine
 from smddp_compat.launcher._hosts import (
     assign_ranks,
@@ -173,18 +172,6 @@ def _say(text: str) -> None:
         pass
 
 
-def _release_stdout() -> None:
-    """Flushes standard output; when it is closed (``smddprun ... | head -1``), points it at /dev/null, so that
-    Python's own last flush at exit neither prints a BrokenPipeError nor turns the job's exit code into 120."""
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-
-
 def check_log_dir(log_dir: str) -> None:
     """Creates ``log_dir`` when missing and checks that files can be written in it, before any rank starts.
 
@@ -260,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(args)
     finally:
-        _release_stdout()
+        release_stdout()
 
 
 def _main(args: argparse.Namespace) -> int:

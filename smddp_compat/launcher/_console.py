@@ -9,10 +9,15 @@ TensorFlow itself decides what it prints, as the user asked. Fatal (``F``) lines
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+import threading
 from collections.abc import Callable, Mapping
+from typing import IO
 
-__all__ = ["is_tensorflow_log_line", "tensorflow_log_filter"]
+__all__ = ["is_tensorflow_log_line", "tensorflow_log_filter", "ConsoleStream", "notice", "why", "release_stdout"]
 
 # An optional mpirun --tag-output prefix, then one of TensorFlow's C++ log formats (absl's ``I0000 00:00:... pid
 # file.cc:N] ...`` and TF's own ``2026-01-01 00:00:00.000000: I path/file.cc:N] ...``) at level I, W or E, or one of
@@ -46,3 +51,78 @@ def tensorflow_log_filter(environ: Mapping[str, str], *, show: bool) -> Callable
     if show or "TF_CPP_MIN_LOG_LEVEL" in environ:
         return None
     return is_tensorflow_log_line
+
+
+# -- a console that a closed pipe cannot break ------------------------------------------------------------------------
+
+
+def notice(text: str) -> None:
+    """Tells the user, on standard error, about an output sink that failed (nothing if that is gone too)."""
+    try:
+        sys.stderr.write(f"smddp: warning: {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # standard error cannot be written either: there is no one left to tell
+
+
+def why(exc: BaseException) -> str:
+    """An OS error's words (``Broken pipe``), else the exception's text or type."""
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+
+
+def _stream_name(stream: IO[str]) -> str:
+    if stream is sys.__stdout__ or stream is sys.stdout:
+        return "standard output"
+    if stream is sys.__stderr__ or stream is sys.stderr:
+        return "standard error"
+    return f"the console ({getattr(stream, 'name', type(stream).__name__)})"
+
+
+class ConsoleStream:
+    """A text stream for what a job shows on the console: its first failed write (a closed pipe, as in
+    ``smddprun ... | head -1``, or a closed file) drops it for good, says so once on standard error, and never
+    raises, so that no job, rank or clean-up is stopped by a console that went away.
+
+    Args:
+        stream: The stream written to (a ConsoleStream is used as it is).
+    """
+
+    def __new__(cls, stream: "IO[str] | ConsoleStream") -> "ConsoleStream":
+        if isinstance(stream, ConsoleStream):
+            return stream
+        return super().__new__(cls)
+
+    def __init__(self, stream: "IO[str] | ConsoleStream") -> None:
+        if stream is self:
+            return
+        self.stream = stream
+        self.failed = False
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        """Writes and flushes ``text``; returns its length (written or dropped)."""
+        with self._lock:
+            if not self.failed:
+                try:
+                    self.stream.write(text)
+                    self.stream.flush()
+                except (OSError, ValueError) as exc:  # a closed pipe, a closed file
+                    self.failed = True
+                    notice(f"{_stream_name(self.stream)} cannot be written any more ({why(exc)}); the job goes on, "
+                           "its output is no longer shown and still goes to its log files")
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to do: every write is flushed."""
+
+
+def release_stdout() -> None:
+    """Flushes standard output; when it is closed (``smddp ... | head -1``), points it at /dev/null, so that
+    Python's own last flush at exit neither prints a BrokenPipeError nor turns the exit code into 120."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)

@@ -32,6 +32,7 @@ from typing import IO, Callable, Sequence
 import psutil
 
 from smddp_compat.errors import LaunchError, UsageError
+from smddp_compat.launcher._console import ConsoleStream, notice, why
 
 __all__ = ["ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "run_process_group", "describe_failure"]
 
@@ -130,50 +131,6 @@ class GroupResult:
         return code if code > 0 else 128 - code
 
 
-def _notice(text: str) -> None:
-    """Tells the user, on standard error, about an output sink that failed (nothing if that is gone too)."""
-    try:
-        sys.stderr.write(f"smddp supervisor: warning: {text}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass  # standard error cannot be written either: there is no one left to tell
-
-
-def _why(exc: BaseException) -> str:
-    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-
-
-def _console_name(stream: IO[str]) -> str:
-    if stream is sys.__stdout__ or stream is sys.stdout:
-        return "standard output"
-    if stream is sys.__stderr__ or stream is sys.stderr:
-        return "standard error"
-    return f"the console ({getattr(stream, 'name', type(stream).__name__)})"
-
-
-class _Console:
-    """Where every process of a group prints its prefixed lines; dropped for good at its first failed write."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.stream = stream
-        self.failed = False
-        self._lock = threading.Lock()
-
-    def write(self, text: str) -> None:
-        with self._lock:
-            if self.failed:
-                return
-            try:
-                self.stream.write(text)
-                self.stream.flush()
-            except (OSError, ValueError) as exc:  # a closed pipe, a closed file
-                self.failed = True
-                _notice(
-                    f"{_console_name(self.stream)} cannot be written any more ({_why(exc)}); the processes keep "
-                    "running, their output is no longer shown and still goes to their log files, if any"
-                )
-
-
 class _LogFiles:
     """The log files one process's output goes to, opened on first use; a file that fails once is dropped."""
 
@@ -218,8 +175,8 @@ class _LogFiles:
         if log is not None:
             with contextlib.suppress(OSError, ValueError):  # closing flushes what did not fit: it fails again
                 log.close()
-        _notice(
-            f"cannot write the log file {path} ({_why(exc)}); the output of [{label}] still goes to the console, "
+        notice(
+            f"cannot write the log file {path} ({why(exc)}); the output of [{label}] still goes to the console, "
             "this file misses it from here on"
         )
 
@@ -261,14 +218,14 @@ def describe_failure(spec: ProcessSpec, returncode: int, recorded: str | None) -
     return reason + "; the other processes were stopped"
 
 
-def _write_line(running: _Running, console: _Console, label: str, text: str, log_path: str | None) -> None:
+def _write_line(running: _Running, console: ConsoleStream, label: str, text: str, log_path: str | None) -> None:
     running.logs.write(log_path, label, text)
     if running.spec.console_hides is not None and running.spec.console_hides(text):
         return
     console.write(f"[{label}] {text}\n")
 
 
-def _handle_output(running: _Running, console: _Console, text: str | None) -> None:
+def _handle_output(running: _Running, console: ConsoleStream, text: str | None) -> None:
     """One line of a process's output (None: its output ended) to the log files and the console."""
     route = running.spec.route_output
     if route is None:
@@ -279,7 +236,7 @@ def _handle_output(running: _Running, console: _Console, text: str | None) -> No
         _write_line(running, console, label, line, log_path)
 
 
-def _pump_output(running: _Running, console: _Console) -> None:
+def _pump_output(running: _Running, console: ConsoleStream) -> None:
     """Drains a process's output until it ends: nothing that goes wrong with a line stops the draining, or the
     process would block on a full pipe and the job hang."""
     stdout = running.popen.stdout
@@ -293,7 +250,7 @@ def _pump_output(running: _Running, console: _Console) -> None:
             except Exception as exc:  # noqa: BLE001 - a failing route or filter (a bug) must not stop the draining
                 running.line_errors += 1
                 if running.line_errors == 1:
-                    _notice(f"could not pass on a line of [{running.spec.label}]'s output ({exc!r}); its output is "
+                    notice(f"could not pass on a line of [{running.spec.label}]'s output ({exc!r}); its output is "
                             "still read, lines that fail so are dropped")
     finally:
         stdout.close()
@@ -364,14 +321,14 @@ def _stop_all(group: list[_Running], grace: float, signals: list[int], heeded: i
     return cut
 
 
-def _start(spec: ProcessSpec, console: _Console) -> _Running:
+def _start(spec: ProcessSpec, console: ConsoleStream) -> _Running:
     logs = _LogFiles()
     if spec.log_path:
         try:
             logs.open(spec.log_path)
         except OSError as exc:
             raise LaunchError(
-                f"could not open the log file {spec.log_path} of process [{spec.label}]: {_why(exc)}. Give a log "
+                f"could not open the log file {spec.log_path} of process [{spec.label}]: {why(exc)}. Give a log "
                 "folder that can be written (a folder, not a file; on a disk with room)."
             ) from exc
     try:
@@ -435,7 +392,7 @@ def run_process_group(
         raise UsageError(
             f"grace must be a positive number of seconds, got {grace!r}: give a finite number > 0, e.g. 5."
         )
-    console = _Console(stream if stream is not None else sys.stdout)
+    console = ConsoleStream(stream if stream is not None else sys.stdout)
     group: list[_Running] = []
     previous_handlers: dict[int, object] = {}
     signals: list[int] = []

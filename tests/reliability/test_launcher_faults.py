@@ -246,10 +246,8 @@ def test_a_log_file_that_cannot_be_written_keeps_the_console_and_never_blocks_a_
 
 
 def test_smddp_local_with_a_closed_console_does_not_hang(tmp_path: Path) -> None:
-    """``smddp local ... | head -1``: the process backend keeps draining its processes and ends with the job.
-
-    (What ``smddp local`` does with its own summary on the closed console is its runner's business: not asserted.)
-    """
+    """``smddp local ... | head -1``: the process backend keeps draining its processes and ends with the job, whose
+    exit code it keeps (0), without a traceback for the summary it can no longer print."""
     pid_dir, output = tmp_path / "pids", tmp_path / "out"
     with no_rank_left(pid_dir):
         job = Running(smddp("local", RANK, "--output", str(output), "--job-name", "closed-console", "--max-run", "30",
@@ -259,6 +257,8 @@ def test_smddp_local_with_a_closed_console_does_not_hang(tmp_path: Path) -> None
         job.proc.stdout.close()
         code, _ = job.wait()
         assert code != 124, f"the job ran into its time limit: its output was no longer drained\n{job.text_stderr}"
+        assert code == 0 and "Traceback" not in job.text_stderr, job.text_stderr
+        assert "standard output cannot be written any more (Broken pipe)" in job.text_stderr, job.text_stderr
         log = output / "closed-console" / "logs" / "algo-1.log"
         assert _count(log.read_text().splitlines(), "line ") == LINES
 
