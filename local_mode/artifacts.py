@@ -239,6 +239,7 @@ def store_artifacts(
             skipped=tuple(skipped),
         )
 
+    from boto3.exceptions import S3UploadFailedError
     from botocore.exceptions import BotoCoreError, ClientError
 
     uploads: list[tuple[Path, S3Location]] = []
@@ -258,7 +259,7 @@ def store_artifacts(
     for path, location in uploads:
         try:
             client.upload_file(str(path), location.bucket, location.prefix)
-        except (BotoCoreError, ClientError, OSError) as exc:
+        except (BotoCoreError, ClientError, S3UploadFailedError, OSError) as exc:
             raise ArtifactError(
                 f"could not upload {path.name} to {location.uri}: {exc}. "
                 "Fix: check the bucket exists, your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3"

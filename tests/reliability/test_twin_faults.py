@@ -224,6 +224,27 @@ def test_a_full_disk_when_storing_keeps_the_trained_model_and_says_where(tmp_pat
     assert "Traceback" not in done.stderr
 
 
+def test_a_refused_s3_upload_keeps_the_trained_model_and_says_where(tmp_path: Path, moto_url: str) -> None:  # noqa: F811
+    """The output bucket is gone when the job ends (deleted by the script itself, as an admin or a lifecycle rule
+    might): the upload is refused, the model stays on disk and the message says where."""
+    import boto3
+
+    env = _moto_env(moto_url)
+    boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1", aws_access_key_id="x",
+                 aws_secret_access_key="x").create_bucket(Bucket="vanishing-output")
+    script = _script(tmp_path, size=5000)
+    script.write_text(script.read_text() + (
+        "import boto3\n"
+        "boto3.client('s3', region_name='us-east-1').delete_bucket(Bucket='vanishing-output')\n"))
+    done = subprocess.run(smddp("local", str(script), "--output", "s3://vanishing-output/jobs", "--job-name", "gone"),
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "could not be stored" in done.stderr and "NoSuchBucket" in done.stderr, done.stderr
+    kept = done.stderr.split("kept under ", 1)[1].split()[0].rstrip(".")
+    assert (Path(kept) / "algo-1" / "model" / "weights.bin").stat().st_size == 5000
+    assert "Traceback" not in done.stderr
+
+
 def _moto_env(moto_url: str) -> dict[str, str]:
     return quiet_env(AWS_ENDPOINT_URL=moto_url, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x",
                      AWS_DEFAULT_REGION="us-east-1")
