@@ -36,6 +36,7 @@ from smddp_compat.estimators._images import resolve_training_image
 from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, is_local
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
 from smddp_compat.estimators._validation import (
+    check_channel_names,
     check_entry_point,
     check_hyperparameters,
     check_instance_count,
@@ -248,6 +249,7 @@ class TensorFlow(_SdkTensorFlow):
         """
         if job_name is not None:
             check_job_name(job_name)  # before the code is uploaded under <bucket>/<job_name>/source/
+        check_channel_names(inputs)  # '.' and '..' pass SageMaker's pattern and name input/data itself or input
         if self.instance_type == "local_process":
             return self._fit_local_process(inputs, job_name)
         if isinstance(self.source_dir, str) and self.source_dir.startswith("s3://"):

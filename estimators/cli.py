@@ -38,6 +38,7 @@ from smddp_compat.estimators._jobs import (
     wait_for_job,
 )
 from smddp_compat.estimators._validation import (
+    check_channel_names,
     check_job_name,
     check_positive_int,
     check_positive_seconds,
@@ -183,6 +184,7 @@ def _submit(args: argparse.Namespace) -> int:
     texts = parse_name_values(args.hyperparameters, "--hyperparameters")
     hyperparameters = {name: decode_value(text) for name, text in texts.items()}
     channels = parse_name_values(args.channel, "--channel")
+    check_channel_names(channels, field="--channel")
     mesh = ",".join(args.mesh) if args.mesh else None
     distribution = distribution_from_args(args.distribution, args.processes_per_host, mesh, args.custom_mpi_options,
                                           args.devices_per_process)

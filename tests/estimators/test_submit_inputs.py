@@ -362,3 +362,29 @@ def test_fetch_refuses_destinations_it_cannot_write_as_errors_not_tracebacks(fet
     # A correct destination still works.
     assert main(["fetch", fetched_job, str(tmp_path / "model")]) == 0
     assert (tmp_path / "model" / "weights.bin").read_bytes() == b"ok"
+
+
+# -- 5. channel names that are not one folder ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_submit_refuses_a_channel_named_dot_before_uploading(aws, tiny_script, tmp_path, capsys, name):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x").write_text("x")
+    assert main(_submit_args(tiny_script, "--channel", f"{name}={data}")) == 2
+    err = capsys.readouterr().err
+    assert f"--channel={name!r}" in err and "Fix:" in err and "Traceback" not in err
+    _assert_nothing_created(aws)
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_fit_refuses_a_channel_named_dot_before_uploading(aws, tiny_script, name):
+    from smddp_compat.estimators import ConfigurationError, TensorFlow
+
+    est = TensorFlow(entry_point=tiny_script, role=ROLE, instance_type="ml.p3.16xlarge", image_uri=IMAGE,
+                     framework_version="2.21", py_version="py311", sagemaker_session=aws.sagemaker_session())
+    with pytest.raises(ConfigurationError) as caught:
+        est.fit({name: "s3://bucket/data"}, wait=False)
+    assert caught.value.field == "inputs" and caught.value.value == name
+    _assert_nothing_created(aws)
