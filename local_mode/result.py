@@ -91,6 +91,10 @@ class JobResult:
             lines.append(f"  output: {self.artifacts.output}")
         for host, log in self.artifacts.logs.items():
             lines.append(f"  log {host}: {log}")
+        for clash in self.artifacts.clashes:
+            lines.append(f"  warning: name clash between hosts (SageMaker would keep only one): {clash}")
+        for note in self.artifacts.skipped:
+            lines.append(f"  left out: {note}")
         if self.failure_reason:
             lines.append(f"  failure reason: {self.failure_reason}")
         return "\n".join(lines)

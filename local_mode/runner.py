@@ -219,7 +219,7 @@ def _run_claimed(
         try:
             artifacts: ArtifactPaths = store_artifacts(
                 destination,
-                model_dir=layouts[hosts[0]].model_dir if status != FAILED else None,
+                model_dirs={host: layouts[host].model_dir for host in hosts},
                 output_data_dirs={host: layouts[host].output_data_dir for host in hosts},
                 log_files=log_files,
                 scratch_dir=root,

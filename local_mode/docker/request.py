@@ -98,6 +98,7 @@ class TrainingJobRequest:
         max_runtime: ``StoppingCondition.MaxRuntimeInSeconds``.
         entrypoint: ``AlgorithmSpecification.ContainerEntrypoint`` (None: SageMaker runs ``train``).
         arguments: ``AlgorithmSpecification.ContainerArguments``.
+        compression: ``OutputDataConfig.CompressionType``: ``GZIP`` (``model.tar.gz``) or ``NONE`` (files).
         params: The whole request, as received.
     """
 
@@ -114,6 +115,7 @@ class TrainingJobRequest:
     max_runtime: int = DEFAULT_MAX_RUNTIME
     entrypoint: tuple[str, ...] | None = None
     arguments: tuple[str, ...] = ()
+    compression: str = "GZIP"
     params: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -266,6 +268,7 @@ class TrainingJobRequest:
             max_runtime=max_runtime,
             entrypoint=tuple(entrypoint) if entrypoint else None,
             arguments=tuple(arguments),
+            compression=output.get("CompressionType") or "GZIP",
             params=params,
         )
 

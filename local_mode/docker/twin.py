@@ -279,10 +279,11 @@ class SageMakerTwin:
                 try:
                     artifacts = store_artifacts(
                         self.destination,
-                        model_dir=layouts[request.hosts[0]].model_dir if status != "Failed" else None,
+                        model_dirs={host: layout.model_dir for host, layout in layouts.items()},
                         output_data_dirs={host: layout.output_data_dir for host, layout in layouts.items()},
                         log_files={host: log_dir / f"{host}.log" for host in layouts},
                         scratch_dir=root,
+                        compression=request.compression,
                     )
                 except ArtifactError as exc:
                     keep_root = True
@@ -292,6 +293,8 @@ class SageMakerTwin:
                         f"model, output and checkpoint folders are kept under {root / 'hosts'}"
                     )
                     artifacts = ArtifactPaths(model=None, output=None)
+                for clash in artifacts.clashes:
+                    self._say(f"warning: name clash between hosts (SageMaker would keep only one): {clash}")
                 if reason:
                     self._say(f"FailureReason: {reason}")
                 result = TwinResult(

@@ -54,7 +54,7 @@ def _replay(aws: Aws, **options: Any) -> tuple[Any, str]:
 
 
 def _worlds(aws: Aws, result: Any, tmp_path: Path) -> list[dict[str, Any]]:
-    """Every process's world record from output.tar.gz (algo-1's at the top, the others' under algo-N/)."""
+    """Every process's world record from output.tar.gz (every host's output/data merged, as on SageMaker)."""
     uri = result if isinstance(result, str) else result.output_artifacts
     path = aws.download(uri, str(tmp_path / "output.tar.gz")) if uri.startswith("s3://") else uri
     with tarfile.open(path) as archive:

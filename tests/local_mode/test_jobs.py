@@ -25,15 +25,16 @@ HYPERPARAMETERS = {"epochs": 2, "optimizer": "adam", "lr": 0.001, "use-bn": True
 
 
 def _records(output_tarball: Path, hosts: int, per_host: int) -> dict[int, tuple[str, dict[str, Any]]]:
-    """index -> (host, record) from output.tar.gz (algo-1's files at the top, other hosts' under algo-N/)."""
+    """index -> (host, record) from output.tar.gz (every host's output/data merged at the top, as on SageMaker)."""
     found: dict[int, tuple[str, dict[str, Any]]] = {}
     with tarfile.open(output_tarball) as archive:
         for member in archive.getmembers():
-            match = re.fullmatch(r"(?:(algo-\d+)/)?env-(\d+)\.json", member.name)
+            match = re.fullmatch(r"env-(\d+)\.json", member.name)
             if match:
                 handle = archive.extractfile(member)
                 assert handle is not None
-                found[int(match.group(2))] = (match.group(1) or "algo-1", json.load(handle))
+                record = json.load(handle)
+                found[int(match.group(1))] = (record["env"]["SM_CURRENT_HOST"], record)
     return found
 
 
@@ -73,8 +74,8 @@ def test_every_process_sees_the_sagemaker_contract(
     assert result.artifacts.model == str(job_dir / "output" / "model.tar.gz")
     assert result.artifacts.output == str(job_dir / "output" / "output.tar.gz")
     with tarfile.open(result.artifacts.model) as archive:
-        # algo-1's model folder: the files written by algo-1's processes.
-        assert sorted(archive.getnames()) == [f"model-{i}.txt" for i in range(per_host)]
+        # Every host's model folder, merged (as SageMaker aggregates them): the files of every process.
+        assert sorted(archive.getnames()) == sorted(f"model-{i}.txt" for i in range(hosts * per_host))
     addresses = host_addresses(hosts)
     world = hosts * per_host
     for host_index in range(hosts):

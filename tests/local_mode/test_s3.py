@@ -55,10 +55,10 @@ def test_s3_channel_and_s3_output(tmp_path: Path, scripts_dir: Path, s3, no_left
         "jobs/s3-job/logs/algo-2.log",
     }
     model = tarfile.open(fileobj=io.BytesIO(s3.get_object(Bucket=BUCKET, Key="jobs/s3-job/output/model.tar.gz")["Body"].read()))
-    assert model.getnames() == ["model-0.txt"]
+    assert model.getnames() == ["model-0.txt", "model-1.txt"]  # every host's model folder, as on SageMaker
     output = tarfile.open(fileobj=io.BytesIO(s3.get_object(Bucket=BUCKET, Key="jobs/s3-job/output/output.tar.gz")["Body"].read()))
-    assert sorted(output.getnames()) == ["algo-2/env-1.json", "env-0.json"]
-    handle = output.extractfile("algo-2/env-1.json")
+    assert sorted(output.getnames()) == ["env-0.json", "env-1.json"]  # both hosts' output/data, merged
+    handle = output.extractfile("env-1.json")
     assert handle is not None
     record = json.load(handle)
     assert record["channels"] == {"test": ["test.csv"], "train": ["sub/more.csv", "train.csv"]}

@@ -232,7 +232,7 @@ def test_a_model_folder_swapped_for_a_link_is_not_packed(tmp_path: Path, host_tr
     (host_tree / "output").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     paths = store_artifacts(
         tmp_path / "dest",
-        model_dir=host_tree / "model",
+        model_dirs={"algo-1": host_tree / "model"},
         output_data_dirs={"algo-1": host_tree / "output" / "data"},
         log_files={},
         scratch_dir=tmp_path,
