@@ -26,10 +26,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -37,7 +35,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -50,6 +47,8 @@ from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, st
 from smddp_compat.local_mode.channels import download_s3_channel, download_s3_prefix
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, ContainerState, Mount, TwinEngine
 from smddp_compat.local_mode.docker._reaper import reaper_argv
+from smddp_compat.local_mode.docker._result import TwinResult, failure_reason
+from smddp_compat.local_mode.docker._sync import copy_atomically, has_objects, links_and_special_files
 from smddp_compat.local_mode.docker._engine import Engine, find_engine
 from smddp_compat.local_mode.docker._image import LATEST_TAG
 from smddp_compat.local_mode.docker._rootfs import image_exists
@@ -74,70 +73,6 @@ _S3_PORT = 9000
 _S3_READY_SECONDS = 60.0
 _POLL_SECONDS = 0.5
 _TWIN_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "smddp-twin", "AWS_SECRET_ACCESS_KEY": "smddp-twin"}
-
-
-#: Exit codes of a replayed job by its secondary status, then its status.
-_EXIT_CODES = {"Completed": 0, "MaxRuntimeExceeded": 124, "Stopped": 143}
-
-
-@dataclass
-class TwinResult:
-    """How a replayed job ended, in DescribeTrainingJob's terms.
-
-    Attributes:
-        job_name: The job's name.
-        status: ``Completed``, ``Failed`` or ``Stopped``.
-        secondary_status: ``Completed``, ``Failed``, ``Stopped`` or ``MaxRuntimeExceeded``.
-        failure_reason: ``FailureReason`` (None unless Failed).
-        model_artifacts: The ``model.tar.gz`` URI, or None.
-        output_artifacts: The ``output.tar.gz`` URI, or None.
-        start: When the containers started.
-        end: When the job ended.
-        exit_codes: Host -> its container's exit code.
-        logs: Host -> its log (``<output>/<job>/logs/<host>.log``, a file or an ``s3://`` URI).
-        processes_per_host: The GPUs the twin granted each host (0 for CPU instance types).
-    """
-
-    job_name: str
-    status: str
-    secondary_status: str
-    failure_reason: str | None
-    model_artifacts: str | None
-    output_artifacts: str | None
-    start: datetime
-    end: datetime
-    exit_codes: dict[str, int] = field(default_factory=dict)
-    logs: dict[str, str] = field(default_factory=dict)
-    processes_per_host: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """True when the job completed."""
-        return self.status == "Completed"
-
-    @property
-    def exit_code(self) -> int:
-        """0 completed, 124 past ``MaxRuntimeInSeconds``, 143 stopped, else the first failed host's code (or 1)."""
-        if self.secondary_status in _EXIT_CODES:
-            return _EXIT_CODES[self.secondary_status]
-        failed = [code for code in self.exit_codes.values() if code]
-        return _EXIT_CODES.get(self.status, failed[0] if failed else 1)
-
-    def describe(self) -> dict[str, Any]:
-        """The DescribeTrainingJob fields SageMaker would report for this job."""
-        answer: dict[str, Any] = {
-            "TrainingJobName": self.job_name,
-            "TrainingJobStatus": self.status,
-            "SecondaryStatus": self.secondary_status,
-            "TrainingStartTime": self.start,
-            "TrainingEndTime": self.end,
-            "TrainingTimeInSeconds": int((self.end - self.start).total_seconds()),
-        }
-        if self.failure_reason:
-            answer["FailureReason"] = self.failure_reason
-        if self.model_artifacts:
-            answer["ModelArtifacts"] = {"S3ModelArtifacts": self.model_artifacts}
-        return answer
 
 
 class SageMakerTwin:
@@ -275,7 +210,7 @@ class SageMakerTwin:
                 self._phase = "finishing"
                 self.docker.wait_for_logs()
                 self._sync_checkpoints(layouts, user_s3)
-                reason = _failure_reason(layouts, failed_host, codes, log_dir) if status == "Failed" else None
+                reason = failure_reason(layouts, failed_host, codes, log_dir) if status == "Failed" else None
                 try:
                     artifacts = store_artifacts(
                         self.destination,
@@ -357,10 +292,10 @@ class SageMakerTwin:
                     os.link(path, destination)
         source = self.checkpoint_source
         staged = root / "checkpoints"
-        if isinstance(source, S3Location) and _has_objects(source, user_s3):
+        if isinstance(source, S3Location) and has_objects(source, user_s3):
             download_s3_prefix(source, staged, channel="checkpoints", client=user_s3)
         elif isinstance(source, Path) and source.is_dir():
-            shutil.copytree(source, staged, symlinks=True, ignore=_links_and_special_files)
+            shutil.copytree(source, staged, symlinks=True, ignore=links_and_special_files)
         if staged.is_dir():
             self._say(f"checkpoints: resuming from {_shown(source)}")
             for layout in layouts.values():  # copies: a script may rewrite its checkpoint files in place
@@ -518,7 +453,7 @@ class SageMakerTwin:
                             child = target.child(relative)
                             user_s3.upload_fileobj(handle, child.bucket, child.prefix)
                         else:
-                            _copy_atomically(handle, target / relative)
+                            copy_atomically(handle, target / relative)
                 except FileNotFoundError:
                     continue  # rotated away since the listing
                 except Exception as exc:  # noqa: BLE001 - OSError, botocore's errors: the job must go on
@@ -610,25 +545,6 @@ def _shown(location: Path | S3Location | None) -> str:
     return location.uri if isinstance(location, S3Location) else str(location)
 
 
-def _links_and_special_files(folder: str, names: list[str]) -> set[str]:
-    """``shutil.copytree``'s ignore: what is not a regular file or a folder (links, FIFOs, devices) is left out."""
-    return {name for name in names
-            if not (stat.S_ISREG(mode := os.lstat(os.path.join(folder, name)).st_mode) or stat.S_ISDIR(mode))}
-
-
-def _copy_atomically(handle: IO[bytes], destination: Path) -> None:
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=destination.parent, prefix=f".{destination.name}.", delete=False) as copy:
-        try:
-            shutil.copyfileobj(handle, copy)
-            copy.flush()
-            os.fsync(copy.fileno())
-        except BaseException:
-            os.unlink(copy.name)
-            raise
-    os.replace(copy.name, destination)
-
-
 def replay(request: TrainingJobRequest, **options: Any) -> TwinResult:
     """Runs ``request`` in the twin: ``SageMakerTwin(request, **options).run()``."""
     return SageMakerTwin(request, **options).run()
@@ -659,35 +575,3 @@ def _nvidia_smi_stand_in(instance_type: str, count: int) -> str:
     return f"#!/bin/sh\n# smddp-compat twin: the GPUs this host shows the SageMaker toolkit.\ncat <<'EOF'\n{lines}\nEOF\n"
 
 
-def _has_objects(location: S3Location, client: Any) -> bool:
-    """Whether anything is stored under ``location`` (a first run has no checkpoints yet)."""
-    return bool(client.list_objects_v2(Bucket=location.bucket, Prefix=location.prefix, MaxKeys=1).get("KeyCount"))
-
-
-# Open MPI's report of the process that ended the job: "... rank 2 with PID 0 on node algo-2 exited on signal 9".
-_MPI_CULPRIT = re.compile(r"rank \d+ with PID \d+ on node \S+ exited on signal \d+[^\n]*")
-
-
-def _failure_reason(
-    layouts: dict[str, HostLayout], failed_host: str | None, codes: dict[str, int], log_dir: Path
-) -> str:
-    """``FailureReason`` as SageMaker words it (``AlgorithmError:`` and the failure file), naming the host; when
-    mpirun reports which rank on which node ended the job, that comes first (the host that failed is then the one
-    that ran mpirun, not the one where the rank died)."""
-    culprit = ""
-    for host in layouts:
-        log = log_dir / f"{host}.log"
-        found = _MPI_CULPRIT.search(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else None
-        if found:
-            culprit = f"mpirun: {found.group(0).strip()}. "
-            break
-    order = [failed_host] if failed_host else []
-    order += [host for host in layouts if host not in order]
-    for host in order:
-        text = contract.read_failure_reason(layouts[host].failure_file)
-        if text:
-            return contract.truncate_failure_reason(
-                f"AlgorithmError: {culprit}{text} (on {host}, exit code {codes.get(host)})"
-            )
-    code = codes.get(failed_host or "")
-    return f"AlgorithmError: {culprit}{failed_host} exited with code {code} and wrote no failure file"

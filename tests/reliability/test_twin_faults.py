@@ -173,7 +173,7 @@ def test_a_checkpoint_that_vanishes_during_the_sync_is_not_an_error(tmp_path: Pa
     twin = SageMakerTwin.__new__(SageMakerTwin)  # the sync alone: no engine, no image needed
     twin.checkpoint_target = target
     twin._synced, twin._sync_failures, twin.stream = {}, set(), None
-    monkeypatch.setattr("smddp_compat.local_mode.docker.twin._copy_atomically", RotatingCopy())
+    monkeypatch.setattr("smddp_compat.local_mode.docker.twin.copy_atomically", RotatingCopy())
     started = time.monotonic()
     twin._sync_checkpoints({"algo-1": layout}, user_s3=None)
     assert time.monotonic() - started < 5
