@@ -49,6 +49,8 @@ __all__ = [
     "FAILURE_FILE",
     "CHECKPOINTS_DIR",
     "DEFAULT_CHECKPOINT_DIR",
+    "TENSORBOARD_DIR",
+    "DEFAULT_TENSORBOARD_DIR",
     # environment variables
     "SM_PREFIX",
     "SM_MODEL_DIR",
@@ -137,6 +139,11 @@ FAILURE_FILE = "output/failure"
 CHECKPOINTS_DIR = "checkpoints"
 DEFAULT_CHECKPOINT_DIR = f"{OPT_ML}/{CHECKPOINTS_DIR}"
 """``CheckpointConfig.LocalPath`` when the request leaves it out."""
+TENSORBOARD_DIR = "output/tensorboard"
+DEFAULT_TENSORBOARD_DIR = f"{OPT_ML}/{TENSORBOARD_DIR}"
+"""``TensorBoardOutputConfig.LocalPath`` when the request leaves it out (API reference: "Defaults to
+/opt/ml/output/tensorboard"). Neither the toolkit nor the SDK tells the script this path (no ``SM_*`` variable, no
+hyperparameter): a script writes here, or where a hyperparameter of its own says."""
 
 # --- environment variables -------------------------------------------------------------------------------------------
 
