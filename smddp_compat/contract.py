@@ -51,6 +51,8 @@ __all__ = [
     "DEFAULT_CHECKPOINT_DIR",
     "TENSORBOARD_DIR",
     "DEFAULT_TENSORBOARD_DIR",
+    "TENSORBOARD_CONFIG_FILE",
+    "TENSORBOARD_CONFIG_FILE_PATH",
     # environment variables
     "SM_PREFIX",
     "SM_MODEL_DIR",
@@ -142,8 +144,16 @@ DEFAULT_CHECKPOINT_DIR = f"{OPT_ML}/{CHECKPOINTS_DIR}"
 TENSORBOARD_DIR = "output/tensorboard"
 DEFAULT_TENSORBOARD_DIR = f"{OPT_ML}/{TENSORBOARD_DIR}"
 """``TensorBoardOutputConfig.LocalPath`` when the request leaves it out (API reference: "Defaults to
-/opt/ml/output/tensorboard"). Neither the toolkit nor the SDK tells the script this path (no ``SM_*`` variable, no
-hyperparameter): a script writes here, or where a hyperparameter of its own says."""
+/opt/ml/output/tensorboard"); SageMaker syncs that folder to ``TensorBoardOutputConfig.S3OutputPath``."""
+TENSORBOARD_CONFIG_FILE = "input/config/tensorboardoutputconfig.json"
+"""The job's ``TensorBoardOutputConfig`` as the container sees it (``{"LocalPath": ...}``; a missing file means the
+job has none). The training toolkit sets no ``SM_*`` variable for it and the SDK no hyperparameter; AWS's SageMaker
+Debugger reads the folder from this file (``smdebug.core.config_constants``:
+``DEFAULT_SAGEMAKER_TENSORBOARD_PATH = "/opt/ml/input/config/tensorboardoutputconfig.json"``, read by
+``get_tensorboard_dir_from_json_config``, key ``LocalPath``)."""
+TENSORBOARD_CONFIG_FILE_PATH = "TENSORBOARD_CONFIG_FILE_PATH"
+"""SageMaker Debugger's override of :data:`TENSORBOARD_CONFIG_FILE`'s location (its
+``TENSORBOARD_CONFIG_FILE_PATH_ENV_STR``): a tree that is not at ``/opt/ml`` (local mode's hosts) points it here."""
 
 # --- environment variables -------------------------------------------------------------------------------------------
 
