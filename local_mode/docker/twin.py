@@ -44,11 +44,11 @@ import psutil
 from smddp_compat.local_mode._job_claim import claimed_job
 from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
-from smddp_compat.local_mode.channels import download_s3_channel, download_s3_prefix
+from smddp_compat.local_mode.channels import download_s3_channel
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, ContainerState, Mount, TwinEngine
 from smddp_compat.local_mode.docker._reaper import reaper_argv
 from smddp_compat.local_mode.docker._result import TwinResult, failure_reason
-from smddp_compat.local_mode.docker._sync import copy_atomically, has_objects, links_and_special_files
+from smddp_compat.local_mode.docker._sync import FolderSync, sync_target
 from smddp_compat.local_mode.docker._engine import Engine, find_engine
 from smddp_compat.local_mode.docker._image import LATEST_TAG
 from smddp_compat.local_mode.docker._rootfs import image_exists
@@ -58,7 +58,6 @@ from smddp_compat.local_mode.errors import ArtifactError, ChannelError, Configur
 from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
 from smddp_compat import contract
-from smddp_compat.job_files import iter_regular_files, open_job_file
 from smddp_compat.launcher._console import ConsoleStream
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
@@ -126,6 +125,7 @@ class SageMakerTwin:
         self.output = output if output is not None else DEFAULT_OUTPUT_PATH
         self.destination = job_destination(self.output, name)
         self.checkpoint_source, self.checkpoint_target = self._checkpoint_locations(checkpoints)
+        self.tensorboard_target = self._job_folder("tensorboard") if self.request.tensorboard_s3 is not None else None
         self.stop_grace = stop_grace
         self.checkpoint_sync_seconds = checkpoint_sync_seconds
         self.keep = keep
@@ -142,8 +142,8 @@ class SageMakerTwin:
         self._kill_now = threading.Event()
         self._phase = "preparing"
         self.started = threading.Event()
-        self._synced: dict[Path, tuple[int, int]] = {}  # checkpoint file -> (mtime, size) last uploaded
-        self._sync_failures: set[str] = set()
+        self._checkpoint_sync: FolderSync | None = None  # made with the request's S3 client, in run()
+        self._tensorboard_sync: FolderSync | None = None
 
     # -- public ------------------------------------------------------------------------------------------------------
 
@@ -209,7 +209,7 @@ class SageMakerTwin:
                 status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
                 self._phase = "finishing"
                 self.docker.wait_for_logs()
-                self._sync_checkpoints(layouts, user_s3)
+                self._sync_folders(layouts)
                 reason = failure_reason(layouts, failed_host, codes, log_dir) if status == "Failed" else None
                 try:
                     artifacts = store_artifacts(
@@ -276,6 +276,7 @@ class SageMakerTwin:
                 encoded_hyperparameters=request.hyperparameters,
                 resource=resource_config(hosts, host, request.instance_type, NETWORK_INTERFACE),
                 data_config=data_config,
+                checkpoint_config=request.checkpoint_config(),
             )
             for host in hosts
         }  # fmt: skip
@@ -290,17 +291,32 @@ class SageMakerTwin:
                     destination = target / path.relative_to(staged)
                     destination.parent.mkdir(parents=True, exist_ok=True)
                     os.link(path, destination)
-        source = self.checkpoint_source
-        staged = root / "checkpoints"
-        if isinstance(source, S3Location) and has_objects(source, user_s3):
-            download_s3_prefix(source, staged, channel="checkpoints", client=user_s3)
-        elif isinstance(source, Path) and source.is_dir():
-            shutil.copytree(source, staged, symlinks=True, ignore=links_and_special_files)
-        if staged.is_dir():
-            self._say(f"checkpoints: resuming from {_shown(source)}")
-            for layout in layouts.values():  # copies: a script may rewrite its checkpoint files in place
-                shutil.copytree(staged, layout.checkpoints_dir, dirs_exist_ok=True)
+        if self.checkpoint_target is not None:
+            self._checkpoint_sync = FolderSync(
+                sync_target(self.checkpoint_target, user_s3), what="checkpoints", mirror_deletions=True,
+                say=self._say,
+            )
+            source = self.checkpoint_source
+            self._fill_checkpoints(
+                root, layouts, None if source == self.checkpoint_target else sync_target(source, user_s3)
+            )
+        if self.tensorboard_target is not None:
+            self._tensorboard_sync = FolderSync(
+                sync_target(self.tensorboard_target, user_s3), what="tensorboard", mirror_deletions=False,
+                say=self._say,
+            )
         return layouts
+
+    def _fill_checkpoints(self, root: Path, layouts: dict[str, HostLayout], source: Any | None = None) -> None:
+        """Fills every host's checkpoint folder, as SageMaker does at the start and at a spot restart: from
+        ``source`` (the first time: where checkpoints are read from), else from where they are synced to."""
+        assert self._checkpoint_sync is not None
+        count = self._checkpoint_sync.fill(
+            [layout.checkpoints_dir for layout in layouts.values()], root / "checkpoints", source=source
+        )
+        if count:
+            where = (source or self._checkpoint_sync.target).uri
+            self._say(f"checkpoints: resuming from {where} ({count} file(s) in every host's checkpoint folder)")
 
     def _start_s3_service(self) -> tuple[Any, str]:
         """Starts the twin's S3 (moto) on the job's network; returns a client of it and its endpoint, once it answers."""
@@ -379,6 +395,9 @@ class SageMakerTwin:
                 Mount(layout.checkpoints_dir, request.checkpoint_local_path),
                 *extra,
             ]
+            if not self._tensorboard_dir(layout).is_relative_to(layout.output_dir):
+                self._tensorboard_dir(layout).mkdir(exist_ok=True)
+                mounts.append(Mount(self._tensorboard_dir(layout), request.tensorboard_local_path))
             entrypoint, arguments = request.container_start
             self.docker.start(
                 host, request.image, arguments, environment=environment, mounts=mounts, entrypoint=entrypoint
@@ -413,8 +432,8 @@ class SageMakerTwin:
                 self._stop_containers(hosts)
                 codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
                 return "Stopped", self._stop_reason or "Stopped", None, codes
-            if request.checkpoint_s3 is not None and time.monotonic() >= next_sync:
-                self._sync_checkpoints(layouts, user_s3)
+            if time.monotonic() >= next_sync:
+                self._sync_folders(layouts)
                 next_sync = time.monotonic() + self.checkpoint_sync_seconds
             time.sleep(_POLL_SECONDS)
 
@@ -431,54 +450,45 @@ class SageMakerTwin:
             if state.running:
                 self.docker.signal(host, "SIGKILL")
 
-    def _sync_checkpoints(self, layouts: dict[str, HostLayout], user_s3: Any) -> None:
-        """Copies every host's new or changed checkpoint files to the checkpoint target.
+    def _sync_folders(self, layouts: dict[str, HostLayout]) -> None:
+        """One sync of every host's checkpoint folder (both ways: new, changed and deleted files) and TensorBoard
+        folder (new and changed files) to their targets (see :mod:`~smddp_compat.local_mode.docker._sync`)."""
+        if self._checkpoint_sync is not None:
+            self._checkpoint_sync.sync([layout.checkpoints_dir for layout in layouts.values()])
+        if self._tensorboard_sync is not None:
+            self._tensorboard_sync.sync([self._tensorboard_dir(layout) for layout in layouts.values()])
 
-        The folders are the job's: only regular files are read, never through a link, and a file that vanishes
-        while the sync runs (a script rotating its checkpoints) is skipped, as is one whose copy fails (said once,
-        retried at the next sync): the job goes on.
-        """
-        target = self.checkpoint_target
-        if target is None:
-            return
-        for layout in layouts.values():
-            folder = layout.checkpoints_dir
-            for relative, info in iter_regular_files(folder):
-                path, stamp = folder / relative, (info.st_mtime_ns, info.st_size)
-                if relative.startswith(".") or "/." in relative or self._synced.get(path) == stamp:
-                    continue  # a file being written (temporary names start with a dot), or unchanged
-                try:
-                    with open_job_file(path, folder) as handle:
-                        if isinstance(target, S3Location):
-                            child = target.child(relative)
-                            user_s3.upload_fileobj(handle, child.bucket, child.prefix)
-                        else:
-                            copy_atomically(handle, target / relative)
-                except FileNotFoundError:
-                    continue  # rotated away since the listing
-                except Exception as exc:  # noqa: BLE001 - OSError, botocore's errors: the job must go on
-                    problem = f"{type(exc).__name__}: {exc}"
-                    if problem not in self._sync_failures:
-                        self._sync_failures.add(problem)
-                        self._say(f"checkpoint sync to {_shown(target)} failed for {relative} ({problem}); the "
-                                  "job goes on and the next sync tries again")
-                    continue
-                self._synced[path] = stamp
+    def _tensorboard_dir(self, layout: HostLayout) -> Path:
+        """Where a host's ``TensorBoardOutputConfig.LocalPath`` is on this machine: inside its output folder (the
+        default, ``/opt/ml/output/tensorboard``), else a folder of its own mounted there."""
+        local = self.request.tensorboard_local_path
+        output = f"{contract.OPT_ML}/{contract.OUTPUT_DIR}/"
+        if local.startswith(output):
+            return layout.output_dir.joinpath(*local[len(output):].split("/"))
+        return layout.root / "tensorboard"
 
     # -- safety ------------------------------------------------------------------------------------------------------
 
     def _checkpoint_locations(self, checkpoints: str | None) -> tuple[Path | S3Location | None, ...]:
         """Where checkpoints are read from at the start and synced to (see the ``checkpoints`` argument)."""
         if checkpoints is not None:
+            if self.request.checkpoint_s3 is None:
+                raise ConfigurationError(
+                    "checkpoints", checkpoints, "is given but the request has no CheckpointConfig, so SageMaker "
+                    "would sync no checkpoint folder", "add CheckpointConfig.S3Uri to the request, or leave it out",
+                )
             location: Path | S3Location = (
                 parse_s3_uri(checkpoints, "checkpoints") if is_s3_uri(checkpoints) else Path(checkpoints).resolve()
             )
             return location, location
         if self.request.checkpoint_s3 is None:
             return None, None
+        return self.request.checkpoint_s3, self._job_folder("checkpoints")
+
+    def _job_folder(self, name: str) -> Path | S3Location:
+        """``<output>/<job_name>/<name>``, a folder or an S3 location."""
         destination = self.destination
-        target = destination.child("checkpoints") if isinstance(destination, S3Location) else destination / "checkpoints"
-        return self.request.checkpoint_s3, target
+        return destination.child(name) if isinstance(destination, S3Location) else destination / name
 
     def _check_destination(self, user_s3: Any) -> None:
         """Refuses to start when the replay's destination already holds files (never write over another job's) or

@@ -143,7 +143,7 @@ def test_a_checkpoint_that_vanishes_during_the_sync_is_not_an_error(tmp_path: Pa
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A script keeping its last checkpoints deletes the oldest while the twin copies the folder: the sync skips what
     has gone, copies the rest, and never reads through a link or blocks on a FIFO planted there."""
-    from smddp_compat.local_mode.docker.twin import SageMakerTwin
+    from smddp_compat.local_mode.docker._sync import FolderSync, FolderTarget
     from smddp_compat.local_mode.layout import HostLayout, create_host_tree
 
     layout: HostLayout = create_host_tree(tmp_path / "hosts" / "algo-1", "algo-1", encoded_hyperparameters={},
@@ -170,12 +170,10 @@ def test_a_checkpoint_that_vanishes_during_the_sync_is_not_an_error(tmp_path: Pa
             destination.parent.mkdir(parents=True, exist_ok=True)
             destination.write_bytes(handle.read())
 
-    twin = SageMakerTwin.__new__(SageMakerTwin)  # the sync alone: no engine, no image needed
-    twin.checkpoint_target = target
-    twin._synced, twin._sync_failures, twin.stream = {}, set(), None
-    monkeypatch.setattr("smddp_compat.local_mode.docker.twin.copy_atomically", RotatingCopy())
+    sync = FolderSync(FolderTarget(target), what="checkpoints", mirror_deletions=True)  # the twin's sync alone
+    monkeypatch.setattr("smddp_compat.local_mode.docker._sync.copy_atomically", RotatingCopy())
     started = time.monotonic()
-    twin._sync_checkpoints({"algo-1": layout}, user_s3=None)
+    sync.sync([layout.checkpoints_dir])
     assert time.monotonic() - started < 5
     assert uploaded and all(name.startswith("ckpt-") for name in uploaded), uploaded
     assert "never-uploaded" not in "".join(p.read_text() for p in target.rglob("*") if p.is_file())
