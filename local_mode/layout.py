@@ -6,6 +6,7 @@ host ``algo-N`` gets ``<job root>/algo-N/`` with the same layout (the names are 
     input/config/hyperparameters.json   values JSON-encoded, as the SDK writes them
     input/config/resourceconfig.json    current_host, hosts, instance group
     input/config/inputdataconfig.json   one entry per channel
+    input/config/checkpointconfig.json  LocalPath and S3Uri, when the job has a CheckpointConfig
     input/data/<channel>/               the channel's files
     code/                               the source directory (the script's working directory)
     model/  output/data/  output/intermediate/  output/failure (written by the script on error)  checkpoints/
@@ -24,6 +25,7 @@ from smddp_compat import contract
 
 __all__ = [
     "INSTANCE_GROUP",
+    "CHECKPOINT_CONFIG_FILE",
     "HostLayout",
     "resource_config",
     "input_data_config",
@@ -32,6 +34,11 @@ __all__ = [
 
 INSTANCE_GROUP = "homogeneousCluster"
 """The instance group name SageMaker uses for a job that does not declare groups."""
+
+CHECKPOINT_CONFIG_FILE = f"{contract.INPUT_CONFIG_DIR}/checkpointconfig.json"
+"""The job's ``CheckpointConfig`` (``LocalPath``, ``S3Uri``), where SageMaker puts it: AWS's SageMaker Debugger
+(``smdebug.core.config_constants``: ``DEFAULT_CHECKPOINT_CONFIG_FILE = "/opt/ml/input/config/checkpointconfig.json"``,
+``CHECKPOINT_DIR_KEY = "LocalPath"``) reads the checkpoint folder from it in the training container."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,11 @@ class HostLayout:
     def input_data_config_file(self) -> Path:
         """``input/config/inputdataconfig.json``."""
         return self.root / contract.INPUT_DATA_CONFIG_FILE
+
+    @property
+    def checkpoint_config_file(self) -> Path:
+        """``input/config/checkpointconfig.json``."""
+        return self.root / CHECKPOINT_CONFIG_FILE
 
     @property
     def code_dir(self) -> Path:
@@ -164,6 +176,7 @@ def create_host_tree(
     resource: Mapping[str, Any],
     data_config: Mapping[str, Any],
     checkpoint_path: str | None = None,
+    checkpoint_config: Mapping[str, str] | None = None,
 ) -> HostLayout:
     """Creates ``root`` as one host's ``/opt/ml`` tree and writes its three configuration files.
 
@@ -174,6 +187,8 @@ def create_host_tree(
         resource: ``resourceconfig.json`` content.
         data_config: ``inputdataconfig.json`` content.
         checkpoint_path: A shared folder to link as ``checkpoints`` (created if missing); None for an empty folder.
+        checkpoint_config: ``checkpointconfig.json`` content (``LocalPath``, ``S3Uri``); None writes no file, as
+            for a job without ``CheckpointConfig``.
 
     Returns:
         The host's layout.
@@ -200,4 +215,6 @@ def create_host_tree(
     _write_json(layout.hyperparameters_file, dict(encoded_hyperparameters))
     _write_json(layout.resource_config_file, dict(resource))
     _write_json(layout.input_data_config_file, dict(data_config))
+    if checkpoint_config is not None:
+        _write_json(layout.checkpoint_config_file, dict(checkpoint_config))
     return layout

@@ -21,16 +21,20 @@ from typing import Any
 
 from smddp_compat.local_mode._s3 import S3Location, parse_s3_uri
 from smddp_compat.local_mode.docker._api_model import check_request, describe_only_fields
+from smddp_compat.local_mode.docker._fields import review
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat import contract
 
-__all__ = ["Channel", "TrainingJobRequest", "DEFAULT_MAX_RUNTIME", "CHECKPOINT_LOCAL_PATH"]
+__all__ = ["Channel", "TrainingJobRequest", "DEFAULT_MAX_RUNTIME", "CHECKPOINT_LOCAL_PATH", "TENSORBOARD_LOCAL_PATH"]
 
 DEFAULT_MAX_RUNTIME = 86400
 """SageMaker's default ``StoppingCondition.MaxRuntimeInSeconds`` (one day)."""
 
 CHECKPOINT_LOCAL_PATH = contract.DEFAULT_CHECKPOINT_DIR
 """SageMaker's default ``CheckpointConfig.LocalPath``."""
+
+TENSORBOARD_LOCAL_PATH = contract.DEFAULT_TENSORBOARD_DIR
+"""SageMaker's default ``TensorBoardOutputConfig.LocalPath``."""
 
 _CHANNEL_NAMES_REFUSED = {".", ".."}
 _EXAMPLES = {
@@ -96,9 +100,16 @@ class TrainingJobRequest:
         checkpoint_s3: ``CheckpointConfig.S3Uri``, or None.
         checkpoint_local_path: ``CheckpointConfig.LocalPath`` (default ``/opt/ml/checkpoints``).
         max_runtime: ``StoppingCondition.MaxRuntimeInSeconds``.
+        spot: ``EnableManagedSpotTraining``.
+        max_wait: ``StoppingCondition.MaxWaitTimeInSeconds`` (set, and >= ``max_runtime``, for a spot job), or None.
+        tensorboard_s3: ``TensorBoardOutputConfig.S3OutputPath``, or None.
+        tensorboard_local_path: ``TensorBoardOutputConfig.LocalPath`` (default ``/opt/ml/output/tensorboard``).
         entrypoint: ``AlgorithmSpecification.ContainerEntrypoint`` (None: SageMaker runs ``train``).
         arguments: ``AlgorithmSpecification.ContainerArguments``.
         compression: ``OutputDataConfig.CompressionType``: ``GZIP`` (``model.tar.gz``) or ``NONE`` (files).
+        network_isolation: ``EnableNetworkIsolation``: no S3, no credentials and no route out in the containers.
+        warnings: What the twin does differently from SageMaker for this request's members, one line each
+            (:func:`~smddp_compat.local_mode.docker._fields.review`).
         params: The whole request, as received.
     """
 
@@ -113,9 +124,15 @@ class TrainingJobRequest:
     checkpoint_s3: S3Location | None = None
     checkpoint_local_path: str = CHECKPOINT_LOCAL_PATH
     max_runtime: int = DEFAULT_MAX_RUNTIME
+    spot: bool = False
+    max_wait: int | None = None
+    tensorboard_s3: S3Location | None = None
+    tensorboard_local_path: str = TENSORBOARD_LOCAL_PATH
     entrypoint: tuple[str, ...] | None = None
     arguments: tuple[str, ...] = ()
     compression: str = "GZIP"
+    network_isolation: bool = False
+    warnings: tuple[str, ...] = ()
     params: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -141,6 +158,14 @@ class TrainingJobRequest:
         if self.entrypoint:
             return self.entrypoint[0], [*self.entrypoint[1:], *self.arguments]
         return None, self.command
+
+    def checkpoint_config(self) -> dict[str, str] | None:
+        """``/opt/ml/input/config/checkpointconfig.json`` as the container sees it: the request's ``S3Uri`` and
+        ``LocalPath`` (its default filled in), or None without ``CheckpointConfig``."""
+        if self.checkpoint_s3 is None:
+            return None
+        given = (self.params.get("CheckpointConfig") or {}).get("S3Uri")  # verbatim, as the request wrote it
+        return {"LocalPath": self.checkpoint_local_path, "S3Uri": given or self.checkpoint_s3.uri}
 
     def hyperparameter(self, name: str) -> Any:
         """A hyperparameter's value decoded from JSON as the toolkit decodes it (the raw string if not JSON)."""
@@ -203,6 +228,7 @@ class TrainingJobRequest:
         describe_only = describe_only_fields() | {"ResponseMetadata"}
         params = {key: value for key, value in params.items() if key not in describe_only}
         check_request(params, examples=_EXAMPLES)
+        warnings = review(params)  # refuses what the twin cannot reproduce (Pipe mode, instance groups, ...)
         job_name = params["TrainingJobName"]
         algorithm = _required(params, "AlgorithmSpecification", Mapping)
         image = algorithm.get("TrainingImage")
@@ -216,17 +242,7 @@ class TrainingJobRequest:
                 "AlgorithmSpecification.TrainingImage", image, "is not a Docker image reference",
                 "give [registry/]repository[:tag][@digest], e.g. the tag `smddp image` prints",
             )
-        if algorithm.get("TrainingInputMode", "File") not in ("File", "FastFile"):
-            raise ConfigurationError(
-                "AlgorithmSpecification.TrainingInputMode", algorithm.get("TrainingInputMode"),
-                "is not reproduced by the twin", "use 'File' (FastFile is served as File)",
-            )
         resources = _required(params, "ResourceConfig", Mapping)
-        if resources.get("InstanceGroups"):
-            raise ConfigurationError(
-                "ResourceConfig.InstanceGroups", resources["InstanceGroups"],
-                "heterogeneous clusters are not reproduced by the twin", "use InstanceType and InstanceCount",
-            )
         instance_type = resources.get("InstanceType")
         if not isinstance(instance_type, str):
             raise ConfigurationError(
@@ -251,7 +267,26 @@ class TrainingJobRequest:
             parse_s3_uri(checkpoint["S3Uri"], "CheckpointConfig.S3Uri") if checkpoint.get("S3Uri") else None
         )
         local_path = _checkpoint_local_path(checkpoint.get("LocalPath") or CHECKPOINT_LOCAL_PATH)
-        max_runtime = (params.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds", DEFAULT_MAX_RUNTIME)
+        stopping = params.get("StoppingCondition") or {}
+        max_runtime = stopping.get("MaxRuntimeInSeconds", DEFAULT_MAX_RUNTIME)
+        spot = bool(params.get("EnableManagedSpotTraining"))
+        max_wait = stopping.get("MaxWaitTimeInSeconds")
+        if spot and (max_wait is None or max_wait < max_runtime):
+            # The API reference (StoppingCondition): MaxWaitTimeInSeconds "must be equal to or greater than
+            # MaxRuntimeInSeconds"; "Managed Spot Training": set EnableManagedSpotTraining "and specify the
+            # MaxWaitTimeInSeconds".
+            raise ConfigurationError(
+                "StoppingCondition.MaxWaitTimeInSeconds", max_wait,
+                f"must be given and be at least MaxRuntimeInSeconds ({max_runtime}) when EnableManagedSpotTraining "
+                "is true (it bounds the spot job's waits and runs together)",
+                f"set it to e.g. {2 * max_runtime} (the SDK's max_wait), or leave EnableManagedSpotTraining out",
+            )
+        tensorboard = params.get("TensorBoardOutputConfig") or {}
+        tensorboard_s3 = (
+            parse_s3_uri(tensorboard["S3OutputPath"], "TensorBoardOutputConfig.S3OutputPath")
+            if tensorboard.get("S3OutputPath") else None
+        )
+        tensorboard_local = _tensorboard_local_path(tensorboard.get("LocalPath") or TENSORBOARD_LOCAL_PATH, local_path)
         entrypoint = algorithm.get("ContainerEntrypoint")
         arguments = algorithm.get("ContainerArguments") or []
         return cls(
@@ -266,9 +301,15 @@ class TrainingJobRequest:
             checkpoint_s3=checkpoint_s3,
             checkpoint_local_path=local_path,
             max_runtime=max_runtime,
+            spot=spot,
+            max_wait=max_wait,
+            tensorboard_s3=tensorboard_s3,
+            tensorboard_local_path=tensorboard_local,
             entrypoint=tuple(entrypoint) if entrypoint else None,
             arguments=tuple(arguments),
             compression=output.get("CompressionType") or "GZIP",
+            network_isolation=params.get("EnableNetworkIsolation") is True,
+            warnings=tuple(warnings),
             params=params,
         )
 
@@ -290,21 +331,41 @@ def _utf8(value: str) -> bool:
     return True
 
 
+def _folder_under_opt_ml(field: str, value: str, fix: str) -> str:
+    """``value`` relative to /opt/ml, if it is a normalized absolute folder below it (else refused, named ``field``)."""
+    relative = value[len(contract.OPT_ML) + 1 :] if value.startswith(f"{contract.OPT_ML}/") else None
+    if not relative or posixpath.normpath(value) != value:
+        raise ConfigurationError(field, value, f"must be a normalized absolute folder under {contract.OPT_ML}/", fix)
+    return relative
+
+
 def _checkpoint_local_path(value: str) -> str:
     """``CheckpointConfig.LocalPath``, if the twin can mount it: a normalized folder under /opt/ml that is none of
     the folders the twin mounts itself (input, model, output, code), nor inside or above one of them."""
     fix = f"leave it out (default {CHECKPOINT_LOCAL_PATH}) or use a folder such as {contract.OPT_ML}/checkpoints"
-    relative = value[len(contract.OPT_ML) + 1 :] if value.startswith(f"{contract.OPT_ML}/") else None
-    if not relative or posixpath.normpath(value) != value:
-        raise ConfigurationError(
-            "CheckpointConfig.LocalPath", value, f"must be a normalized absolute folder under {contract.OPT_ML}/", fix
-        )
-    first = relative.split("/", 1)[0]
+    first = _folder_under_opt_ml("CheckpointConfig.LocalPath", value, fix).split("/", 1)[0]
     if first in _TWIN_MOUNTS:
         raise ConfigurationError(
             "CheckpointConfig.LocalPath", value, f"is {contract.OPT_ML}/{first} or inside it, which the container "
             "uses for something else", fix,
         )
+    return value
+
+
+def _tensorboard_local_path(value: str, checkpoint_path: str) -> str:
+    """``TensorBoardOutputConfig.LocalPath``, if the twin can reach it: a normalized folder under /opt/ml/output (in
+    the output folder the twin mounts) or beside it under /opt/ml (mounted on its own), but not the input, model or
+    code folder, /opt/ml/output itself, or the checkpoint folder (or inside or above it)."""
+    field = "TensorBoardOutputConfig.LocalPath"
+    fix = f"leave it out (default {TENSORBOARD_LOCAL_PATH}) or use a folder such as {TENSORBOARD_LOCAL_PATH}"
+    relative = _folder_under_opt_ml(field, value, fix)
+    first = relative.split("/", 1)[0]
+    if first in _TWIN_MOUNTS and first != contract.OUTPUT_DIR or relative == contract.OUTPUT_DIR:
+        raise ConfigurationError(
+            field, value, f"is {contract.OPT_ML}/{first} or inside it, which the container uses for something else", fix
+        )
+    if f"{value}/".startswith(f"{checkpoint_path}/") or checkpoint_path.startswith(f"{value}/"):
+        raise ConfigurationError(field, value, f"overlaps the checkpoint folder {checkpoint_path}", fix)
     return value
 
 
@@ -318,32 +379,17 @@ def _channel(index: int, entry: Any) -> Channel:
             f"{where}.ChannelName", name, "would name the data folder itself or its parent",
             "use a name with a letter or digit, e.g. 'train'",
         )
-    mode = entry.get("InputMode", "File")
-    if mode not in ("File", "FastFile"):
-        raise ConfigurationError(
-            f"{where}.InputMode", mode, "is not reproduced by the twin", "use 'File' (FastFile is served as File)"
-        )
     source = (entry.get("DataSource") or {}).get("S3DataSource")
     if not isinstance(source, Mapping):
         raise ConfigurationError(
             f"{where}.DataSource", entry.get("DataSource"), "has no S3DataSource",
             "the twin serves S3 channels only; upload the data to S3",
         )
-    if source.get("S3DataType", "S3Prefix") != "S3Prefix":
-        raise ConfigurationError(
-            f"{where}.DataSource.S3DataSource.S3DataType", source.get("S3DataType"),
-            "is not reproduced by the twin", "use 'S3Prefix'",
-        )
     distribution = source.get("S3DataDistributionType", "FullyReplicated")
     if distribution not in ("FullyReplicated", "ShardedByS3Key"):
         raise ConfigurationError(
             f"{where}.DataSource.S3DataSource.S3DataDistributionType", distribution, "is unknown",
             "use 'FullyReplicated' or 'ShardedByS3Key'",
-        )
-    if entry.get("CompressionType", "None") != "None":
-        raise ConfigurationError(
-            f"{where}.CompressionType", entry.get("CompressionType"), "is only used by Pipe mode",
-            "leave it out (File mode)",
         )
     return Channel(
         name=name,
