@@ -9,6 +9,7 @@ process's failure file; pack and store the artifacts; print a summary; remove th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -22,7 +23,7 @@ from typing import IO, Any
 
 from smddp_compat.local_mode import distribution as plans
 from smddp_compat.local_mode._job_claim import claimed_job
-from smddp_compat.local_mode._s3 import S3Location, check_s3_destination
+from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, make_s3_client
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from smddp_compat.local_mode.channels import link_channels, stage_channels
 from smddp_compat.local_mode.environment import (
@@ -39,6 +40,7 @@ from smddp_compat import contract
 from smddp_compat.cluster import encode_host_addresses
 from smddp_compat.launcher._console import ConsoleStream
 from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
+from smddp_compat.job_files import iter_regular_files
 from smddp_compat.source_files import copy_source_tree, warn_left_out
 
 __all__ = ["run", "INSTANCE_TYPE", "NETWORK_INTERFACE"]
@@ -169,7 +171,8 @@ def _run_claimed(
     root, temporary = _job_root(spec)
     try:
         log_dir = destination / "logs" if isinstance(destination, Path) else root / "logs"
-        layouts, host_envs = _prepare_hosts(spec, root)
+        checkpoints = _checkpoint_folder(spec, destination, root)
+        layouts, host_envs = _prepare_hosts(spec, root, checkpoints)
         log_files = {host: log_dir / f"{host}.log" for host in layouts}
         engine = _horovod_engine(spec)
         out.write(
@@ -242,7 +245,9 @@ def _run_claimed(
                 ProcessOutcome(r.spec.label, r.spec.host, r.returncode, r.duration) for r in group.results
             ),
         )
-        out.write(result.summary() + "\n")
+        kept, safe = _kept_checkpoints(spec, destination, checkpoints, out)
+        temporary = temporary and safe  # an upload that failed: the job's work tree (and checkpoints) stays
+        out.write(result.summary() + "\n" + (f"{kept}\n" if kept else ""))
         out.flush()
         return result
     finally:
@@ -274,8 +279,44 @@ def _horovod_engine(spec: JobSpec) -> Any:
     return EngineChoice("gloo", f"{spec.instance_count} hosts: Gloo gives each simulated host its own local ranks")
 
 
-def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], dict[str, dict[str, str]]]:
-    """Fetches the channels, builds every host's tree and its environment (without distribution variables)."""
+def _checkpoint_folder(spec: JobSpec, destination: Path | S3Location, root: Path) -> Path:
+    """The folder every host shares as its ``checkpoints``: ``checkpoint_path`` when given, else one kept with the
+    job's output, ``<output>/<job>/checkpoints`` (for an ``s3://`` output, a folder of the job's work tree, uploaded
+    there at the end), so that checkpoints are never thrown away and a second run can resume from them."""
+    if spec.checkpoint_path is not None:
+        return Path(spec.checkpoint_path)
+    if isinstance(destination, Path):
+        return destination / contract.CHECKPOINTS_DIR
+    return root / contract.CHECKPOINTS_DIR
+
+
+def _kept_checkpoints(
+    spec: JobSpec, destination: Path | S3Location, folder: Path, out: IO[str]
+) -> tuple[str | None, bool]:
+    """The summary's line on where the job's checkpoints are (None when it wrote none), and whether they are safe
+    (False: their upload to an ``s3://`` output failed, so the work tree holding them must be kept)."""
+    if not any(True for _ in iter_regular_files(folder)):
+        if spec.checkpoint_path is None:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # nothing written: no empty folder left beside the job's results
+        return None, True
+    if spec.checkpoint_path is not None or isinstance(destination, Path):
+        return f"  checkpoints: {folder} (to resume from them: --checkpoint-dir {folder})", True
+    from smddp_compat.local_mode.docker._sync import FolderSync, S3Target
+
+    target = destination.child(contract.CHECKPOINTS_DIR)
+    sync = FolderSync(S3Target(target, make_s3_client()), what="checkpoints", mirror_deletions=False,
+                      say=lambda message: out.write(f"[local_mode] {message}\n"))
+    if sync.sync([folder]):
+        return f"  checkpoints: {target.uri}", True
+    return f"  checkpoints: not all uploaded to {target.uri}; kept in {folder}", False
+
+
+def _prepare_hosts(
+    spec: JobSpec, root: Path, checkpoints: Path
+) -> tuple[dict[str, HostLayout], dict[str, dict[str, str]]]:
+    """Fetches the channels, builds every host's tree (``checkpoints`` shared by all) and its environment (without
+    distribution variables)."""
     assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
     staged = stage_channels(spec.channels, root / "channels")
     hosts = spec.hosts
@@ -304,7 +345,7 @@ def _prepare_hosts(spec: JobSpec, root: Path) -> tuple[dict[str, HostLayout], di
             encoded_hyperparameters=encode_hyperparameters({**spec.hyperparameters, **framework}),
             resource=resource,
             data_config=data_config,
-            checkpoint_path=spec.checkpoint_path,
+            checkpoint_path=str(checkpoints),
         )
         _copy_code(spec, layout.code_dir)
         link_channels(layout, staged)

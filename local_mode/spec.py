@@ -258,7 +258,9 @@ class JobSpec:
         job_name: Unique job name; generated from the entry point and the time when None.
         environment: Extra environment variables for every process.
         checkpoint_path: Local folder shared as every host's ``checkpoints`` directory (kept between runs, so a rerun
-            resumes); a fresh empty folder per host when None.
+            resumes). When None, the job's checkpoints are kept with its output, in
+            ``<output_path>/<job_name>/checkpoints/`` (uploaded there at the end for an ``s3://`` output); the
+            summary says where, and a second run resumes from them when given that folder.
         dtensor_mesh: For ``dtensor``: the global mesh, e.g. ``{"batch": 4}`` (or ``[("batch", 4)]``, or
             ``"batch=4"``); its size must split evenly over the H x P clients. Exported as ``SMDDP_DTENSOR_MESH``.
             Stored as a read-only mapping.
