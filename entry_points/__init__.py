@@ -9,7 +9,8 @@ Shared modules: ``datasets`` (offline MNIST and Rotten Tomatoes, no TensorFlow),
 (directories, hyperparameters, metric lines, failure file, SIGTERM; no TensorFlow), ``errors``, ``checkpoints``
 (atomic TensorFlow checkpoints), ``keras_flavor`` (Keras 3 / tf-keras differences), ``mnist_model`` (the CNN),
 ``model_artifacts`` (servable model, weight digests), ``resumable_fit`` (Keras fit with step checkpoints and
-mid-epoch resume), ``dtensor_*`` (DTensor mesh, layers, optimizer, training loop, export).
+mid-epoch resume), ``tensorboard_summaries`` (TensorBoard scalars from rank 0 / the chief), ``dtensor_*`` (DTensor
+mesh, layers, optimizer, training loop, export).
 Importing this package imports none of them.
 """
 
@@ -27,4 +28,5 @@ __all__ = [
     "model_artifacts",
     "resumable_fit",
     "sagemaker_contract",
+    "tensorboard_summaries",
 ]

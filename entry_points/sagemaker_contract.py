@@ -4,8 +4,10 @@ SageMaker (and this project's local mode) start a script as ``python script.py -
 layout in ``SM_*`` variables: ``SM_MODEL_DIR`` (uploaded as model.tar.gz), ``SM_OUTPUT_DATA_DIR`` (output.tar.gz),
 ``SM_OUTPUT_DIR`` (holds the ``failure`` file), ``SM_CHANNEL_<NAME>`` (input data), ``SM_HOSTS`` /
 ``SM_CURRENT_HOST`` (the cluster), ``SM_NUM_GPUS`` / ``SM_NUM_CPUS``. Checkpoints live in ``/opt/ml/checkpoints``
-when the job has a checkpoint S3 URI. When the variables are absent (a plain ``python script.py`` run) every
-directory falls back to a folder under ``./sm_local`` (or ``$SMDDP_LOCAL_ROOT``), so the scripts run anywhere.
+when the job has a checkpoint S3 URI. TensorBoard summaries go to the job's ``TensorBoardOutputConfig.LocalPath``
+(default ``/opt/ml/output/tensorboard``), else to ``<output dir>/tensorboard`` (see `resolve_tensorboard_dir`).
+When the variables are absent (a plain ``python script.py`` run) every directory falls back to a folder under
+``./sm_local`` (or ``$SMDDP_LOCAL_ROOT``), so the scripts run anywhere.
 
 This module also owns the script's lifecycle: `run_entry_point` turns any exception into the failure file and a
 non-zero exit, and installs a SIGTERM handler whose flag (`termination_requested`) lets training loops checkpoint
@@ -37,6 +39,8 @@ from smddp_compat.contract import DEFAULT_CHECKPOINT_DIR
 
 __all__ = [
     "TrainingEnv",
+    "resolve_tensorboard_dir",
+    "add_tensorboard_dir_argument",
     "parse_hyperparameters",
     "boolean",
     "positive_int",
@@ -64,6 +68,59 @@ def _local_root(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("SMDDP_LOCAL_ROOT") or Path.cwd() / "sm_local")
 
 
+def resolve_tensorboard_dir(
+    environ: Mapping[str, str], output_dir: str | os.PathLike[str], explicit: str | os.PathLike[str] | None = None
+) -> Path:
+    """Where TensorBoard summaries go, in this order:
+
+    1. `explicit`, the ``--tensorboard-dir`` hyperparameter, when given (an empty string counts as not given);
+    2. the job's ``TensorBoardOutputConfig.LocalPath``, read from ``/opt/ml/input/config/tensorboardoutputconfig.json``
+       (or the file ``$TENSORBOARD_CONFIG_FILE_PATH`` names), as AWS's SageMaker Debugger reads it: SageMaker syncs
+       that folder to the job's TensorBoard S3 path, and tells the container nothing else about it (the training
+       toolkit sets no ``SM_*`` variable for it, the SDK adds no hyperparameter). A file without ``LocalPath`` means
+       the API's default, ``/opt/ml/output/tensorboard``;
+    3. otherwise ``<output_dir>/tensorboard``: ``/opt/ml/output/tensorboard`` on SageMaker (the same default, so a job
+       whose TensorBoard configuration is added later needs no change; without one SageMaker uploads nothing from
+       it) and ``./sm_local/output/tensorboard`` for a plain ``python script.py`` run.
+
+    Local mode writes each host's ``tensorboardoutputconfig.json`` pointing at its tree's ``output/tensorboard``.
+
+    Args:
+        environ: The environment (for ``TENSORBOARD_CONFIG_FILE_PATH``).
+        output_dir: The job's output folder (``SM_OUTPUT_DIR``).
+        explicit: The ``--tensorboard-dir`` hyperparameter, if given.
+
+    Returns:
+        The folder.
+
+    Raises:
+        EntryPointError: The configuration file exists but is not a JSON object with a string ``LocalPath``.
+    """
+    if explicit is not None and str(explicit) != "":
+        return Path(explicit)
+    config_file = Path(environ.get(contract.TENSORBOARD_CONFIG_FILE_PATH) or _OPT_ML / contract.TENSORBOARD_CONFIG_FILE)
+    if config_file.is_file():
+        try:
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise EntryPointError(f"cannot read the TensorBoard configuration {str(config_file)!r}: {exc}; it should "
+                                  'be {"LocalPath": "<folder>"} (or pass --tensorboard-dir DIR).') from exc
+        local_path = config.get("LocalPath", contract.DEFAULT_TENSORBOARD_DIR) if isinstance(config, dict) else None
+        if not isinstance(local_path, str) or not local_path:
+            raise EntryPointError(f"the TensorBoard configuration {str(config_file)!r} holds {config!r}, not "
+                                  '{"LocalPath": "<folder>"}; fix the file or pass --tensorboard-dir DIR.')
+        return Path(local_path)
+    return Path(output_dir) / Path(contract.TENSORBOARD_DIR).relative_to(contract.OUTPUT_DIR)
+
+
+def add_tensorboard_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """Adds the ``--tensorboard-dir`` hyperparameter (see `resolve_tensorboard_dir`) to a script's parser."""
+    parser.add_argument("--tensorboard-dir", default=None,
+                        help="TensorBoard summaries (rank 0 / the chief); default: the job's "
+                             "TensorBoardOutputConfig.LocalPath, else <output dir>/tensorboard "
+                             f"({contract.DEFAULT_TENSORBOARD_DIR} on SageMaker)")
+
+
 @dataclass(frozen=True)
 class TrainingEnv:
     """Where a training script reads and writes, and which cluster it is part of.
@@ -80,6 +137,7 @@ class TrainingEnv:
             absent, which is right on SageMaker where the names resolve).
         num_gpus: GPUs on this host.
         num_cpus: CPUs on this host.
+        tensorboard_dir: TensorBoard summaries go here (rank 0 / the chief); ``None``: none are written.
     """
 
     model_dir: Path
@@ -92,10 +150,15 @@ class TrainingEnv:
     host_addresses: dict[str, str] = field(default_factory=dict)
     num_gpus: int = 0
     num_cpus: int = 1
+    tensorboard_dir: Path | None = None
 
     @classmethod
     def from_environ(
-        cls, environ: Mapping[str, str] | None = None, *, checkpoint_dir: str | os.PathLike[str] | None = None
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> TrainingEnv:
         """Reads the SageMaker variables, with local fallbacks for the absent ones.
 
@@ -103,6 +166,9 @@ class TrainingEnv:
             environ: The environment to read (default: ``os.environ``).
             checkpoint_dir: An explicit checkpoint directory (the ``--checkpoint-dir`` hyperparameter); ``None``
                 means ``/opt/ml/checkpoints`` when it exists and is writable, else ``<output_dir>/checkpoints``.
+            tensorboard_dir: An explicit TensorBoard folder (the ``--tensorboard-dir`` hyperparameter); ``None``
+                means the job's ``TensorBoardOutputConfig.LocalPath``, else ``<output_dir>/tensorboard``
+                (`resolve_tensorboard_dir`).
 
         Returns:
             The environment.
@@ -112,6 +178,7 @@ class TrainingEnv:
                 current host is not one of the hosts (read by :class:`smddp_compat.cluster.Cluster`, as by every
                 launcher).
             ClusterConfigError: ``SM_NUM_GPUS`` / ``SM_NUM_CPUS`` are not integers.
+            EntryPointError: The job's TensorBoard configuration file is malformed.
         """
         env = os.environ if environ is None else environ
         local = _local_root(env)
@@ -163,6 +230,7 @@ class TrainingEnv:
             host_addresses=dict(cluster.addresses),
             num_gpus=count(contract.SM_NUM_GPUS, 0),
             num_cpus=count(contract.SM_NUM_CPUS, os.cpu_count() or 1),
+            tensorboard_dir=resolve_tensorboard_dir(env, output_dir, tensorboard_dir),
         )
 
     @property
@@ -190,7 +258,7 @@ class TrainingEnv:
         return None if path is None else str(path)
 
     def prepare_dirs(self, *, checkpoints: bool = True) -> None:
-        """Creates the model, output, output-data and (optionally) checkpoint directories.
+        """Creates the model, output, output-data, TensorBoard and (optionally) checkpoint directories.
 
         Call it on the process that writes them (rank 0 / the chief).
 
@@ -200,13 +268,16 @@ class TrainingEnv:
         targets = [("model", self.model_dir), ("output", self.output_dir), ("output data", self.output_data_dir)]
         if checkpoints:
             targets.append(("checkpoint", self.checkpoint_dir))
+        if self.tensorboard_dir is not None:
+            targets.append(("TensorBoard", self.tensorboard_dir))
         for what, path in targets:
             try:
                 path.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise EntryPointError(f"cannot create the {what} directory {str(path)!r}: {exc.strerror}.") from exc
             if not os.access(path, os.W_OK | os.X_OK):
-                hint = " (pass --checkpoint-dir DIR)" if what == "checkpoint" else ""
+                hint = {"checkpoint": " (pass --checkpoint-dir DIR)",
+                        "TensorBoard": " (pass --tensorboard-dir DIR)"}.get(what, "")
                 raise EntryPointError(f"the {what} directory {str(path)!r} is not writable{hint}.")
 
 

@@ -156,3 +156,18 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.2)
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def read_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of every TensorBoard event file below `folder`: tag -> [(step, value), ...] in file order, read
+    with TensorFlow alone (TF 2.21 no longer installs the ``tensorboard`` package). Fails on an event that is not a
+    scalar of TensorBoard's ``scalars`` plugin."""
+    import tensorflow as tf
+
+    found: dict[str, list[tuple[int, float]]] = {}
+    for events in sorted(folder.rglob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                assert value.metadata.plugin_data.plugin_name == "scalars", value
+                found.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return found
