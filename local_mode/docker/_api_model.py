@@ -21,7 +21,7 @@ from typing import Any
 
 from smddp_compat.local_mode.errors import ConfigurationError
 
-__all__ = ["check_request", "describe_only_fields"]
+__all__ = ["check_request", "check_response", "describe_only_fields", "response_members"]
 
 _SERVICE = "sagemaker"
 _JAVA_CLASSES = {r"\p{Alnum}": "A-Za-z0-9", r"\p{L}": r"\w", r"\p{N}": r"\w", r"\p{Z}": r"\s"}
@@ -65,6 +65,27 @@ def check_request(
             rule it breaks and the fix.
     """
     _Checker(operation, examples or {}).check(params, _service_model().operation_model(operation).input_shape, "")
+
+
+def response_members(operation: str = "DescribeTrainingJob") -> frozenset[str]:
+    """The members of ``operation``'s output (what its answer may hold)."""
+    return frozenset(_service_model().operation_model(operation).output_shape.members)
+
+
+def check_response(answer: Mapping[str, Any], operation: str = "DescribeTrainingJob") -> None:
+    """Checks an answer against the operation's output shape, as :func:`check_request` checks a request.
+
+    The twin's DescribeTrainingJob answer must be one the service could give: every member known, the required ones
+    there, each value of its shape's type, length, pattern, enumeration and range.
+
+    Args:
+        answer: The answer (timestamps as ``datetime``).
+        operation: The API operation whose output it is.
+
+    Raises:
+        ConfigurationError: The first member out of the shape, named by its path.
+    """
+    _Checker(operation, {}).check(answer, _service_model().operation_model(operation).output_shape, "")
 
 
 def _member_path(path: str, name: str) -> str:
