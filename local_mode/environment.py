@@ -170,6 +170,9 @@ def platform_environment(layout: HostLayout, *, job_name: str, region: str) -> d
 
     ``SAGEMAKER_BASE_DIR`` is the toolkit's own override of ``/opt/ml``: code that locates the tree through it (the
     toolkit itself, or ``$SAGEMAKER_BASE_DIR/checkpoints`` for checkpoints) finds this host's tree.
+    ``TENSORBOARD_CONFIG_FILE_PATH`` is AWS SageMaker Debugger's override of
+    ``/opt/ml/input/config/tensorboardoutputconfig.json`` (which it, and the kit's entry points, read
+    ``TensorBoardOutputConfig.LocalPath`` from): it names this host's copy of that file.
 
     Args:
         layout: The host's tree.
@@ -185,6 +188,7 @@ def platform_environment(layout: HostLayout, *, job_name: str, region: str) -> d
         contract.CURRENT_HOST: layout.host,
         contract.SAGEMAKER_REGION: region,
         contract.SAGEMAKER_BASE_DIR: str(layout.root),
+        contract.TENSORBOARD_CONFIG_FILE_PATH: str(layout.tensorboard_config_file),
     }
 
 

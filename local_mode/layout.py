@@ -7,9 +7,11 @@ host ``algo-N`` gets ``<job root>/algo-N/`` with the same layout (the names are 
     input/config/resourceconfig.json    current_host, hosts, instance group
     input/config/inputdataconfig.json   one entry per channel
     input/config/checkpointconfig.json  LocalPath and S3Uri, when the job has a CheckpointConfig
+    input/config/tensorboardoutputconfig.json  LocalPath, when the job keeps TensorBoard summaries
     input/data/<channel>/               the channel's files
     code/                               the source directory (the script's working directory)
     model/  output/data/  output/intermediate/  output/failure (written by the script on error)  checkpoints/
+    output/tensorboard/                 TensorBoard summaries (created by the script that writes them)
 """
 
 from __future__ import annotations
@@ -122,6 +124,16 @@ class HostLayout:
         """``checkpoints/``."""
         return self.root / contract.CHECKPOINTS_DIR
 
+    @property
+    def tensorboard_dir(self) -> Path:
+        """``output/tensorboard/``: ``TensorBoardOutputConfig.LocalPath``'s default, moved into this tree."""
+        return self.root / contract.TENSORBOARD_DIR
+
+    @property
+    def tensorboard_config_file(self) -> Path:
+        """``input/config/tensorboardoutputconfig.json``: where the container reads ``LocalPath``."""
+        return self.root / contract.TENSORBOARD_CONFIG_FILE
+
 
 def resource_config(
     hosts: Sequence[str], current_host: str, instance_type: str, network_interface: str
@@ -177,6 +189,7 @@ def create_host_tree(
     data_config: Mapping[str, Any],
     checkpoint_path: str | None = None,
     checkpoint_config: Mapping[str, str] | None = None,
+    tensorboard_config: Mapping[str, str] | None = None,
 ) -> HostLayout:
     """Creates ``root`` as one host's ``/opt/ml`` tree and writes its three configuration files.
 
@@ -189,6 +202,8 @@ def create_host_tree(
         checkpoint_path: A shared folder to link as ``checkpoints`` (created if missing); None for an empty folder.
         checkpoint_config: ``checkpointconfig.json`` content (``LocalPath``, ``S3Uri``); None writes no file, as
             for a job without ``CheckpointConfig``.
+        tensorboard_config: ``tensorboardoutputconfig.json`` content (``LocalPath``); None writes no file, as for a
+            job without ``TensorBoardOutputConfig``.
 
     Returns:
         The host's layout.
@@ -217,4 +232,6 @@ def create_host_tree(
     _write_json(layout.input_data_config_file, dict(data_config))
     if checkpoint_config is not None:
         _write_json(layout.checkpoint_config_file, dict(checkpoint_config))
+    if tensorboard_config is not None:
+        _write_json(layout.tensorboard_config_file, dict(tensorboard_config))
     return layout

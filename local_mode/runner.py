@@ -55,6 +55,9 @@ LOG_LEVEL = 20
 
 _GRACE_SECONDS = 5.0
 
+_TENSORBOARD = "tensorboard"
+"""The folder of ``<output>/<job>/`` that keeps the job's TensorBoard summaries (as the twin's)."""
+
 
 def _count_gpus() -> int:
     nvidia_smi = shutil.which("nvidia-smi")
@@ -247,7 +250,8 @@ def _run_claimed(
         )
         kept, safe = _kept_checkpoints(spec, destination, checkpoints, out)
         temporary = temporary and safe  # an upload that failed: the job's work tree (and checkpoints) stays
-        out.write(result.summary() + "\n" + (f"{kept}\n" if kept else ""))
+        summaries = _kept_tensorboard(layouts[hosts[0]], destination, out)
+        out.write(result.summary() + "\n" + (f"{kept}\n" if kept else "") + (f"{summaries}\n" if summaries else ""))
         out.flush()
         return result
     finally:
@@ -312,6 +316,25 @@ def _kept_checkpoints(
     return f"  checkpoints: not all uploaded to {target.uri}; kept in {folder}", False
 
 
+def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: IO[str]) -> str | None:
+    """Keeps the first host's TensorBoard folder (rank 0 / the chief runs there) as ``<output>/<job>/tensorboard/``,
+    whatever the job's end (the curves explain a failure too), and returns the summary's line about it (None when
+    the job wrote none). As the twin syncs ``TensorBoardOutputConfig.LocalPath``: one way, regular files only, a copy
+    that fails is said and the job's result stands. A folder the job replaced with a link is not followed."""
+    folder = layout.tensorboard_dir
+    if folder.is_symlink() or not any(True for _ in iter_regular_files(folder)):
+        return None
+    from smddp_compat.local_mode.docker._sync import FolderSync, sync_target
+
+    where = destination.child(_TENSORBOARD) if isinstance(destination, S3Location) else destination / _TENSORBOARD
+    target = sync_target(where, make_s3_client() if isinstance(where, S3Location) else None)
+    sync = FolderSync(target, what="tensorboard", mirror_deletions=False,
+                      say=lambda message: out.write(f"[local_mode] {message}\n"))
+    complete = "" if sync.sync([folder]) else " (not every file could be copied: see above)"
+    view = f"; view: tensorboard --logdir {target.uri}" if isinstance(where, Path) else ""
+    return f"  tensorboard: {target.uri}{complete}{view}"
+
+
 def _prepare_hosts(
     spec: JobSpec, root: Path, checkpoints: Path
 ) -> tuple[dict[str, HostLayout], dict[str, dict[str, str]]]:
@@ -346,6 +369,8 @@ def _prepare_hosts(
             resource=resource,
             data_config=data_config,
             checkpoint_path=str(checkpoints),
+            # As SageMaker writes it for a job with TensorBoardOutputConfig: where the scripts put their summaries.
+            tensorboard_config={"LocalPath": str(host_root / contract.TENSORBOARD_DIR)},
         )
         _copy_code(spec, layout.code_dir)
         link_channels(layout, staged)

@@ -1,0 +1,58 @@
+"""TensorBoard in the process backend: each host's tensorboardoutputconfig.json points at its tree's
+output/tensorboard (where SageMaker's LocalPath would be), the first host's folder is kept as
+<output>/<job>/tensorboard/ for ``tensorboard --logdir`` whatever the job's end, and a short smddp_mnist.py job on 2
+hosts writes its summaries there from rank 0 only."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from smddp_compat.local_mode import JobSpec, run
+
+# Each host writes a file where its configuration says; algo-1 also a link out of the folder, then, once algo-2 has
+# written its own, fails the job.
+_SCRIPT = """#!/bin/sh
+folder=$(python3 -c 'import json, os; print(json.load(open(os.environ["TENSORBOARD_CONFIG_FILE_PATH"]))["LocalPath"])')
+mkdir -p "$folder/run"
+echo "$SM_CURRENT_HOST" > "$folder/run/events-$SM_CURRENT_HOST"
+[ "$SM_CURRENT_HOST" = algo-2 ] && exit 0
+ln -s /etc/hostname "$folder/leak"
+for _ in $(seq 100); do [ -f "$SAGEMAKER_BASE_DIR/../algo-2/output/tensorboard/run/events-algo-2" ] && break; sleep 0.1; done
+exit 3
+"""
+
+
+def _failing_job(tmp_path: Path, output: str) -> tuple[str, str]:
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "train.sh").write_text(_SCRIPT)
+    stream = io.StringIO()
+    result = run(JobSpec(entry_point="train.sh", source_dir=str(source), instance_count=2, output_path=output,
+                         job_name="tb-fails", max_run=60), stream=stream)
+    return result.status, stream.getvalue()
+
+
+def test_the_first_hosts_folder_is_kept_beside_the_logs_even_when_the_job_fails(
+    tmp_path: Path, no_leftover_job_dirs: None
+) -> None:
+    status, printed = _failing_job(tmp_path, str(tmp_path / "out"))
+    assert status == "Failed", printed
+    kept = tmp_path / "out" / "tb-fails" / "tensorboard"
+    assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*")) == ["run", "run/events-algo-1"]
+    assert (kept / "run" / "events-algo-1").read_text() == "algo-1\n"  # not algo-2's, and no link followed
+    assert f"  tensorboard: {kept}; view: tensorboard --logdir {kept}" in printed, printed
+
+
+def test_the_folder_of_a_job_with_an_s3_output_is_uploaded_beside_its_logs(
+    tmp_path: Path, moto_s3: str, no_leftover_job_dirs: None
+) -> None:
+    import boto3
+
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="jobs")
+    status, printed = _failing_job(tmp_path, "s3://jobs/runs")
+    assert status == "Failed", printed
+    listed = s3.list_objects_v2(Bucket="jobs", Prefix="runs/tb-fails/tensorboard/")
+    assert [item["Key"] for item in listed["Contents"]] == ["runs/tb-fails/tensorboard/run/events-algo-1"]
+    assert "  tensorboard: s3://jobs/runs/tb-fails/tensorboard\n" in printed, printed
