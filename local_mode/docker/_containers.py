@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -20,6 +21,7 @@ from typing import IO
 from smddp_compat.local_mode.docker._commands import capture, run_command
 from smddp_compat.local_mode.docker._engine import Engine
 from smddp_compat.local_mode.docker.errors import DockerError
+from smddp_compat.launcher._mpi_group import TaggedLines
 
 __all__ = ["TWIN_LABEL", "HOST_LABEL", "Mount", "ContainerState", "TwinEngine"]
 
@@ -168,16 +170,28 @@ class TwinEngine:
         """Sends a signal to the container's first process (``docker kill --signal``); a stopped one is skipped."""
         capture([self.engine.docker, "kill", "--signal", signal_name, self.container_name(host)], timeout=_CALL_SECONDS)
 
-    def follow_logs(self, host: str, stream: IO[str] | None, log_file: Path) -> None:
+    def follow_logs(
+        self, host: str, stream: IO[str] | None, log_file: Path, on_line: Callable[[str], None] | None = None
+    ) -> None:
         """Copies the container's output, as it comes, into ``log_file`` and to ``stream`` with ``[host]`` prefixes.
 
+        Every rank's line reaches both whole, under its own mpirun tag (``[1,mpirank:3,algo-2]<stdout>:...``): the
+        training toolkit prints an unbuffered rank's text and the tag that carries its newline as they come, so one
+        printed line may end with another tag, or hold several ranks' chunks (:class:`TaggedLines` joins them).
         Neither sink can stop the other or the copy: a console that fails (its pipe closed) is dropped and the log
         file goes on; a log file that fails (a full disk) is dropped and the console goes on; the container's output
         is drained to its end either way.
+
+        Args:
+            host: The host whose container is followed.
+            stream: The console, or None.
+            log_file: The host's log (appended to).
+            on_line: Called with every whole line (the twin's metric watch); one that raises is not called again.
         """
 
         def pump() -> None:
-            console = stream
+            console, observer = stream, on_line
+            joined = TaggedLines()
             with subprocess.Popen(
                 [self.engine.docker, "logs", "--follow", self.container_name(host)],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -187,19 +201,27 @@ class TwinEngine:
                     sink: IO[bytes] | None = log_file.open("ab")
                 except OSError:
                     sink = None
-                for line in logs.stdout:
-                    if sink is not None:
-                        try:
-                            sink.write(line)
-                            sink.flush()
-                        except OSError:
-                            sink = _closed_quietly(sink)
-                    if console is not None:
-                        try:
-                            console.write(f"[{host}] {line.decode('utf-8', 'replace').rstrip()}\n")
-                            console.flush()
-                        except (OSError, ValueError):
-                            console = None
+                for raw in itertools.chain(logs.stdout, [None]):  # None: the end, when unfinished lines are given
+                    text = None if raw is None else raw.decode("utf-8", "replace").rstrip("\r\n")
+                    for tag, part in joined.feed(text):
+                        line = f"{tag.group(0) if tag is not None else ''}{part}"
+                        if sink is not None:
+                            try:
+                                sink.write(line.encode("utf-8") + b"\n")
+                                sink.flush()
+                            except OSError:
+                                sink = _closed_quietly(sink)
+                        if console is not None:
+                            try:
+                                console.write(f"[{host}] {line.rstrip()}\n")
+                                console.flush()
+                            except (OSError, ValueError):
+                                console = None
+                        if observer is not None:
+                            try:
+                                observer(line)
+                            except Exception:  # noqa: BLE001 - a failing observer (a bug) must not stop the draining
+                                observer = None
                 if sink is not None:
                     _closed_quietly(sink)
 

@@ -46,6 +46,8 @@ __all__ = [
     "load_rank_spec",
     "record_process_group",
     "MpirunOutput",
+    "TaggedLines",
+    "ANY_RANK_TAG",
     "run_mpi_group",
 ]
 
@@ -67,6 +69,9 @@ MPIRUN_TUNING = (
 # (Open MPI 4.x). A chunk without a newline (a program writing unbuffered) is followed directly by the next chunk's
 # tag, possibly another rank's, on the same line: a rank's line is complete only where a newline follows.
 _TAG = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr|stddiag)>:")
+#: mpirun's tag, or the form sagemaker-training's output watcher rewrites it to before printing it (process.watch:
+#: "[1,mpirank:3,algo-2]<stdout>:"); group 1 is the rank.
+ANY_RANK_TAG = re.compile(r"\[\d+,(?:mpirank:)?(\d+)(?:,[^\]\s]+)?\]<(?:stdout|stderr|stddiag)>:")
 # mpirun's report of the first rank that failed.
 _EXIT_CODE_RANK = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
@@ -162,6 +167,53 @@ def _kill_rank_groups(directory: str, num_ranks: int) -> None:
                 pass
 
 
+class TaggedLines:
+    """Puts the ranks' lines of mpirun's tagged output back together, each whole and under its own tag.
+
+    Unbuffered, a rank's ``print`` reaches mpirun as two chunks, its text and then its newline, each tagged, and
+    other ranks' chunks may come between: mpirun prints ``[1,3]<stdout>:loss=0.25[1,2]<stdout>:...`` and, later,
+    ``[1,3]<stdout>:`` with the newline (sagemaker-training prints the same with its ``[1,mpirank:3,algo-2]``
+    tags). A rank's text is therefore kept, per tag, until a tag of that rank ends a line.
+
+    Args:
+        tag: The tag's pattern (default: mpirun's and the training toolkit's forms).
+    """
+
+    def __init__(self, tag: re.Pattern[str] = ANY_RANK_TAG) -> None:
+        self.tag = tag
+        self._partial: dict[str, tuple[re.Match[str], str]] = {}
+
+    def feed(self, line: str | None) -> list[tuple[re.Match[str] | None, str]]:
+        """The whole lines one line of output completes, each as (its tag, its text).
+
+        Args:
+            line: One line of the output, without its newline; None at the end of the output, which gives back the
+                text still waiting for its newline.
+
+        Returns:
+            (tag, text) for each completed rank line, in order; text before the line's first tag comes first, with
+            the tag None (a line of mpirun's own, or of a program that does not tag its lines).
+        """
+        if line is None:
+            done = [(tag, text) for tag, text in self._partial.values() if text]
+            self._partial.clear()
+            return done
+        tags = list(self.tag.finditer(line))
+        if not tags:
+            return [(None, line)]
+        done: list[tuple[re.Match[str] | None, str]] = []
+        if tags[0].start() > 0:
+            done.append((None, line[: tags[0].start()]))
+        for index, tag in enumerate(tags):
+            end = tags[index + 1].start() if index + 1 < len(tags) else len(line)
+            text = self._partial.pop(tag.group(0), (tag, ""))[1] + line[tag.end() : end]
+            if index + 1 < len(tags):
+                self._partial[tag.group(0)] = (tag, text)  # this chunk ended without its newline
+            else:
+                done.append((tag, text))
+        return done
+
+
 @dataclass
 class MpirunOutput:
     """Routes mpirun's tagged output to the ranks' labels and logs, and reads which rank failed first.
@@ -180,7 +232,7 @@ class MpirunOutput:
     failed_code: int | None = None
     own_lines: list[str] = field(default_factory=list)
     _pending_rank: int | None = None
-    _partial: dict[tuple[int, str], str] = field(default_factory=dict)
+    _lines: TaggedLines = field(default_factory=lambda: TaggedLines(_TAG))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def route(self, line: str | None) -> list[tuple[str, str, str | None]]:
@@ -190,26 +242,15 @@ class MpirunOutput:
             line: One line mpirun printed, without its newline; None flushes the ranks' unfinished lines.
         """
         with self._lock:
-            if line is None:
-                done = [self._rank_line(key[0], text) for key, text in self._partial.items() if text]
-                self._partial.clear()
-                return done
-            tags = list(_TAG.finditer(line))
-            if not tags or tags[0].start() > 0 and not self._known_rank(tags[0]):
-                self._read_report(line)
-                return [(MPIRUN_LABEL, line, self.log_path)]
-            done = []
-            if tags[0].start() > 0:
-                done.append((MPIRUN_LABEL, line[: tags[0].start()], self.log_path))
-            for index, tag in enumerate(tags):
-                end = tags[index + 1].start() if index + 1 < len(tags) else len(line)
-                key = (int(tag.group(1)), tag.group(2))
-                text = self._partial.pop(key, "") + line[tag.end() : end]
-                if index + 1 < len(tags):
-                    self._partial[key] = text  # this chunk ended without a newline
-                else:
-                    done.append(self._rank_line(key[0], text))
-            return done
+            if line is not None:
+                first = _TAG.search(line)
+                if first is None or first.start() > 0 and not self._known_rank(first):
+                    self._read_report(line)
+                    return [(MPIRUN_LABEL, line, self.log_path)]
+            return [
+                self._rank_line(int(tag.group(1)), text) if tag is not None else (MPIRUN_LABEL, text, self.log_path)
+                for tag, text in self._lines.feed(line)
+            ]
 
     def _known_rank(self, tag: re.Match[str]) -> bool:
         return 0 <= int(tag.group(1)) < len(self.specs)
