@@ -68,7 +68,8 @@ def describe_job(sagemaker_client: Any, job_name: str) -> dict[str, Any]:
 
 
 def format_status(description: dict[str, Any]) -> str:
-    """A few lines a person reads: status, secondary status, instances, times, artifacts, failure reason."""
+    """A few lines a person reads: status, secondary status, instances, times, artifacts, final metrics, failure
+    reason."""
     resources = description.get("ResourceConfig", {})
     lines = [
         f"job:       {description.get('TrainingJobName')}",
@@ -83,6 +84,13 @@ def format_status(description: dict[str, Any]) -> str:
     artifacts = description.get("ModelArtifacts", {}).get("S3ModelArtifacts")
     if artifacts:
         lines.append(f"model:     {artifacts}")
+    metrics = [m for m in description.get("FinalMetricDataList") or [] if isinstance(m.get("Value"), (int, float))]
+    if metrics:  # each metric's last value, as SageMaker read it from the job's logs
+        from smddp_compat.local_mode.metrics import metric_lines
+
+        shown = metric_lines((metric.get("MetricName"), metric["Value"]) for metric in metrics)
+        lines += [f"metric:    {line}" + (f" (at {metric['Timestamp']})" if metric.get("Timestamp") else "")
+                  for line, metric in zip(shown, metrics)]
     if description.get("FailureReason"):
         lines.append(f"failure:   {description['FailureReason']}")
     return "\n".join(lines)

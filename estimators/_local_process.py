@@ -3,7 +3,7 @@
 The estimator's fields map onto :class:`smddp_compat.local_mode.JobSpec`: ``instance_count`` -> hosts algo-1..algo-H,
 the distribution plan's kind and processes per host, hyperparameters, ``fit(inputs)`` channels (local folders,
 ``file://`` or ``s3://`` URIs), ``output_path`` (a folder, ``file://`` or ``s3://``), ``max_run``, ``environment``,
-``checkpoint_local_path``. A DTensor mesh and devices per client go to local_mode's own DTensor settings.
+``checkpoint_local_path``, ``metric_definitions``. A DTensor mesh and devices per client go to local_mode's own DTensor settings.
 ``custom_mpi_options`` have no meaning there (ranks start over Gloo, not mpirun) and are ignored with a warning.
 """
 
@@ -80,8 +80,12 @@ def build_job_spec(
     job_name: str | None,
     environment: Mapping[str, str] | None,
     checkpoint_local_path: str | None,
+    metric_definitions: Any = None,
 ) -> Any:
     """The local_mode JobSpec of an estimator's job (validated by local_mode on construction).
+
+    ``metric_definitions`` (the SDK's list of ``{"Name", "Regex"}``) pass through: the result's ``final_metrics``
+    holds each metric's last value in the logs, as DescribeTrainingJob's ``FinalMetricDataList`` does.
 
     Returns:
         A ``smddp_compat.local_mode.JobSpec``.
@@ -107,6 +111,8 @@ def build_job_spec(
         extra["max_run"] = max_run
     if checkpoint_local_path:
         extra["checkpoint_path"] = checkpoint_local_path
+    if metric_definitions:
+        extra["metric_definitions"] = metric_definitions
     return local_mode.JobSpec(
         entry_point=entry_point,
         source_dir=source_dir,

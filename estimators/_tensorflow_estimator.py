@@ -279,6 +279,7 @@ class TensorFlow(_SdkTensorFlow):
                 job_name=job_name or (name_from_base(self.base_job_name) if self.base_job_name else None),
                 environment=self.environment,
                 checkpoint_local_path=self.checkpoint_local_path,
+                metric_definitions=self.metric_definitions,
             )
             self._current_job_name = spec.job_name
             self.local_result = _local_process.run_job(spec)

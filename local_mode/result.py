@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from smddp_compat.local_mode.artifacts import ArtifactPaths
 from smddp_compat.local_mode.errors import JobFailedError
+from smddp_compat.local_mode.metrics import metric_lines
 
 __all__ = ["ProcessOutcome", "JobResult", "COMPLETED", "FAILED", "STOPPED"]
 
@@ -45,6 +47,8 @@ class JobResult:
         failed_label: The ``algo-N,index`` of the process that failed first, if one did.
         artifacts: Where model.tar.gz, output.tar.gz and the logs are.
         processes: Every process's outcome, in index order.
+        final_metrics: Each metric of the job's ``metric_definitions`` with its last value in the logs (the
+            process backend's ``FinalMetricDataList``: :func:`~local_mode.metrics.final_values_from_logs`).
     """
 
     job_name: str
@@ -55,6 +59,7 @@ class JobResult:
     failed_label: str | None
     artifacts: ArtifactPaths
     processes: tuple[ProcessOutcome, ...] = field(default_factory=tuple)
+    final_metrics: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -83,8 +88,9 @@ class JobResult:
         return self
 
     def summary(self) -> str:
-        """A few lines for humans: status, duration, artifacts, logs, failure reason."""
+        """A few lines for humans: status, duration, final metrics, artifacts, logs, failure reason."""
         lines = [f"local job {self.job_name}: {self.status} in {self.duration:.1f} s"]
+        lines += [f"  metric {line}" for line in metric_lines(self.final_metrics.items())]
         if self.artifacts.model:
             lines.append(f"  model:  {self.artifacts.model}")
         if self.artifacts.output:

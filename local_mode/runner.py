@@ -9,6 +9,7 @@ process's failure file; pack and store the artifacts; print a summary; remove th
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import functools
@@ -34,6 +35,7 @@ from smddp_compat.local_mode.environment import (
 )
 from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
+from smddp_compat.local_mode.metrics import check_metric_definitions, final_values_from_logs
 from smddp_compat.local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
 from smddp_compat.local_mode.spec import Distribution, JobSpec
 from smddp_compat import contract
@@ -211,7 +213,8 @@ def _run_claimed(
                 stream=out,
                 failure_reason=lambda failed: read_failure_reason(failure_files[failed.label]),
             )
-        reason = group.reason
+        reason = _with_script_error(group, failure_files)
+        final_metrics = final_values_from_logs(check_metric_definitions(spec.metric_definitions), log_files)
         if group.ok:
             status = COMPLETED
         elif group.timed_out:
@@ -247,6 +250,7 @@ def _run_claimed(
             processes=tuple(
                 ProcessOutcome(r.spec.label, r.spec.host, r.returncode, r.duration) for r in group.results
             ),
+            final_metrics=final_metrics,
         )
         kept, safe = _kept_checkpoints(spec, destination, checkpoints, out)
         temporary = temporary and safe  # an upload that failed: the job's work tree (and checkpoints) stays
@@ -257,6 +261,53 @@ def _run_claimed(
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
+
+
+# What sagemaker-training's output watcher looks for to start the ErrorMessage of a failed script (process.watch,
+# _PYTHON_ERRORS_ and _MPI_ERRORS_): Python's exceptions, TensorFlow's errors it lists, and mpirun's own.
+_ERROR_NAMES = tuple(
+    name for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, Exception) and not issubclass(value, Warning)
+) + ("ResourceExhaustedError", "OutOfRangeError", "InvalidArgumentError", "mpirun.real", "ORTE")
+_ERROR_TAIL_LINES = 40  # how far back from the end of the log a failed script's error is looked for
+_ERROR_FALLBACK_LINES = 10  # the last lines taken when none of them names an error
+
+
+def _script_error_message(log_path: Path) -> str:
+    """The ErrorMessage the training toolkit would give for a script that failed: the end of its output from the
+    first line that names an error (sagemaker-training's rule: every line from there on, each once), or its last
+    lines when none does."""
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 64 * 1024))
+            tail = handle.read().decode("utf-8", "replace").splitlines()[-_ERROR_TAIL_LINES:]
+    except OSError:
+        return ""
+    lines = [line.strip(" :") for line in tail if line.strip(" :")]
+    first = next((i for i, line in enumerate(lines) if any(name in line for name in _ERROR_NAMES)), None)
+    chosen = lines[first:] if first is not None else lines[-_ERROR_FALLBACK_LINES:]
+    return "\n".join(dict.fromkeys(chosen))
+
+
+def _with_script_error(group: Any, failure_files: Mapping[str, Path]) -> str:
+    """The group's failure reason; when the failed process wrote no failure file, with what sagemaker-training
+    writes to it for a script that fails (``ExecuteUserScriptError``: exit code, the end of the script's output,
+    its command: errors.py's ``_CalledProcessError``), so that a script that never ran (a SyntaxError, an import
+    that fails) is still explained."""
+    from smddp_compat.launcher._supervisor import describe_failure
+
+    failed = group.failed
+    if failed is None or failed.returncode is None or failed.spec.label not in failure_files:
+        return group.reason
+    if read_failure_reason(failure_files[failed.spec.label]) is not None or failed.spec.log_path is None:
+        return group.reason
+    message = _script_error_message(Path(failed.spec.log_path))
+    script_error = (
+        f'ExecuteUserScriptError:\nExitCode {failed.returncode}\nErrorMessage "{message}"\n'
+        f'Command "{" ".join(failed.spec.argv)}"'
+    )
+    plain = describe_failure(failed.spec, failed.returncode, None)
+    return group.reason.replace(plain, describe_failure(failed.spec, failed.returncode, script_error), 1)
 
 
 def _horovod_engine(spec: JobSpec) -> Any:

@@ -16,7 +16,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +30,7 @@ from smddp_compat.launcher import usable_cores
 from smddp_compat.local_mode._s3 import is_s3_uri, parse_s3_uri
 from smddp_compat.local_mode.environment import is_reserved
 from smddp_compat.local_mode.errors import ConfigurationError, HyperparameterError
+from smddp_compat.local_mode.metrics import check_metric_definitions
 
 __all__ = [
     "Distribution",
@@ -268,6 +269,9 @@ class JobSpec:
             ``SMDDP_DTENSOR_DEVICES_PER_CLIENT``. Derived from the mesh when None.
         work_dir: Folder for the per-host ``/opt/ml`` trees, kept after the job; a temporary folder that is removed
             at the end when None.
+        metric_definitions: Metrics read from the job's logs, as the SDK's ``metric_definitions``: a list of
+            ``{"Name": ..., "Regex": ...}`` (each regex's first group captures the value); the result's
+            ``final_metrics`` holds each one's last value. Stored as a tuple of read-only mappings.
         python: Interpreter for ``.py`` entry points (the current one by default).
         distribution_config: The checked distribution (:class:`~smddp_compat.distribution_config.DistributionConfig`,
             every default filled in); set when the spec is built.
@@ -288,6 +292,7 @@ class JobSpec:
     dtensor_mesh: Mapping[str, int] | None = None
     devices_per_process: int | None = None
     work_dir: str | None = None
+    metric_definitions: Sequence[Mapping[str, str]] = ()
     python: str = sys.executable
     distribution_config: DistributionConfig = field(init=False, repr=False, compare=False)
 
@@ -343,6 +348,10 @@ class JobSpec:
             resolved = Path(value).expanduser().resolve()
             _writable_destination(name, resolved)
             set_(self, name, str(resolved))
+
+        set_(self, "metric_definitions", tuple(
+            MappingProxyType(definition.as_request()) for definition in check_metric_definitions(self.metric_definitions)
+        ))
 
         if not isinstance(self.python, str) or not os.access(self.python, os.X_OK):
             raise ConfigurationError("python", self.python, "is not an executable interpreter", "give sys.executable")
