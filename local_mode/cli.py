@@ -3,8 +3,8 @@
     smddp local [ENTRY_POINT] [--source-dir DIR] [--instance-count H] [--processes-per-host P]
                 [--distribution none|smddp|mpi|mwms|dtensor] [--hyperparameters NAME=VALUE ...]
                 [--channel NAME=PATH|s3://... ...] [--output DIR|s3://...] [--max-run SECONDS] [--job-name NAME]
-                [--env NAME=VALUE ...] [--checkpoint-dir DIR] [--mesh DIM=SIZE,...] [--devices-per-process N]
-                [--work-dir DIR]
+                [--env NAME=VALUE ...] [--metric NAME=REGEX ...] [--checkpoint-dir DIR] [--mesh DIM=SIZE,...]
+                [--devices-per-process N] [--work-dir DIR]
 
 With no ENTRY_POINT it runs the bundled ``entry_points/smddp_mnist.py`` as 2 hosts x 1 process with distribution
 smddp (the README's first command). Hyperparameter values are read as JSON when they parse (``epochs=3`` is the
@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--job-name", metavar="NAME", help="job name (default: script name + timestamp)")
     parser.add_argument(
         "--env", nargs="+", action="extend", default=[], metavar="NAME=VALUE", help="extra environment variables"
+    )
+    parser.add_argument(
+        "--metric", nargs="+", action="extend", default=[], metavar="NAME=REGEX",
+        help="a metric read from the logs, as SageMaker's MetricDefinitions: its last value is in the summary "
+        "(the regex's first group captures it; repeatable)",
     )
     parser.add_argument("--checkpoint-dir", metavar="DIR", help="folder shared as every host's checkpoints folder")
     parser.add_argument("--mesh", metavar="DIM=SIZE,...", help="dtensor: the global mesh, e.g. batch=4,model=2")
@@ -156,6 +161,9 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         dtensor_mesh=args.mesh,  # DIM=SIZE,... text: parsed and checked by the job's distribution model
         devices_per_process=args.devices_per_process,
         work_dir=args.work_dir,
+        metric_definitions=[
+            {"Name": name, "Regex": regex} for name, regex in parse_name_values(args.metric, "--metric").items()
+        ],
     )
 
 
