@@ -67,6 +67,7 @@ from smddp_compat.entry_points.errors import HyperparameterError
 from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
+    add_tensorboard_dir_argument,
     boolean,
     non_negative_int,
     parse_hyperparameters,
@@ -74,6 +75,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     positive_int,
     run_entry_point,
 )
+from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 __all__ = ["LAYER_SIZES", "MnistServer", "plot_history", "build_parser", "main"]
 
@@ -158,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-batch-size", type=positive_int, default=500)
     parser.add_argument("--checkpoint-dir", default=None,
                         help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
+    add_tensorboard_dir_argument(parser)
     parser.add_argument("--save-model", type=boolean, default=True,
                         help="write the SavedModel to <model_dir>/1 and check it reloads")
     return parser
@@ -187,7 +190,7 @@ def main() -> None:
     topology = ClientTopology.from_environ()
     args.devices = resolve_total_devices(args.devices, topology)
     _validate(args)
-    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir)
+    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir, tensorboard_dir=args.tensorboard_dir)
     initialize_devices(args.devices, topology)
     dims = [("batch", args.devices // args.model_shards)] + ([("model", args.model_shards)]
                                                             if args.model_shards > 1 else [])
@@ -222,6 +225,8 @@ def main() -> None:
         log.log(resumed_step=start_step, target_step=end_step)
 
     train_step, eval_step = classifier_steps(model, model.trainable_variables, optimizer.apply_gradients)
+    summaries = TrainingSummaries(env.tensorboard_dir if topology.is_chief else None,
+                                  learning_rate=lambda: learning_rate_of(optimizer))
     x_layout = dtensor.Layout(["batch", U], mesh)
     y_layout = dtensor.Layout(["batch"], mesh)
 
@@ -235,39 +240,42 @@ def main() -> None:
                "train_accuracy": metrics["train_accuracy"], "test_loss": test["loss"],
                "test_accuracy": test["accuracy"]}
         log.log(**row)
+        summaries.log_evaluation(step, loss=test["loss"], accuracy=test["accuracy"])
         history.append(row)
         history_json.assign(json.dumps(history))  # saved with the checkpoint that follows
         if topology.is_chief:
             plot_history(history, env.output_data_dir)
 
-    result = train_epochs(
-        train_step=train_step, x=x_train, y=y_train, x_layout=x_layout, y_layout=y_layout,
-        batch_size=args.batch_size, start_step=start_step, end_step=end_step, seed=args.seed,
-        checkpoint=checkpoint, log=log, log_steps=args.log_steps, on_epoch_end=on_epoch_end)
-    if result.stopped:
-        return
-    test = held_out()
-    log.log(step=result.step, test_loss=test["loss"], test_accuracy=test["accuracy"], train_seconds=result.seconds)
-    summary: dict[str, object] = {"steps": result.step, "started_at_step": start_step,
-                                  "clients": topology.num_clients, "devices": args.devices,
-                                  "model_shards": args.model_shards, "test_loss": test["loss"],
-                                  "test_accuracy": test["accuracy"], "train_seconds": round(result.seconds, 2),
-                                  "history": history}
-    if args.save_model:
-        checkpoint.copy.pull()  # a collective; the host model now holds the trained values on every client
+    with summaries:  # closes the event file however training ends
+        result = train_epochs(
+            train_step=train_step, x=x_train, y=y_train, x_layout=x_layout, y_layout=y_layout,
+            batch_size=args.batch_size, start_step=start_step, end_step=end_step, seed=args.seed,
+            checkpoint=checkpoint, log=log, log_steps=args.log_steps, on_epoch_end=on_epoch_end, summaries=summaries)
+        if result.stopped:
+            return
+        test = held_out()
+        log.log(step=result.step, test_loss=test["loss"], test_accuracy=test["accuracy"], train_seconds=result.seconds)
+        summaries.log_evaluation(result.step, loss=test["loss"], accuracy=test["accuracy"])
+        summary: dict[str, object] = {"steps": result.step, "started_at_step": start_step,
+                                      "clients": topology.num_clients, "devices": args.devices,
+                                      "model_shards": args.model_shards, "test_loss": test["loss"],
+                                      "test_accuracy": test["accuracy"], "train_seconds": round(result.seconds, 2),
+                                      "history": history}
+        if args.save_model:
+            checkpoint.copy.pull()  # a collective; the host model now holds the trained values on every client
+            if topology.is_chief:
+                server = MnistServer(host_model)
+                path = write_saved_model(server, env.model_dir, {"serving_default": server.serve})
+                expected = server.serve(tf.constant(x_test))["probabilities"].numpy()
+                check_reloaded(path, {"images": tf.constant(x_test)}, "probabilities", expected)
+                summary["saved_model"] = str(path)
+                print(f"model saved to {path}", flush=True)
         if topology.is_chief:
-            server = MnistServer(host_model)
-            path = write_saved_model(server, env.model_dir, {"serving_default": server.serve})
-            expected = server.serve(tf.constant(x_test))["probabilities"].numpy()
-            check_reloaded(path, {"images": tf.constant(x_test)}, "probabilities", expected)
-            summary["saved_model"] = str(path)
-            print(f"model saved to {path}", flush=True)
-    if topology.is_chief:
-        if history:
-            plot_history(history, env.output_data_dir)
-        write_summary(summary, env.output_data_dir)
-    if topology.is_multi_client:
-        dtensor.barrier(mesh, "dtensor_mnist_core_done")  # nobody leaves while client 0 still writes
+            if history:
+                plot_history(history, env.output_data_dir)
+            write_summary(summary, env.output_data_dir)
+        if topology.is_multi_client:
+            dtensor.barrier(mesh, "dtensor_mnist_core_done")  # nobody leaves while client 0 still writes
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ from smddp_compat.entry_points.errors import CheckpointError, HyperparameterErro
 from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
+    add_tensorboard_dir_argument,
     boolean,
     non_negative_int,
     parse_hyperparameters,
@@ -80,6 +81,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     positive_int,
     run_entry_point,
 )
+from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 __all__ = ["ParallelMode", "MODES", "TfIdfFeatures", "SentimentServer", "build_parser", "main"]
 
@@ -222,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-batch-size", type=positive_int, default=512)
     parser.add_argument("--checkpoint-dir", default=None,
                         help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
+    add_tensorboard_dir_argument(parser)
     parser.add_argument("--export", type=boolean, default=True,
                         help="write the string-input SavedModel to <model_dir>/1 and check it reloads")
     return parser
@@ -234,7 +237,7 @@ def main() -> None:
     topology = ClientTopology.from_environ()
     args.devices = resolve_total_devices(args.devices, topology)
     mode.validate(devices=args.devices, batch_size=args.batch_size, hidden_units=args.hidden_units)
-    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir)
+    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir, tensorboard_dir=args.tensorboard_dir)
     initialize_devices(args.devices, topology)
     mesh = build_mesh(mode.mesh_dims(args.devices), topology)
     log = MetricLogger(enabled=topology.is_chief)
@@ -289,6 +292,8 @@ def main() -> None:
     target_step.assign(end_step)
 
     train_step, eval_step = classifier_steps(model, model.trainable_variables, optimizer.apply_gradients)
+    summaries = TrainingSummaries(env.tensorboard_dir if topology.is_chief else None,
+                                  learning_rate=lambda: learning_rate_of(optimizer))
     x_layout, y_layout = mode.input_layouts(mesh)
 
     def held_out() -> dict[str, float]:
@@ -299,36 +304,39 @@ def main() -> None:
         test = held_out()
         log.log(epoch=epoch, step=step, train_loss=metrics["train_loss"], train_accuracy=metrics["train_accuracy"],
                 test_loss=test["loss"], test_accuracy=test["accuracy"])
+        summaries.log_evaluation(step, loss=test["loss"], accuracy=test["accuracy"])
 
-    result = train_epochs(
-        train_step=train_step, x=x_train, y=y_train, x_layout=x_layout, y_layout=y_layout,
-        batch_size=args.batch_size, start_step=start_step, end_step=end_step, seed=args.seed,
-        checkpoint=checkpoint, log=log, log_steps=args.log_steps, on_epoch_end=on_epoch_end)
-    if result.stopped:
-        return
-    test = held_out()
-    log.log(step=result.step, test_loss=test["loss"], test_accuracy=test["accuracy"], train_seconds=result.seconds)
+    with summaries:  # closes the event file however training ends
+        result = train_epochs(
+            train_step=train_step, x=x_train, y=y_train, x_layout=x_layout, y_layout=y_layout,
+            batch_size=args.batch_size, start_step=start_step, end_step=end_step, seed=args.seed,
+            checkpoint=checkpoint, log=log, log_steps=args.log_steps, on_epoch_end=on_epoch_end, summaries=summaries)
+        if result.stopped:
+            return
+        test = held_out()
+        log.log(step=result.step, test_loss=test["loss"], test_accuracy=test["accuracy"], train_seconds=result.seconds)
+        summaries.log_evaluation(result.step, loss=test["loss"], accuracy=test["accuracy"])
 
-    summary: dict[str, object] = {"mode": mode.name, "steps": result.step, "started_at_step": start_step,
-                                  "clients": topology.num_clients, "devices": args.devices,
-                                  "test_loss": test["loss"], "test_accuracy": test["accuracy"],
-                                  "train_seconds": round(result.seconds, 2)}
-    if args.export:
-        checkpoint.copy.pull()  # a collective; the host model now holds the trained values on every client
+        summary: dict[str, object] = {"mode": mode.name, "steps": result.step, "started_at_step": start_step,
+                                      "clients": topology.num_clients, "devices": args.devices,
+                                      "test_loss": test["loss"], "test_accuracy": test["accuracy"],
+                                      "train_seconds": round(result.seconds, 2)}
+        if args.export:
+            checkpoint.copy.pull()  # a collective; the host model now holds the trained values on every client
+            if topology.is_chief:
+                server = SentimentServer(features, host_model)
+                path = write_saved_model(server, env.model_dir, {"serving_default": server.serve})
+                probe = tf.constant(test_texts)
+                expected = server.serve(probe)["probabilities"].numpy()
+                reloaded = check_reloaded(path, {"text": probe}, "probabilities", expected)
+                export_accuracy = float(np.mean(np.argmax(reloaded, axis=1) == y_test))
+                log.log(export_accuracy=export_accuracy)
+                summary.update(saved_model=str(path), export_accuracy=export_accuracy)
+                print(f"model exported to {path}", flush=True)
         if topology.is_chief:
-            server = SentimentServer(features, host_model)
-            path = write_saved_model(server, env.model_dir, {"serving_default": server.serve})
-            probe = tf.constant(test_texts)
-            expected = server.serve(probe)["probabilities"].numpy()
-            reloaded = check_reloaded(path, {"text": probe}, "probabilities", expected)
-            export_accuracy = float(np.mean(np.argmax(reloaded, axis=1) == y_test))
-            log.log(export_accuracy=export_accuracy)
-            summary.update(saved_model=str(path), export_accuracy=export_accuracy)
-            print(f"model exported to {path}", flush=True)
-    if topology.is_chief:
-        write_summary(summary, env.output_data_dir)
-    if topology.is_multi_client:
-        dtensor.barrier(mesh, "dtensor_sentiment_done")  # nobody leaves while client 0 still writes
+            write_summary(summary, env.output_data_dir)
+        if topology.is_multi_client:
+            dtensor.barrier(mesh, "dtensor_sentiment_done")  # nobody leaves while client 0 still writes
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@
   all hosts at save time; writing from the host copy lets client 0 write alone, atomically.)
 * `train_epochs` runs the steps: the same shuffled order on every client (seeded by epoch), each global batch
   packed so that a device receives only its shard, a mid-epoch restart skipping the batches already trained,
-  ``name=value;`` metric lines, a checkpoint at each epoch end, and a SIGTERM check that all clients agree on before
-  stopping (a client stopping alone would leave the others waiting in a collective).
+  ``name=value;`` metric lines (also recorded as TensorBoard summaries), a checkpoint at each epoch end, and a
+  SIGTERM check that all clients agree on before stopping (a client stopping alone would leave the others waiting in
+  a collective).
 * `evaluate` runs an evaluation step over a whole array, padding the last batch with zero-weight examples.
 * `classifier_steps` compiles the training and evaluation steps of a softmax classifier.
 * `write_summary` writes a run's results as ``metrics.json`` (client 0).
@@ -36,6 +37,7 @@ from smddp_compat.entry_points.checkpoints import restore_latest, save_checkpoin
 from smddp_compat.entry_points.dtensor_mesh import HostCopy, fetch_global, mesh_max, mesh_min, pack_global
 from smddp_compat.entry_points.errors import CheckpointError
 from smddp_compat.entry_points.sagemaker_contract import MetricLogger, termination_requested
+from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries
 
 __all__ = ["MeshCheckpoint", "LoopResult", "TrainStep", "EvalStep", "classifier_steps", "epoch_order",
            "train_epochs", "evaluate", "stop_agreed", "write_summary"]
@@ -146,6 +148,7 @@ def train_epochs(
     log: MetricLogger,
     log_steps: int = 50,
     on_epoch_end: Callable[[int, int, dict[str, float]], None] | None = None,
+    summaries: TrainingSummaries | None = None,
 ) -> LoopResult:
     """Trains from `start_step` to `end_step`, one global batch per step, dropping each epoch's remainder.
 
@@ -164,6 +167,7 @@ def train_epochs(
         log_steps: Interval of the step metric lines.
         on_epoch_end: Called after each completed epoch with (epoch number from 1, step, train metrics), before the
             checkpoint (e.g. to evaluate and log).
+        summaries: Also receives each metric line's loss and accuracy (TensorBoard, client 0); ``None``: nowhere.
 
     Returns:
         The loop's result.
@@ -176,6 +180,8 @@ def train_epochs(
         raise ValueError(f"a batch of {batch_size} exceeds the {len(x)} training examples")
     started = time.monotonic()
     step = start_step
+    summaries = summaries if summaries is not None else TrainingSummaries(None)
+    summaries.start(step)
     result = LoopResult(step=step, stopped=False, seconds=0.0)
     losses: list[float] = []
     accuracies: list[float] = []
@@ -203,6 +209,7 @@ def train_epochs(
             if step % log_steps == 0:
                 mean_loss, mean_accuracy = np.mean(window, axis=0)
                 log.log(step=step, loss=float(mean_loss), accuracy=float(mean_accuracy))
+                summaries.log_step(step, loss=float(mean_loss), accuracy=float(mean_accuracy))
                 window.clear()
         if step % steps_per_epoch == 0 and losses:
             metrics = {"epoch": step // steps_per_epoch, "step": step, "train_loss": float(np.mean(losses)),

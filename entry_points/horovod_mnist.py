@@ -5,7 +5,8 @@
 hvd_keras`` (the Horovod face: Horovod's semantics); the rest is the usual Horovod recipe: ``hvd.init()``, one GPU
 per process by ``local_rank``, learning rate times ``hvd.size()``,
 ``hvd.DistributedOptimizer`` around the Keras optimizer, ``BroadcastGlobalVariablesCallback(0)`` and
-``MetricAverageCallback()``, progress output and checkpoints / the saved model on rank 0 only.
+``MetricAverageCallback()``, progress output, TensorBoard summaries and checkpoints / the saved model on rank 0
+only.
 
 Run: ``python entry_points/horovod_mnist.py`` (1 rank) or ``smddprun -np 2 python entry_points/horovod_mnist.py``.
 Each rank trains on its shard ``x[rank::size]``. Checkpoints every ``--checkpoint-steps`` (default: each epoch),
@@ -41,6 +42,7 @@ from smddp_compat.entry_points.resumable_fit import MetricLines, StepCheckpoint,
 from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
+    add_tensorboard_dir_argument,
     boolean,
     non_negative_int,
     parse_hyperparameters,
@@ -48,6 +50,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     positive_int,
     run_entry_point,
 )
+from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-steps", type=positive_int, default=50)
     parser.add_argument("--checkpoint-dir", default=None,
                         help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
+    add_tensorboard_dir_argument(parser)
     parser.add_argument("--seed", type=non_negative_int, default=42)
     parser.add_argument("--threads", type=non_negative_int, default=0, help="0: CPUs / local_size")
     parser.add_argument("--save-model", type=boolean, default=True)
@@ -75,7 +79,7 @@ def main() -> None:
     args = parse_hyperparameters(build_parser())
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir)
+    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir, tensorboard_dir=args.tensorboard_dir)
 
     gpus = tf.config.experimental.list_physical_devices("GPU")
     for gpu in gpus:
@@ -139,35 +143,39 @@ def main() -> None:
     counter = StepCheckpoint(checkpoint, env.checkpoint_dir, start_step=start_step,
                              every_steps=args.checkpoint_steps or steps_per_epoch, writer=rank == 0,
                              stop_agreement=any_rank_stopping, log=log)
+    summaries = TrainingSummaries(env.tensorboard_dir if rank == 0 else None,
+                                  learning_rate=lambda: learning_rate_of(model.optimizer))
     callbacks = [
         # Horovod: make every rank start from rank 0's weights (and optimizer state) after the first batch.
         hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0),
         # Horovod: average the epoch's metrics over the ranks before anything reads them.
         hvd_keras.callbacks.MetricAverageCallback(),
         counter,
-        MetricLines(counter, log_steps=args.log_steps, log=log, evaluate=evaluate),
+        MetricLines(counter, log_steps=args.log_steps, log=log, evaluate=evaluate, summaries=summaries),
     ]
-    started = time.monotonic()
-    fit_from_step(
-        model,
-        lambda step: epoch_dataset(x_shard, y_shard, args.batch_size, seed=args.seed, start_step=step,
-                                   steps_per_epoch=steps_per_epoch, epochs=args.epochs, stream=rank),
-        start_step=start_step, steps_per_epoch=steps_per_epoch, epochs=args.epochs, callbacks=callbacks,
-        counter=counter, verbose=1 if rank == 0 and sys.stdout.isatty() else 0,
-    )
-    if args.weights_digest:
-        write_weights_digest(model, env.output_data_dir, rank)
-    if counter.stopped or rank != 0:
-        return
-    save_checkpoint(checkpoint, env.checkpoint_dir, counter.step)
-    wall = time.monotonic() - started
-    result = evaluate()
-    log.log(step=counter.step, **result, train_seconds=wall)
-    summary = {"steps": counter.step, "resumed_from": start_step, "ranks": size, **result,
-               "train_seconds": round(wall, 2), "keras": keras_name()}
-    (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    if args.save_model:
-        print(f"model saved to {save_servable_model(model, env.model_dir)}", flush=True)
+    with summaries:  # closes the event file however training ends
+        started = time.monotonic()
+        fit_from_step(
+            model,
+            lambda step: epoch_dataset(x_shard, y_shard, args.batch_size, seed=args.seed, start_step=step,
+                                       steps_per_epoch=steps_per_epoch, epochs=args.epochs, stream=rank),
+            start_step=start_step, steps_per_epoch=steps_per_epoch, epochs=args.epochs, callbacks=callbacks,
+            counter=counter, verbose=1 if rank == 0 and sys.stdout.isatty() else 0,
+        )
+        if args.weights_digest:
+            write_weights_digest(model, env.output_data_dir, rank)
+        if counter.stopped or rank != 0:
+            return
+        save_checkpoint(checkpoint, env.checkpoint_dir, counter.step)
+        wall = time.monotonic() - started
+        result = evaluate()
+        log.log(step=counter.step, **result, train_seconds=wall)
+        summaries.log_evaluation(counter.step, loss=result["test_loss"], accuracy=result["test_accuracy"])
+        summary = {"steps": counter.step, "resumed_from": start_step, "ranks": size, **result,
+                   "train_seconds": round(wall, 2), "keras": keras_name()}
+        (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        if args.save_model:
+            print(f"model saved to {save_servable_model(model, env.model_dir)}", flush=True)
 
 
 if __name__ == "__main__":

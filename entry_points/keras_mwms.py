@@ -9,7 +9,8 @@ Worker 0 is the chief. Hosts that share one address take the next ports, so thei
 
 Batching follows the tf.distribute guide: global batch = per-replica batch x ``num_replicas_in_sync``;
 ``--global-batch-size`` may be given instead, and must then be divisible by the number of replicas. The learning
-rate is ``--learning-rate`` x replicas. Only the chief writes checkpoints and the model; the other workers save to
+rate is ``--learning-rate`` x replicas. Only the chief writes checkpoints, TensorBoard summaries and the model; the
+other workers save to
 a temporary directory and delete it, as the guide prescribes for MultiWorkerMirroredStrategy. Checkpoints every
 ``--checkpoint-steps`` (default: each epoch), resumed mid-epoch with the step count continued; on SIGTERM all
 workers agree (a collective) to stop at the same step and the chief checkpoints.
@@ -68,6 +69,7 @@ from smddp_compat.entry_points.resumable_fit import MetricLines, StepCheckpoint,
 from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
+    add_tensorboard_dir_argument,
     boolean,
     non_negative_int,
     parse_hyperparameters,
@@ -75,6 +77,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     positive_int,
     run_entry_point,
 )
+from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 __all__ = ["build_parser", "tf_config_from_env", "global_batch_size", "main"]
 
@@ -92,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-steps", type=positive_int, default=50)
     parser.add_argument("--checkpoint-dir", default=None,
                         help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
+    add_tensorboard_dir_argument(parser)
     parser.add_argument("--mwms-port", type=positive_int, default=12345,
                         help="each worker listens on this port (the next ones for workers sharing an address; only "
                              "when TF_CONFIG is not set)")
@@ -174,7 +178,7 @@ def _evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict[str, 
 def main() -> None:
     """Trains, evaluates and saves the model (see the module docstring)."""
     args = parse_hyperparameters(build_parser())
-    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir)
+    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir, tensorboard_dir=args.tensorboard_dir)
     # The strategy must exist before any other TensorFlow work (MultiWorkerMirroredStrategy starts a server).
     strategy, worker, workers, is_chief = _make_strategy(env, args.mwms_port)
     replicas = strategy.num_replicas_in_sync
@@ -231,8 +235,11 @@ def main() -> None:
         writer=is_chief, scratch_for_non_writer=True, log=log,
         stop_agreement=(lambda flag: any_worker(1.0 if flag else 0.0) > 0) if workers > 1 else None,
     )
+    summaries = TrainingSummaries(env.tensorboard_dir if is_chief else None,
+                                  learning_rate=lambda: learning_rate_of(model.optimizer))
     metric_lines = MetricLines(counter, log_steps=args.log_steps, log=log,
-                               evaluate=(lambda: _evaluate(model, x_test, y_test)) if is_chief else None)
+                               evaluate=(lambda: _evaluate(model, x_test, y_test)) if is_chief else None,
+                               summaries=summaries)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
 
@@ -241,32 +248,34 @@ def main() -> None:
         return epoch_dataset(x_train, y_train, global_batch, seed=args.seed, start_step=step,
                              steps_per_epoch=steps_per_epoch, epochs=args.epochs).with_options(options)
 
-    started = time.monotonic()
-    fit_from_step(model, dataset_from, start_step=start_step, steps_per_epoch=steps_per_epoch, epochs=args.epochs,
-                  callbacks=[counter, metric_lines], counter=counter,
-                  verbose=1 if is_chief and sys.stdout.isatty() else 0)
-    if args.weights_digest:
-        write_weights_digest(model, env.output_data_dir, worker)
-    if counter.stopped:
-        return
-    counter.save()
-    if is_chief:
-        wall = time.monotonic() - started
-        result = _evaluate(model, x_test, y_test)
-        log.log(step=counter.step, **result, train_seconds=wall)
-        summary = {"steps": counter.step, "resumed_from": start_step, "workers": workers, "replicas": replicas,
-                   "global_batch": global_batch, **result, "train_seconds": round(wall, 2), "keras": keras_name()}
-        (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    if args.save_model:
-        # Every worker saves (the save may involve collectives); only the chief keeps its copy.
-        target = env.model_dir if is_chief else Path(tempfile.mkdtemp(prefix="model-non-chief-"))
-        try:
-            path = save_servable_model(model, target)
-            if is_chief:
-                print(f"model saved to {path}", flush=True)
-        finally:
-            if not is_chief:
-                shutil.rmtree(target, ignore_errors=True)
+    with summaries:  # closes the event file however training ends
+        started = time.monotonic()
+        fit_from_step(model, dataset_from, start_step=start_step, steps_per_epoch=steps_per_epoch, epochs=args.epochs,
+                      callbacks=[counter, metric_lines], counter=counter,
+                      verbose=1 if is_chief and sys.stdout.isatty() else 0)
+        if args.weights_digest:
+            write_weights_digest(model, env.output_data_dir, worker)
+        if counter.stopped:
+            return
+        counter.save()
+        if is_chief:
+            wall = time.monotonic() - started
+            result = _evaluate(model, x_test, y_test)
+            log.log(step=counter.step, **result, train_seconds=wall)
+            summaries.log_evaluation(counter.step, loss=result["test_loss"], accuracy=result["test_accuracy"])
+            summary = {"steps": counter.step, "resumed_from": start_step, "workers": workers, "replicas": replicas,
+                       "global_batch": global_batch, **result, "train_seconds": round(wall, 2), "keras": keras_name()}
+            (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        if args.save_model:
+            # Every worker saves (the save may involve collectives); only the chief keeps its copy.
+            target = env.model_dir if is_chief else Path(tempfile.mkdtemp(prefix="model-non-chief-"))
+            try:
+                path = save_servable_model(model, target)
+                if is_chief:
+                    print(f"model saved to {path}", flush=True)
+            finally:
+                if not is_chief:
+                    shutil.rmtree(target, ignore_errors=True)
 
 
 if __name__ == "__main__":

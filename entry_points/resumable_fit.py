@@ -5,7 +5,8 @@ batch, not repeat or skip some. `fit_from_step` does it by (1) drawing each epoc
 that the order is known without replaying it, and (2) finishing a partial epoch with a first ``fit`` call of the
 remaining steps before the ordinary one. `StepCheckpoint` counts global steps across both calls, writes
 checkpoints with `smddp_compat.entry_points.checkpoints`, and agrees with the other workers (through a caller-given collective)
-on stopping when any of them got SIGTERM. `MetricLines` prints the ``name=value;`` lines.
+on stopping when any of them got SIGTERM. `MetricLines` prints the ``name=value;`` lines and records the same values
+as TensorBoard summaries.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tensorflow as tf
 
 from smddp_compat.entry_points.checkpoints import save_checkpoint
 from smddp_compat.entry_points.sagemaker_contract import MetricLogger, termination_requested
+from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries
 
 __all__ = ["epoch_dataset", "StepCheckpoint", "MetricLines", "fit_from_step"]
 
@@ -112,23 +114,31 @@ class StepCheckpoint(tf.keras.callbacks.Callback):
 
 
 class MetricLines(tf.keras.callbacks.Callback):
-    """Prints ``epoch=; step=; loss=; accuracy=;`` every `log_steps` and a line with the epoch's logs at its end.
+    """Prints ``epoch=; step=; loss=; accuracy=;`` every `log_steps` and a line with the epoch's logs at its end, and
+    records the same values in `summaries` (TensorBoard; a no-op on ranks other than 0).
 
     Args:
         counter: The `StepCheckpoint` whose step count the lines carry.
         log_steps: Period of the per-step lines.
         log: The printer (disabled on ranks other than 0).
         evaluate: Optional ``() -> {"test_loss": ..., "test_accuracy": ...}`` run at each epoch end.
+        summaries: Where the per-step and held-out values are also recorded; ``None``: nowhere.
     """
 
     def __init__(self, counter: StepCheckpoint, *, log_steps: int, log: MetricLogger,
-                 evaluate: Callable[[], dict[str, float]] | None = None) -> None:
+                 evaluate: Callable[[], dict[str, float]] | None = None,
+                 summaries: TrainingSummaries | None = None) -> None:
         super().__init__()
         self.counter = counter
         self.log_steps = max(1, log_steps)
         self.log = log
         self.evaluate = evaluate
+        self.summaries = summaries if summaries is not None else TrainingSummaries(None)
         self.epoch = 0
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        """Starts the step-time clock (each ``fit`` call of `fit_from_step`: the time between them is not a step's)."""
+        self.summaries.start(self.counter.step)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         """Remembers the (absolute) epoch number."""
@@ -138,7 +148,10 @@ class MetricLines(tf.keras.callbacks.Callback):
         """Per-step line with Keras's running averages of the epoch so far."""
         step = self.counter.step
         if step % self.log_steps == 0 and logs:
-            self.log.log(epoch=self.epoch + 1, step=step, **_numbers(logs, ("loss", "accuracy")))
+            values = _numbers(logs, ("loss", "accuracy"))
+            self.log.log(epoch=self.epoch + 1, step=step, **values)
+            if len(values) == 2:
+                self.summaries.log_step(step, **values)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         """Epoch line (train metrics as averaged by earlier callbacks, plus the test metrics)."""
@@ -146,6 +159,8 @@ class MetricLines(tf.keras.callbacks.Callback):
             return
         extra = self.evaluate() if self.evaluate is not None else {}
         self.log.log(epoch=epoch + 1, step=self.counter.step, **_numbers(logs or {}, ("loss", "accuracy")), **extra)
+        if "test_loss" in extra and "test_accuracy" in extra:
+            self.summaries.log_evaluation(self.counter.step, loss=extra["test_loss"], accuracy=extra["test_accuracy"])
 
 
 def _numbers(logs: dict[str, Any], names: Sequence[str]) -> dict[str, float]:

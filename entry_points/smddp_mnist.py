@@ -12,8 +12,9 @@ entry_points/smddp_mnist.py`` (2 ranks), in local mode or on SageMaker. The SMDD
 Data: each rank trains on its shard ``x[rank::size]`` of the train set (``SM_CHANNEL_TRAIN`` or the bundled 4,000
 real MNIST digits) and rank 0 evaluates on the test set (``SM_CHANNEL_TEST`` or the bundled 1,000).
 Hyperparameters (all optional): see ``build_parser``. Metrics: ``epoch=; step=; loss=; accuracy=;`` lines, plus
-``test_loss=; test_accuracy=;`` at each epoch end. SIGTERM: every rank stops at the same step, rank 0 checkpoints,
-all exit 0; the next run resumes from that step.
+``test_loss=; test_accuracy=;`` at each epoch end; rank 0 also writes them, with the learning rate and the time per
+step, as TensorBoard summaries (``smddp_compat.entry_points.tensorboard_summaries``). SIGTERM: every rank stops at the
+same step, rank 0 checkpoints, all exit 0; the next run resumes from that step.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from smddp_compat.entry_points.model_artifacts import save_servable_model, write
 from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
+    add_tensorboard_dir_argument,
     boolean,
     non_negative_int,
     parse_hyperparameters,
@@ -51,6 +53,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     run_entry_point,
     termination_requested,
 )
+from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-steps", type=positive_int, default=50, help="print a metrics line every N steps")
     parser.add_argument("--checkpoint-dir", default=None,
                         help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
+    add_tensorboard_dir_argument(parser)
     parser.add_argument("--seed", type=non_negative_int, default=42)
     parser.add_argument("--threads", type=non_negative_int, default=0,
                         help="TF intra-op threads per rank (0: CPUs / local_size)")
@@ -100,7 +104,7 @@ def main() -> None:
     args = parse_hyperparameters(build_parser())
     sdp.init()
     rank, size = sdp.rank(), sdp.size()
-    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir)
+    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir, tensorboard_dir=args.tensorboard_dir)
     _pin_devices(args.threads, env.num_cpus)
     log = MetricLogger(enabled=rank == 0)
     if rank == 0:
@@ -175,69 +179,76 @@ def main() -> None:
         if rank == 0:
             save_checkpoint(checkpoint, env.checkpoint_dir, step)
 
-    started = time.monotonic()
-    step = start_step
-    stopped_early = False
-    window: list[tuple[float, float]] = []  # since the last metrics line
-    epoch_stats: list[tuple[float, float]] = []  # since the start of the epoch (or of this run)
-    while step < total_steps:
-        epoch, offset = divmod(step, steps_per_epoch)
-        order = _epoch_order(len(x_shard), args.seed, epoch, rank)
-        for batch in range(offset, steps_per_epoch):
-            if step >= total_steps:
+    # Rank 0 alone writes TensorBoard summaries; the block closes the event file however training ends.
+    with TrainingSummaries(env.tensorboard_dir if rank == 0 else None,
+                           learning_rate=lambda: learning_rate_of(opt)) as summaries:
+        started = time.monotonic()
+        step = start_step
+        summaries.start(step)
+        stopped_early = False
+        window: list[tuple[float, float]] = []  # since the last metrics line
+        epoch_stats: list[tuple[float, float]] = []  # since the start of the epoch (or of this run)
+        while step < total_steps:
+            epoch, offset = divmod(step, steps_per_epoch)
+            order = _epoch_order(len(x_shard), args.seed, epoch, rank)
+            for batch in range(offset, steps_per_epoch):
+                if step >= total_steps:
+                    break
+                idx = order[batch * args.batch_size:(batch + 1) * args.batch_size]
+                loss_value, accuracy = training_step(
+                    tf.constant(x_shard[idx]), tf.constant(y_shard[idx]), step == start_step
+                )
+                step += 1
+                if args.step_delay:
+                    time.sleep(args.step_delay)
+                # One out-of-band all-reduce per step carries the logged loss/accuracy and the stop request,
+                # so that every rank stops at the same step when any of them got SIGTERM.
+                reduced = sdp.oob_allreduce(
+                    tf.stack([loss_value, accuracy, tf.constant(1.0 if termination_requested() else 0.0)])
+                ).numpy()
+                window.append((float(reduced[0]), float(reduced[1])))
+                epoch_stats.append(window[-1])
+                log.progress(batch + 1, steps_per_epoch, loss=reduced[0])
+                if step % args.log_steps == 0:
+                    mean = np.mean(window, axis=0)
+                    log.log(epoch=epoch + 1, step=step, loss=mean[0], accuracy=mean[1])
+                    summaries.log_step(step, loss=mean[0], accuracy=mean[1])
+                    window.clear()
+                if reduced[2] > 0:
+                    checkpoint_now(step)
+                    if rank == 0:
+                        print(f"stopped on SIGTERM at step {step}; checkpoint saved", flush=True)
+                    stopped_early = True
+                    break
+                if step % checkpoint_every == 0 and step < total_steps:
+                    checkpoint_now(step)
+            if stopped_early:
                 break
-            idx = order[batch * args.batch_size:(batch + 1) * args.batch_size]
-            loss_value, accuracy = training_step(
-                tf.constant(x_shard[idx]), tf.constant(y_shard[idx]), step == start_step
-            )
-            step += 1
-            if args.step_delay:
-                time.sleep(args.step_delay)
-            # One out-of-band all-reduce per step carries the logged loss/accuracy and the stop request,
-            # so that every rank stops at the same step when any of them got SIGTERM.
-            reduced = sdp.oob_allreduce(
-                tf.stack([loss_value, accuracy, tf.constant(1.0 if termination_requested() else 0.0)])
-            ).numpy()
-            window.append((float(reduced[0]), float(reduced[1])))
-            epoch_stats.append(window[-1])
-            log.progress(batch + 1, steps_per_epoch, loss=reduced[0])
-            if step % args.log_steps == 0:
-                mean = np.mean(window, axis=0)
-                log.log(epoch=epoch + 1, step=step, loss=mean[0], accuracy=mean[1])
-                window.clear()
-            if reduced[2] > 0:
-                checkpoint_now(step)
-                if rank == 0:
-                    print(f"stopped on SIGTERM at step {step}; checkpoint saved", flush=True)
-                stopped_early = True
-                break
-            if step % checkpoint_every == 0 and step < total_steps:
-                checkpoint_now(step)
-        if stopped_early:
-            break
-        if rank == 0 and (step % steps_per_epoch == 0 or step >= total_steps):
-            test_loss, test_accuracy = evaluate()
-            mean = np.mean(epoch_stats, axis=0) if epoch_stats else (float("nan"), float("nan"))
-            log.log(epoch=epoch + 1, step=step, loss=mean[0], accuracy=mean[1], test_loss=test_loss,
-                    test_accuracy=test_accuracy)
-        window.clear()
-        epoch_stats.clear()
+            if rank == 0 and (step % steps_per_epoch == 0 or step >= total_steps):
+                test_loss, test_accuracy = evaluate()
+                mean = np.mean(epoch_stats, axis=0) if epoch_stats else (float("nan"), float("nan"))
+                log.log(epoch=epoch + 1, step=step, loss=mean[0], accuracy=mean[1], test_loss=test_loss,
+                        test_accuracy=test_accuracy)
+                summaries.log_evaluation(step, loss=test_loss, accuracy=test_accuracy)
+            window.clear()
+            epoch_stats.clear()
 
-    if args.weights_digest:
-        write_weights_digest(mnist_model, env.output_data_dir, rank)
-    if stopped_early:
-        return
-    checkpoint_now(step)
-    if rank == 0:
-        test_loss, test_accuracy = evaluate()
-        wall = time.monotonic() - started
-        log.log(step=step, test_loss=test_loss, test_accuracy=test_accuracy, train_seconds=wall)
-        summary = {"steps": step, "resumed_from": start_step, "ranks": size, "test_loss": test_loss,
-                   "test_accuracy": test_accuracy, "train_seconds": round(wall, 2), "keras": keras_name()}
-        (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        if args.save_model:
-            path = save_servable_model(mnist_model, env.model_dir)
-            print(f"model saved to {path}", flush=True)
+        if args.weights_digest:
+            write_weights_digest(mnist_model, env.output_data_dir, rank)
+        if stopped_early:
+            return
+        checkpoint_now(step)
+        if rank == 0:
+            test_loss, test_accuracy = evaluate()
+            wall = time.monotonic() - started
+            log.log(step=step, test_loss=test_loss, test_accuracy=test_accuracy, train_seconds=wall)
+            summaries.log_evaluation(step, loss=test_loss, accuracy=test_accuracy)
+            summary = {"steps": step, "resumed_from": start_step, "ranks": size, "test_loss": test_loss,
+                       "test_accuracy": test_accuracy, "train_seconds": round(wall, 2), "keras": keras_name()}
+            (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            if args.save_model:
+                path = save_servable_model(mnist_model, env.model_dir)
+                print(f"model saved to {path}", flush=True)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
@@ -60,7 +59,10 @@ def learning_rate_of(optimizer: object) -> float:
     Raises:
         AttributeError: The optimizer has no ``learning_rate``.
     """
-    return float(np.asarray(optimizer.learning_rate))  # type: ignore[attr-defined]
+    value = optimizer.learning_rate  # type: ignore[attr-defined]
+    # .numpy() reads every kind of variable, a MultiWorkerMirroredStrategy's MirroredVariable too (numpy's asarray
+    # does not); a schedule's value is already a tensor, the DTensor scripts' rate a float.
+    return float(value.numpy() if hasattr(value, "numpy") else value)
 
 
 class TrainingSummaries:

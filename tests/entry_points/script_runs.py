@@ -171,3 +171,17 @@ def read_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
                 assert value.metadata.plugin_data.plugin_name == "scalars", value
                 found.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
     return found
+
+
+def one_writers_scalars(folder: Path, steps: list[int]) -> dict[str, list[tuple[int, float]]]:
+    """`read_scalars` of a run's TensorBoard `folder`, after checking that one process alone wrote it (each writer
+    creates its own event file, named by its pid: a run whose every rank wrote leaves one per rank) and that it holds
+    the four training scalars at each of `steps`."""
+    from smddp_compat.entry_points.tensorboard_summaries import TRAIN_TAGS
+
+    files = sorted(folder.glob("events.out.tfevents.*"))
+    assert len(files) == 1, f"one writer expected, found {[f.name for f in files]}"
+    scalars = read_scalars(folder)
+    for tag in TRAIN_TAGS:
+        assert [step for step, _ in scalars.get(tag, [])] == steps, (tag, scalars.get(tag))
+    return scalars

@@ -11,7 +11,14 @@ import pytest
 
 from smddp_compat.entry_points.checkpoints import list_steps
 from smddp_compat.entry_points.datasets import load_mnist
-from tests.entry_points.script_runs import Layout, assert_ok, run_script, script_command, step_at_least
+from tests.entry_points.script_runs import (
+    Layout,
+    assert_ok,
+    one_writers_scalars,
+    run_script,
+    script_command,
+    step_at_least,
+)
 
 SCRIPT = "horovod_mnist.py"
 
@@ -62,4 +69,6 @@ def test_two_ranks_end_with_identical_weights(layout: Layout) -> None:
     assert digests[0] == digests[1]
     assert json.loads((layout.output_data_dir / "metrics.json").read_text())["ranks"] == 2
     assert all(line.startswith("[0] ") for line in run.lines if "step=" in line)
+    scalars = one_writers_scalars(layout.output_dir / "tensorboard", [5, 10, 15])  # rank 0's, in the shared folder
+    assert scalars["test/accuracy"][-1][0] == 15
     assert (layout.model_dir / "1" / "saved_model.pb").is_file()

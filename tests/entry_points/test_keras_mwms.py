@@ -17,6 +17,7 @@ from tests.entry_points.script_runs import (
     Layout,
     assert_ok,
     make_layout,
+    one_writers_scalars,
     run_script,
     script_command,
     step_at_least,
@@ -118,4 +119,6 @@ def test_two_workers_mwms(tmp_path) -> None:  # noqa: ANN001 - pytest's tmp_path
     assert (layouts[0].model_dir / "1" / "saved_model.pb").is_file()
     assert not any(layouts[1].model_dir.iterdir()), "only the chief keeps a model"
     assert list_steps(shared_checkpoints) == [15]
+    one_writers_scalars(layouts[0].output_dir / "tensorboard", [5, 10, 15])  # the chief's
+    assert not (layouts[1].output_dir / "tensorboard").exists(), "only the chief writes TensorBoard summaries"
     assert "step=15;" in chief_log and "step=" not in (layouts[1].root / "log.txt").read_text()

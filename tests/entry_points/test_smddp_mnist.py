@@ -12,7 +12,15 @@ import pytest
 
 from smddp_compat.entry_points.checkpoints import list_steps
 from smddp_compat.entry_points.datasets import load_mnist
-from tests.entry_points.script_runs import Layout, assert_ok, run_script, script_command, step_at_least
+from tests.entry_points.script_runs import (
+    Layout,
+    Run,
+    assert_ok,
+    read_scalars,
+    run_script,
+    script_command,
+    step_at_least,
+)
 
 SCRIPT = "smddp_mnist.py"
 METRIC_LINE = re.compile(r"^(?:[a-z_]+=(?:[-+0-9.e]+|nan|inf); )*[a-z_]+=(?:[-+0-9.e]+|nan|inf);$")
@@ -30,6 +38,11 @@ def _held_out_accuracy(saved_model_dir: str) -> float:
     return float(np.mean(np.argmax(probs.numpy(), axis=1) == y_test))
 
 
+def _step_lines(run: Run) -> list[int]:
+    """The steps of a run's per-step metrics lines (not its epoch-end or final lines)."""
+    return [int(m["step"]) for m in run.metrics() if "loss" in m and "test_loss" not in m]
+
+
 def test_sigterm_checkpoints_and_the_restart_resumes(layout: Layout) -> None:
     args = ["--max-steps", "60", "--log-steps", "5", "--checkpoint-steps", "1000",
             "--checkpoint-dir", str(layout.checkpoint_dir)]
@@ -42,6 +55,10 @@ def test_sigterm_checkpoints_and_the_restart_resumes(layout: Layout) -> None:
     assert 20 <= stop_step < 60
     assert list_steps(layout.checkpoint_dir) == [stop_step]
     assert not (layout.model_dir / "1").exists(), "a stopped run must not publish a model"
+    # The TensorBoard event file of the stopped run holds every step it logged (closed on SIGTERM, nothing lost).
+    tensorboard = layout.output_dir / "tensorboard"
+    logged = _step_lines(first)
+    assert [step for step, _ in read_scalars(tensorboard)["train/loss"]] == logged
 
     second = run_script(script_command(SCRIPT, args), layout.env())
     assert_ok(second, layout)
@@ -50,6 +67,11 @@ def test_sigterm_checkpoints_and_the_restart_resumes(layout: Layout) -> None:
     assert steps[0] > stop_step and steps[-1] == 60
     summary = json.loads((layout.output_data_dir / "metrics.json").read_text())
     assert summary["steps"] == 60 and summary["resumed_from"] == stop_step and summary["ranks"] == 1
+    # The resumed run adds its own event file; its steps continue where the first run stopped: one curve.
+    assert len(list(tensorboard.glob("events.out.tfevents.*"))) == 2
+    scalars = read_scalars(tensorboard)
+    assert [step for step, _ in scalars["train/loss"]] == logged + _step_lines(second)
+    assert scalars["test/accuracy"][-1] == (60, pytest.approx(float(second.metrics()[-1]["test_accuracy"]), abs=1e-4))
 
     # The loss falls over the whole (interrupted) training.
     losses = [float(m["loss"]) for m in first.metrics() + second.metrics() if "loss" in m and m["loss"] != "nan"]

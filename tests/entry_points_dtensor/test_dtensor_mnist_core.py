@@ -22,6 +22,7 @@ from tests.entry_points.script_runs import (
     Layout,
     assert_ok,
     make_layout,
+    one_writers_scalars,
     run_script,
     script_command,
     step_at_least,
@@ -114,6 +115,9 @@ def test_two_clients_on_loopback_match_one_client(tmp_path: Path) -> None:
     assert not re.search(r"^epoch=", outputs[1], re.MULTILINE), "only client 0 prints metrics"
     assert (multi.model_dir / "1" / "saved_model.pb").is_file()
     assert list_steps(multi.checkpoint_dir) == [STEPS_PER_EPOCH]
+    # Client 0 alone writes TensorBoard summaries, into the folder both clients see.
+    scalars = one_writers_scalars(multi.output_dir / "tensorboard", list(range(10, STEPS_PER_EPOCH + 1, 10)))
+    assert [step for step, _ in scalars["test/accuracy"]] == [STEPS_PER_EPOCH, STEPS_PER_EPOCH]
     # One mesh of 4 devices computes the same program whether 1 or 2 processes hold the devices.
     one = json.loads((single.output_data_dir / "metrics.json").read_text())
     two = json.loads((multi.output_data_dir / "metrics.json").read_text())

@@ -6,9 +6,14 @@ hosts writes its summaries there from rank 0 only."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
+import pytest
+
+from smddp_compat import contract
 from smddp_compat.local_mode import JobSpec, run
+from tests.entry_points.script_runs import SCRIPTS, read_scalars
 
 # Each host writes a file where its configuration says; algo-1 also a link out of the folder, then, once algo-2 has
 # written its own, fails the job.
@@ -56,3 +61,33 @@ def test_the_folder_of_a_job_with_an_s3_output_is_uploaded_beside_its_logs(
     listed = s3.list_objects_v2(Bucket="jobs", Prefix="runs/tb-fails/tensorboard/")
     assert [item["Key"] for item in listed["Contents"]] == ["runs/tb-fails/tensorboard/run/events-algo-1"]
     assert "  tensorboard: s3://jobs/runs/tb-fails/tensorboard\n" in printed, printed
+
+
+def test_smddp_mnist_job_keeps_the_summaries_rank_0_wrote(tmp_path: Path, no_leftover_job_dirs: None) -> None:
+    from smddp_compat.entry_points.tensorboard_summaries import TRAIN_TAGS
+
+    spec = JobSpec(entry_point=str(SCRIPTS / "smddp_mnist.py"), instance_count=2, distribution="smddp",
+                   hyperparameters={"max-steps": 12, "log-steps": 4, "save-model": "false"},
+                   output_path=str(tmp_path / "out"), job_name="tb", work_dir=str(tmp_path / "work"), max_run=300)
+    stream = io.StringIO()
+    result = run(spec, stream=stream)
+    printed = stream.getvalue()
+    assert result.ok, printed[-4000:]
+
+    kept = tmp_path / "out" / "tb" / "tensorboard"
+    assert f"  tensorboard: {kept}; view: tensorboard --logdir {kept}" in printed, printed[-2000:]
+    # One event file: one writer, rank 0 (a second rank writing would add its own file, named by its pid).
+    (events,) = kept.glob("events.out.tfevents.*")
+    scalars = read_scalars(kept)
+    for tag in TRAIN_TAGS:  # loss, accuracy, learning rate, seconds per step, at every logged step
+        assert [step for step, _ in scalars[tag]] == [4, 8, 12], (tag, scalars[tag])
+    assert all(value == pytest.approx(0.001 * 2) for _, value in scalars["train/learning_rate"])  # x size()
+    assert all(value > 0 for _, value in scalars["train/step_seconds"])
+    assert [step for step, _ in scalars["test/accuracy"]][-1] == 12
+
+    hosts = tmp_path / "work" / "tb"
+    for host in ("algo-1", "algo-2"):  # where each host's scripts read TensorBoardOutputConfig.LocalPath
+        config = json.loads((hosts / host / contract.TENSORBOARD_CONFIG_FILE).read_text())
+        assert config == {"LocalPath": str(hosts / host / contract.TENSORBOARD_DIR)}
+    assert [p.name for p in (hosts / "algo-1" / contract.TENSORBOARD_DIR).iterdir()] == [events.name]
+    assert not (hosts / "algo-2" / contract.TENSORBOARD_DIR).exists()  # rank 1 wrote nothing
