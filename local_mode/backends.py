@@ -4,7 +4,9 @@
   host; it receives the checked job (:class:`~local_mode.spec.JobSpec`) and plans every process with
   :mod:`smddp_compat.cluster`'s rules.
 * :class:`DockerBackend` (``--backend docker``): the SageMaker twin; it receives a checked CreateTrainingJob request
-  (:class:`~local_mode.docker.request.TrainingJobRequest`) and starts the image as SageMaker starts it.
+  (:class:`~local_mode.docker.request.TrainingJobRequest`) and starts the image as SageMaker starts it, or a
+  :class:`~local_mode.spec.JobSpec`, which it first turns into the request the kit's estimator would send for it
+  (:mod:`~local_mode.docker._from_spec`).
 
 Both return a :class:`JobOutcome`: the job's name, SageMaker's status words, the failure reason and the exit code the
 CLI returns (0 completed, the failed process's code or 1, 124 past the time limit, 143 stopped).
@@ -101,14 +103,34 @@ class DockerBackend:
     output: str | None = None
     checkpoints: str | None = None
 
-    def run(self, job: TrainingJobRequest) -> TwinResult:
-        """Replays the request; see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`."""
+    def run(self, job: TrainingJobRequest | JobSpec) -> TwinResult:
+        """Replays the request (see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`), or runs the job
+        as SageMaker would: the request the kit's estimator sends for it, replayed under the job's own name, output
+        and checkpoint folder (see :func:`smddp_compat.local_mode.docker._from_spec.replay_spec`).
+
+        Raises:
+            ConfigurationError: For a JobSpec: a setting the estimator refuses, or one of this backend's replay
+                settings (``gpus_per_host``, ``job_name``, ``output``, ``checkpoints``: the job has its own).
+        """
         import sys
 
         from smddp_compat.local_mode.docker.twin import SageMakerTwin
+        from smddp_compat.local_mode.spec import JobSpec
 
-        options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
         stream = self.stream if self.stream is not None else sys.stderr
+        if isinstance(job, JobSpec):
+            from smddp_compat.local_mode.docker._from_spec import replay_spec
+            from smddp_compat.local_mode.errors import ConfigurationError
+
+            for setting in ("gpus_per_host", "job_name", "output", "checkpoints"):
+                if getattr(self, setting) is not None:
+                    raise ConfigurationError(
+                        setting, getattr(self, setting), "only applies to a replayed request; a JobSpec runs on CPU "
+                        "instance types under its own job name, output path and checkpoint path",
+                        "leave it out (set processes_per_host, job_name, output_path or checkpoint_path in the JobSpec)",
+                    )
+            return replay_spec(job, stream=stream, stop_grace=self.stop_grace)
+        options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
         return SageMakerTwin(
             job, gpus_per_host=self.gpus_per_host, stream=stream, job_name=self.job_name, output=self.output,
             checkpoints=self.checkpoints, **options,

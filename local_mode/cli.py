@@ -4,11 +4,16 @@
                 [--distribution none|smddp|mpi|mwms|dtensor] [--hyperparameters NAME=VALUE ...]
                 [--channel NAME=PATH|s3://... ...] [--output DIR|s3://...] [--max-run SECONDS] [--job-name NAME]
                 [--env NAME=VALUE ...] [--metric NAME=REGEX ...] [--checkpoint-dir DIR] [--mesh DIM=SIZE,...]
-                [--devices-per-process N] [--work-dir DIR]
+                [--devices-per-process N] [--work-dir DIR] [--backend process|docker]
+    smddp local --backend docker (--request FILE | --job NAME) [--job-name NAME] [--output DIR|s3://...] ...
 
 With no ENTRY_POINT it runs the bundled ``entry_points/smddp_mnist.py`` as 2 hosts x 1 process with distribution
 smddp (the README's first command). Hyperparameter values are read as JSON when they parse (``epochs=3`` is the
 number 3, ``flag=true`` a boolean) and as strings otherwise (``optimizer=adam``), like SageMaker's console does.
+
+``--backend docker`` runs the same job as SageMaker would: the request the kit's estimator sends for it (built
+against a private moto server; local channels uploaded there) is replayed by the SageMaker twin in the kit's image
+(built on first use), on CPU instance types. ``--request``/``--job`` replay a request as it is.
 
 Exit codes: 0 completed; the failed process's code when one failed; 124 when --max-run passed; 128+signal when
 interrupted; 2 for a usage or configuration error (nothing was started).
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -91,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=("process", "docker"),
         default="process",
-        help="process: this machine's processes (default); docker: the SageMaker twin (with --request or --job)",
+        help="process: this machine's processes (default); docker: the SageMaker twin, in the kit's image: the "
+        "request the kit's estimator would send for the job, or a request given with --request or --job",
     )
     parser.add_argument(
         "--show-tf-logs", action="store_true",
@@ -181,10 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.request or args.job:
         return _replay(args)
     if args.backend == "docker":
-        print("smddp local: error: --backend docker replays a SageMaker request: give it with --request FILE (the "
-              "CreateTrainingJob parameters as JSON) or --job NAME (read with DescribeTrainingJob). To run a script "
-              "as it is, leave --backend out (the process backend).", file=sys.stderr)
-        return _USAGE_ERROR
+        return _run_in_twin(args)
     try:
         spec = spec_from_args(args)
     except kit_errors.ConfigurationError as exc:
@@ -206,6 +210,41 @@ def _run_reporting_errors(job: Callable[[], int]) -> int:
     except kit_errors.SmddpError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return 1
+
+
+def _run_in_twin(args: argparse.Namespace) -> int:
+    """``smddp local [ENTRY_POINT] --backend docker``: the job as SageMaker runs it, from the request the kit's
+    estimator would send for it (built against a private moto server), replayed by the twin in the kit's image.
+
+    The options are checked as the process backend checks them (:func:`spec_from_args`), then as the estimator
+    checks them, before anything starts. Prints the DescribeTrainingJob answer, as a replay does.
+    """
+    for option, value in (("--work-dir", args.work_dir), ("--gpus-per-host", args.gpus_per_host)):
+        if value is not None:
+            fix = ("leave it out: each host's /opt/ml is a container's; its logs and artifacts go to --output"
+                   if option == "--work-dir" else "leave it out: a script runs on CPU instance types; set the "
+                   "processes per host with --processes-per-host")
+            print(f"smddp local: error: {option}={value!r}: only applies to the process backend"
+                  f"{'' if option == '--work-dir' else ' or a replayed request (GPU instance types)'}. Fix: {fix}",
+                  file=sys.stderr)
+            return _USAGE_ERROR
+    try:
+        spec = spec_from_args(args)
+    except kit_errors.ConfigurationError as exc:
+        print(f"smddp local: error: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
+    from smddp_compat.local_mode.backends import DockerBackend
+
+    def run() -> int:
+        try:
+            result = DockerBackend(stop_grace=args.stop_grace, stream=sys.stderr).run(spec)
+        except KeyboardInterrupt:  # before the twin took over the signals: nothing of the job runs yet
+            print("smddp local: interrupted before the job started; nothing was left running", file=sys.stderr)
+            return 128 + signal.SIGINT
+        print(json.dumps(result.describe(), indent=2, default=str))
+        return result.exit_code
+
+    return _run_reporting_errors(run)
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -5,13 +5,38 @@ import pytest
 from smddp_compat.local_mode import cli
 
 
-def test_docker_backend_without_a_request_is_refused(capsys, tmp_path):
+def test_docker_backend_runs_a_script_as_a_job_spec(monkeypatch, capsys, tmp_path):
+    """Without --request/--job, --backend docker runs the script's job (the process backend's JobSpec) in the twin;
+    the twin's replay options that have no meaning for a script are refused."""
+    from smddp_compat.local_mode.backends import DockerBackend
+
     script = tmp_path / "train.py"
     script.write_text("print('never runs')\n")
-    code = cli.main([str(script), "--backend", "docker", "--output", str(tmp_path / "out")])
-    assert code == 2
-    assert "--backend docker replays a SageMaker request" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    ran = []
+    monkeypatch.setattr(DockerBackend, "run", lambda self, job: ran.append((self, job)) or _completed())
+    code = cli.main([str(script), "--backend", "docker", "--instance-count", "2", "--output", str(tmp_path / "out"),
+                     "--stop-grace", "5"])
+    assert code == 0, capsys.readouterr().err
+    backend, spec = ran[0]
+    assert (spec.entry_point, spec.instance_count, spec.output_path) == (str(script), 2, str(tmp_path / "out"))
+    assert backend.stop_grace == 5
+    assert '"TrainingJobStatus": "Completed"' in capsys.readouterr().out
+
+    assert cli.main(["--backend", "docker"]) == 0  # no script: the README's main job
+    assert (ran[1][1].entry_point, ran[1][1].instance_count, ran[1][1].distribution.value) == (
+        "smddp_mnist.py", 2, "smddp")
+    assert cli.main([str(script), "--backend", "docker", "--work-dir", str(tmp_path / "w")]) == 2
+    assert "--work-dir" in capsys.readouterr().err and len(ran) == 2
+
+
+def _completed():
+    from datetime import datetime, timezone
+
+    from smddp_compat.local_mode.docker.twin import TwinResult
+
+    now = datetime.now(timezone.utc)
+    return TwinResult(job_name="j", status="Completed", secondary_status="Completed", failure_reason=None,
+                      model_artifacts=None, output_artifacts=None, start=now, end=now, exit_codes={"algo-1": 0})
 
 
 def test_unknown_backend_is_refused(capsys):

@@ -102,8 +102,10 @@ CLI_CASES = [
     Bad("local-output-in-proc", "local", ("local", "train.py", "--output", "/proc/x"),
         ("output_path='/proc/x': cannot be written",), ("choose a writable directory",)),
     Bad("local-max-run-0", "local", ("local", "train.py", "--max-run", "0"), ("max_run=0",), ("e.g. max_run=3600",)),
-    Bad("local-docker-backend-without-a-request", "local", ("local", "train.py", "--backend", "docker"),
-        ("--backend docker replays a SageMaker request",), ("give it with --request FILE", "leave --backend out")),
+    Bad("local-docker-backend-instance-count-0", "local", ("local", "train.py", "--backend", "docker",
+        "--instance-count", "0"), ("instance_count=0",), ("give instance_count >= 1",)),  # the process backend's
+    Bad("local-docker-backend-max-run-not-whole", "local", ("local", "train.py", "--backend", "docker",
+        "--max-run", "1.5"), ("max_run=1.5",), ("give a whole number",)),  # the estimator's, before any server
     Bad("local-request-without-docker-backend", "local", ("local", "--request", "request.json"),
         ("--request needs --backend docker",), ("Use `smddp local --backend docker --request ...` alone",)),
     Bad("local-unknown-backend", "local", ("local", "train.py", "--backend", "kubernetes"),

@@ -1,0 +1,312 @@
+"""``smddp local SCRIPT --backend docker``: a script run as SageMaker runs it, in one command.
+
+The job's options become the request the kit's estimator sends (built against a private moto server the command
+starts on loopback, with none of the user's AWS settings), replayed by the twin in the kit's image. One 2-host job
+runs through the command line (a shell entry point whose shebang is Python: it records what each host saw); the
+refusals, the request building and the S3 helpers need no Docker engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import textwrap
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+from typing import Any
+
+import pytest
+
+from smddp_compat.launcher import usable_cores
+from smddp_compat.local_mode import cli
+from tests.fake_aws import Aws
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: A shell entry point (SageMaker's toolkit runs a .sh as a command: its shebang picks the interpreter) that records
+#: what its host saw: the cluster, its arguments (the hyperparameters), a channel, the environment.
+PROBE = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import json, os, pathlib, sys
+    host = os.environ["SM_CURRENT_HOST"]
+    channel = pathlib.Path(os.environ["SM_CHANNEL_TRAIN"])
+    seen = {
+        "host": host, "hosts": json.loads(os.environ["SM_HOSTS"]), "argv": sys.argv[1:],
+        "interpreter": sys.executable, "program": os.path.basename(sys.argv[0]),
+        "channel": {p.name: p.read_text() for p in sorted(channel.iterdir())},
+        "probe_env": os.environ.get("PROBE_ENV"),
+    }
+    out = pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"])
+    (out / f"seen-{host}.json").write_text(json.dumps(seen))
+    (pathlib.Path(os.environ["SM_MODEL_DIR"]) / f"model-{host}.txt").write_text("trained")
+    if host == "algo-1":
+        (pathlib.Path("/opt/ml/checkpoints") / "step-1.txt").write_text("checkpoint")
+    print(f"probe on {host}: done", flush=True)
+""")
+
+
+def _probe_source(tmp_path: Path) -> tuple[Path, Path]:
+    source, data = tmp_path / "src", tmp_path / "data"
+    source.mkdir()
+    data.mkdir()
+    (source / "probe.sh").write_text(PROBE)
+    (data / "part-0.txt").write_text("channel data")
+    return source, data
+
+
+def _smddp_local(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "smddp_compat.cli", "local", *argv], env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=str(REPO))
+
+
+def _without_aws_credentials(tmp_path: Path) -> dict[str, str]:
+    """This environment with no AWS credentials, configuration or endpoint: the docker backend needs none."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}
+    env.update({"AWS_CONFIG_FILE": str(tmp_path / "no-config"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"), "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+# -- one job through the command line --------------------------------------------------------------------------------
+
+@pytest.mark.timeout(900)
+@pytest.mark.usefixtures("no_leftovers")
+def test_a_script_runs_on_two_hosts_in_one_command(kit_image: str, tmp_path: Path) -> None:
+    source, data = _probe_source(tmp_path)
+    output, checkpoints = tmp_path / "out", tmp_path / "checkpoints"
+    done = _smddp_local(
+        ["probe.sh", "--source-dir", str(source), "--instance-count", "2", "--backend", "docker",
+         "--hyperparameters", "epochs=3", "note=a b", "--channel", f"train={data}", "--env", "PROBE_ENV=yes",
+         "--checkpoint-dir", str(checkpoints), "--output", str(output), "--job-name", "one-command-probe",
+         "--max-run", "600", "--stop-grace", "10"],
+        env=_without_aws_credentials(tmp_path), timeout=800,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    described = json.loads(done.stdout)
+    assert (described["TrainingJobName"], described["TrainingJobStatus"]) == ("one-command-probe", "Completed")
+    assert f"the kit's image: {kit_image}" in done.stderr  # the image was checked (and reused) on the way
+    assert "2 x ml.c5.xlarge" in done.stderr
+
+    job = output / "one-command-probe"
+    assert described["ModelArtifacts"]["S3ModelArtifacts"] == str(job / "output" / "model.tar.gz")
+    assert sorted(p.name for p in (job / "logs").iterdir()) == ["algo-1.log", "algo-2.log"]
+    with tarfile.open(job / "output" / "model.tar.gz") as model:
+        assert sorted(model.getnames()) == ["model-algo-1.txt", "model-algo-2.txt"]
+    with tarfile.open(job / "output" / "output.tar.gz") as archive:
+        seen = {
+            Path(m.name).stem: json.loads(archive.extractfile(m).read())  # type: ignore[union-attr]
+            for m in archive.getmembers() if m.isfile()
+        }
+    assert sorted(seen) == ["seen-algo-1", "seen-algo-2"]
+    for host, record in ((h, seen[f"seen-{h}"]) for h in ("algo-1", "algo-2")):
+        assert record["host"] == host and record["hosts"] == ["algo-1", "algo-2"], record
+        argv = record["argv"]
+        assert argv[argv.index("--epochs") + 1] == "3" and argv[argv.index("--note") + 1] == "a b", argv
+        assert record["channel"] == {"part-0.txt": "channel data"}, record
+        assert record["probe_env"] == "yes"
+        assert record["program"] == "probe.sh" and "python" in record["interpreter"]  # the shebang, not sh
+    assert (checkpoints / "step-1.txt").read_text() == "checkpoint"
+
+
+# -- refusals: before anything starts ------------------------------------------------------------------------------
+
+@pytest.fixture
+def nothing_may_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails the test if the command reaches Docker or starts its private server."""
+    from smddp_compat.local_mode.docker import _engine, _from_spec
+
+    def started(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("something started before the options were refused")
+
+    monkeypatch.setattr(_engine, "find_engine", started)
+    monkeypatch.setattr(_from_spec.PrivateSageMaker, "__enter__", started)
+
+
+def _refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    code = cli.main(argv)
+    error = capsys.readouterr().err
+    assert code == 2, error
+    return error
+
+
+@pytest.mark.parametrize("options", [
+    ["--instance-count", "0"],
+    ["--distribution", "horovod"],
+    ["--channel", "train=/nonexistent/mnist"],
+    ["--job-name", "bad_name"],
+    ["--hyperparameters", "sagemaker_program=x"],
+], ids=["instance-count", "distribution", "channel", "job-name", "hyperparameter"])
+@pytest.mark.usefixtures("nothing_may_start")
+def test_refusals_are_the_process_backends(options: list[str], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('never runs')\n")
+    output = ["--output", str(tmp_path / "out")]
+    process = _refusal([str(script), *options, *output], capsys)
+    docker = _refusal([str(script), *options, *output, "--backend", "docker"], capsys)
+    assert docker == process
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--max-run", "1.5"], ["max_run=1.5: must be an integer >= 1", "give a whole number"]),
+    pytest.param(["--distribution", "mwms", "--processes-per-host", "2"],
+                 ["processes_per_host=2: SageMaker's multi_worker_mirrored_strategy runs one process per host"],
+                 marks=pytest.mark.skipif(usable_cores() < 2, reason="JobSpec refuses 2 processes on 1 core first")),
+    (["--work-dir", "/tmp/w"], ["--work-dir='/tmp/w': only applies to the process backend"]),
+    (["--gpus-per-host", "2"], ["--gpus-per-host=2", "set the processes per host with --processes-per-host"]),
+], ids=["max-run-fraction", "mwms-two-per-host", "work-dir", "gpus-per-host"])
+@pytest.mark.usefixtures("nothing_may_start")
+def test_refusals_of_the_estimator_and_the_twin(options: list[str], words: list[str], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('never runs')\n")
+    error = _refusal([str(script), *options, "--backend", "docker", "--output", str(tmp_path / "out")], capsys)
+    for expected in words:
+        assert expected in error
+    assert not (tmp_path / "out").exists()
+
+
+# -- the request, built against the private server ------------------------------------------------------------------
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Stands for the user's AWS endpoint and proxy: records every request and fails it."""
+
+    seen: list[str] = []
+
+    def _record(self) -> None:
+        self.seen.append(f"{self.command} {self.path}")
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = do_PUT = do_HEAD = do_CONNECT = _record
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+_BUILD = """
+import json, sys
+from smddp_compat.local_mode import JobSpec
+from smddp_compat.local_mode.docker._from_spec import PrivateSageMaker, build_request, check_with_estimator
+spec = JobSpec("probe.sh", source_dir=sys.argv[1], instance_count=2, distribution="smddp",
+               hyperparameters={"epochs": 3, "note": "a b"}, channels={"train": sys.argv[2]},
+               output_path=sys.argv[3], job_name="built-privately", checkpoint_path=sys.argv[4],
+               metric_definitions=[{"Name": "loss", "Regex": "loss=([0-9.]+)"}])
+job = check_with_estimator(spec)
+with PrivateSageMaker() as aws:
+    request = build_request(job, aws, image="smddp-compat:test", checkpoint_s3=True)
+    objects = sorted(o["Key"] for o in aws.s3_client().list_objects_v2(Bucket="smddp-local")["Contents"])
+print(json.dumps({"objects": objects, "metrics": request.params["AlgorithmSpecification"].get("MetricDefinitions"),
+                  "image": request.image, "hosts": request.hosts, "instance_type": request.instance_type,
+                  "hyperparameters": request.hyperparameters, "environment": dict(request.environment),
+                  "channels": [[c.name, c.source.uri] for c in request.channels],
+                  "checkpoint_s3": request.checkpoint_s3.uri if request.checkpoint_s3 else None}))
+"""
+
+
+def test_the_request_is_built_privately_whatever_the_users_aws_settings(tmp_path: Path) -> None:
+    """A profile that does not exist, config and credentials files naming another endpoint and region, an endpoint
+    and a proxy that record every request, an SDK config that would add to the request: none is used."""
+    source, data = _probe_source(tmp_path)
+    _Recorder.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    Thread(target=server.serve_forever, daemon=True).start()
+    recorder = f"http://127.0.0.1:{server.server_address[1]}"
+    aws_config = tmp_path / "aws-config"
+    aws_config.write_text(f"[default]\nregion = eu-nowhere-1\nendpoint_url = {recorder}\n"
+                          "aws_access_key_id = AKIAUSERSOWNKEY00000\naws_secret_access_key = users-own-secret\n")
+    sdk_config = tmp_path / "sdk-config.yaml"
+    sdk_config.write_text("SchemaVersion: '1.0'\nSageMaker:\n  TrainingJob:\n    Environment:\n      LEAKED: 'yes'\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}
+    env.update({
+        "AWS_PROFILE": "no-such-profile", "AWS_CONFIG_FILE": str(aws_config),
+        "AWS_SHARED_CREDENTIALS_FILE": str(aws_config), "AWS_ENDPOINT_URL": recorder, "AWS_DEFAULT_REGION": "xx-1",
+        "HTTP_PROXY": recorder, "http_proxy": recorder, "SAGEMAKER_USER_CONFIG_OVERRIDE": str(sdk_config),
+    })
+    try:
+        done = subprocess.run([sys.executable, "-c", _BUILD, str(source), str(data), str(tmp_path / "out"),
+                               str(tmp_path / "checkpoints")], env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert _Recorder.seen == [], "a request went to the user's endpoint or proxy"
+    assert "v3 is the actively developed" not in done.stderr  # the SDK's notice concerns code the user did not write
+    built = json.loads(done.stdout.strip().splitlines()[-1])
+    assert built["image"] == "smddp-compat:test"
+    assert (built["hosts"], built["instance_type"]) == (["algo-1", "algo-2"], "ml.c5.xlarge")
+    hyperparameters = built["hyperparameters"]
+    assert (hyperparameters["epochs"], hyperparameters["note"]) == ("3", '"a b"')  # JSON, as the SDK encodes them
+    assert hyperparameters["sagemaker_distributed_dataparallel_enabled"] == "true"
+    assert hyperparameters["sagemaker_mpi_num_of_processes_per_host"] == "1"
+    assert built["channels"] == [["train", "s3://smddp-local/built-privately/input/train"]]
+    assert "built-privately/input/train/part-0.txt" in built["objects"]
+    assert "built-privately/source/sourcedir.tar.gz" in built["objects"]
+    assert built["checkpoint_s3"] == "s3://smddp-local/built-privately/checkpoints"
+    assert "LEAKED" not in built["environment"]
+    assert built["metrics"] == [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]
+
+
+# -- the user's S3: s3:// channels in, s3:// output out ---------------------------------------------------------------
+
+class _Target:
+    """A private S3 that records what is copied into it."""
+
+    def __init__(self) -> None:
+        self.buckets: list[str] = []
+        self.objects: dict[tuple[str, str], bytes] = {}
+
+    def create_bucket(self, Bucket: str) -> None:  # boto3 names it Bucket
+        self.buckets.append(Bucket)
+
+    def upload_fileobj(self, data: Any, bucket: str, key: str) -> None:
+        self.objects[(bucket, key)] = data.read()
+
+
+def test_an_s3_channel_is_copied_under_the_same_uri(aws: Aws) -> None:
+    from smddp_compat.local_mode._s3 import parse_s3_uri
+    from smddp_compat.local_mode.docker._from_spec import copy_s3_prefix
+    from smddp_compat.local_mode.errors import ChannelError
+
+    s3 = aws.client("s3")
+    s3.create_bucket(Bucket="users-data")
+    for key in ("mnist/train/a.npz", "mnist/train/sub/b.npz", "mnist/train.csv", "mnist/test/c.npz"):
+        s3.put_object(Bucket="users-data", Key=key, Body=key.encode())
+    target = _Target()
+    count = copy_s3_prefix(parse_s3_uri("s3://users-data/mnist/train", "c"), s3, target, channel="train")
+    # SageMaker's S3Prefix reads every key that starts with the prefix: train.csv too, not test/
+    assert count == 3 and target.buckets == ["users-data"]
+    assert target.objects == {("users-data", k): k.encode()
+                              for k in ("mnist/train.csv", "mnist/train/a.npz", "mnist/train/sub/b.npz")}
+    with pytest.raises(ChannelError, match="no object exists under this prefix"):
+        copy_s3_prefix(parse_s3_uri("s3://users-data/nothing/", "c"), s3, _Target(), channel="train")
+
+
+def test_results_staged_for_an_s3_output_are_uploaded_and_named(aws: Aws, tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    from smddp_compat.local_mode._s3 import parse_s3_uri
+    from smddp_compat.local_mode.docker._from_spec import upload_results
+    from smddp_compat.local_mode.docker.twin import TwinResult
+
+    job = tmp_path / "job-1"
+    for relative in ("output/model.tar.gz", "output/output.tar.gz", "logs/algo-1.log"):
+        (job / relative).parent.mkdir(parents=True, exist_ok=True)
+        (job / relative).write_text(relative)
+    aws.client("s3").create_bucket(Bucket="users-results")
+    now = datetime.now(timezone.utc)
+    staged = TwinResult(job_name="job-1", status="Completed", secondary_status="Completed", failure_reason=None,
+                        model_artifacts=str(job / "output/model.tar.gz"),
+                        output_artifacts=str(job / "output/output.tar.gz"), start=now, end=now,
+                        logs={"algo-1": str(job / "logs/algo-1.log")})
+    result = upload_results(job, parse_s3_uri("s3://users-results/runs/job-1", "o"), staged, client=aws.client("s3"))
+    assert result.model_artifacts == "s3://users-results/runs/job-1/output/model.tar.gz"
+    assert result.output_artifacts == "s3://users-results/runs/job-1/output/output.tar.gz"
+    assert result.logs == {"algo-1": "s3://users-results/runs/job-1/logs/algo-1.log"}
+    assert sorted(key for bucket, key in aws.all_objects()) == [
+        "runs/job-1/logs/algo-1.log", "runs/job-1/output/model.tar.gz", "runs/job-1/output/output.tar.gz"]
