@@ -90,6 +90,7 @@ class TrainingSummaries:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._writer = tf.summary.create_file_writer(str(self.directory), flush_millis=_FLUSH_MILLIS)
         self._mark: tuple[float, int] | None = None
+        self._evaluated_step: int | None = None
 
     @property
     def enabled(self) -> bool:
@@ -120,7 +121,18 @@ class TrainingSummaries:
         self.scalars(step, values)
 
     def log_evaluation(self, step: int, *, loss: float, accuracy: float) -> None:
-        """Records :data:`TEST_TAGS` (the held-out loss and accuracy) at global step `step`."""
+        """Records :data:`TEST_TAGS` (the held-out loss and accuracy) at global step `step`, and restarts the
+        step-time clock (an evaluation's time is not a training step's).
+
+        A second evaluation at the same step (a script's final one, right after its last epoch's) is not recorded
+        again: the weights, and so the values, are the same.
+        """
+        if not self.enabled:
+            return
+        self._mark = (time.monotonic(), int(step))
+        if step == self._evaluated_step:
+            return
+        self._evaluated_step = int(step)
         self.scalars(step, {TEST_TAGS[0]: loss, TEST_TAGS[1]: accuracy})
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
