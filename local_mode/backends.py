@@ -93,6 +93,8 @@ class DockerBackend:
         output: Folder or ``s3://`` prefix for ``<job_name>/output`` and ``logs`` (None: ``./smddp_local_output``).
         checkpoints: Folder or ``s3://`` prefix checkpoints are read from and synced to (None: read from the
             request's ``CheckpointConfig.S3Uri``, synced under the output).
+        interrupt_after: For a managed spot job: seconds after the containers start when it is interrupted once
+            (and restarted), as EC2 reclaims spot instances (None: never).
     """
 
     name: ClassVar[str] = "docker"
@@ -102,6 +104,7 @@ class DockerBackend:
     job_name: str | None = None
     output: str | None = None
     checkpoints: str | None = None
+    interrupt_after: float | None = None
 
     def run(self, job: TrainingJobRequest | JobSpec) -> TwinResult:
         """Replays the request (see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`), or runs the job
@@ -133,7 +136,7 @@ class DockerBackend:
         options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
         return SageMakerTwin(
             job, gpus_per_host=self.gpus_per_host, stream=stream, job_name=self.job_name, output=self.output,
-            checkpoints=self.checkpoints, **options,
+            checkpoints=self.checkpoints, interrupt_after=self.interrupt_after, **options,
         ).run()
 
 

@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="GPU instance types: processes per host on the CPU (default: cores / hosts)")
     twin.add_argument("--stop-grace", type=positive_seconds, default=None, metavar="SECONDS",
                       help="SIGTERM to SIGKILL on a stop or time-out (default: SageMaker's 120)")
+    twin.add_argument("--interrupt-after", type=positive_seconds, default=None, metavar="SECONDS",
+                      help="managed spot jobs (EnableManagedSpotTraining): a spot interruption this long after the "
+                      "containers start; the same job then restarts from its synced checkpoints, as on SageMaker")
     return parser
 
 
@@ -187,6 +190,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.request or args.job:
         return _replay(args)
+    if args.interrupt_after is not None:
+        print(f"smddp local: error: --interrupt-after={args.interrupt_after:g}: a spot interruption applies to a "
+              "replayed managed spot request only (EnableManagedSpotTraining). Fix: add --backend docker --request "
+              "FILE (or --job NAME), or leave it out", file=sys.stderr)
+        return _USAGE_ERROR
     if args.backend == "docker":
         return _run_in_twin(args)
     try:
@@ -265,7 +273,7 @@ def _replay(args: argparse.Namespace) -> int:
         request = TrainingJobRequest.from_file(args.request) if args.request else _described_request(args.job)
         backend = DockerBackend(
             gpus_per_host=args.gpus_per_host, stop_grace=args.stop_grace, stream=sys.stderr, job_name=args.job_name,
-            output=args.output, checkpoints=args.checkpoint_dir,
+            output=args.output, checkpoints=args.checkpoint_dir, interrupt_after=args.interrupt_after,
         )
         result = backend.run(request)
         print(json.dumps(result.describe(), indent=2, default=str))

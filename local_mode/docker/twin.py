@@ -14,9 +14,12 @@ start sequence:
 3. every container started with ``train`` (or the request's ``ContainerEntrypoint``) and nothing else; GPU
    instance types run on the CPU, and a stand-in ``nvidia-smi`` lists the GPUs the twin grants each host, which is
    how the toolkit decides its processes per host;
-4. while it runs: ``/opt/ml/checkpoints`` synced to ``CheckpointConfig.S3Uri`` every few seconds,
+4. while it runs: ``/opt/ml/checkpoints`` synced with ``CheckpointConfig.S3Uri`` every few seconds (new, changed
+   and deleted files) and ``TensorBoardOutputConfig.LocalPath`` copied to S3 (new and changed files),
    ``MaxRuntimeInSeconds`` enforced (SIGTERM, then SIGKILL after the grace period), the first host that fails ends
-   the job; :meth:`SageMakerTwin.stop` is StopTrainingJob;
+   the job; :meth:`SageMakerTwin.stop` is StopTrainingJob; a managed spot job can be interrupted
+   (:meth:`SageMakerTwin.interrupt`, ``interrupt_after``): ``Interrupted``, ``Restarting``, every container started
+   again from the synced checkpoints, under the same job name;
 5. at the end: ``model.tar.gz`` and ``output.tar.gz`` under ``<S3OutputPath>/<job>/output/`` in the S3 the request
    came from, and the job's status, secondary status and ``FailureReason`` as DescribeTrainingJob reports them.
 """
@@ -45,9 +48,10 @@ from smddp_compat.local_mode._job_claim import claimed_job
 from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from smddp_compat.local_mode.channels import download_s3_channel
-from smddp_compat.local_mode.docker._containers import TWIN_LABEL, ContainerState, Mount, TwinEngine
+from smddp_compat.local_mode.docker._containers import TWIN_LABEL, Mount, TwinEngine
+from smddp_compat.local_mode.docker._commands import run_command
 from smddp_compat.local_mode.docker._reaper import reaper_argv
-from smddp_compat.local_mode.docker._result import TwinResult, failure_reason
+from smddp_compat.local_mode.docker._result import UNBILLED_STATUSES, SecondaryStatusLog, TwinResult, failure_reason
 from smddp_compat.local_mode.docker._sync import FolderSync, sync_target
 from smddp_compat.local_mode.docker._engine import Engine, find_engine
 from smddp_compat.local_mode.docker._image import LATEST_TAG
@@ -83,7 +87,7 @@ class SageMakerTwin:
             default: the instance type's GPUs, at most this machine's cores divided among the hosts (at least 1).
         stream: Where the twin's and the containers' output goes (``[algo-N]`` prefixes), or None.
         stop_grace: Seconds between SIGTERM and SIGKILL on a stop or when the time runs out.
-        checkpoint_sync_seconds: How often ``/opt/ml/checkpoints`` is synced to ``CheckpointConfig.S3Uri``.
+        checkpoint_sync_seconds: How often ``/opt/ml/checkpoints`` (and the TensorBoard folder) is synced.
         keep: Keep the job's folder (hosts' trees and logs) instead of removing it.
         s3_client_factory: Makes the client of the S3 the request came from (default: boto3, honouring
             ``AWS_ENDPOINT_URL``).
@@ -95,8 +99,12 @@ class SageMakerTwin:
         checkpoints: A folder or ``s3://`` prefix checkpoints are read from at the start and synced to while the job
             runs (pass the same one again to resume). Default: read from the request's ``CheckpointConfig.S3Uri``
             (never written to), synced to ``<output>/<job_name>/checkpoints``.
+        interrupt_after: For a managed spot job (``EnableManagedSpotTraining``): seconds after its containers start
+            when the twin interrupts it once, as EC2 reclaims spot instances (see :meth:`interrupt`).
 
     Raises:
+        ConfigurationError: A setting is out of range, ``checkpoints`` is given for a request without
+            ``CheckpointConfig``, or ``interrupt_after`` for one without ``EnableManagedSpotTraining``.
         ImageNotFoundError: The request's image, or the kit's image (for the twin's S3), is not in the engine.
         DockerUnavailableError: Docker cannot be used.
     """
@@ -115,10 +123,16 @@ class SageMakerTwin:
         job_name: str | None = None,
         output: str | None = None,
         checkpoints: str | None = None,
+        interrupt_after: float | None = None,
     ) -> None:
-        for setting, seconds in (("stop_grace", stop_grace), ("checkpoint_sync_seconds", checkpoint_sync_seconds)):
+        timings = [("stop_grace", stop_grace), ("checkpoint_sync_seconds", checkpoint_sync_seconds)]
+        if interrupt_after is not None:
+            timings.append(("interrupt_after", interrupt_after))
+        for setting, seconds in timings:
             if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
                 raise ConfigurationError(setting, seconds, "must be a finite number of seconds above 0", "use e.g. 30")
+        if interrupt_after is not None:
+            _check_spot(request, "interrupt_after", interrupt_after)
         name = job_name if job_name is not None else replay_job_name(request.job_name)
         self.request = request.renamed(name)
         self.stream: IO[str] | None = ConsoleStream(stream) if stream is not None else None  # type: ignore[assignment]
@@ -144,6 +158,12 @@ class SageMakerTwin:
         self.started = threading.Event()
         self._checkpoint_sync: FolderSync | None = None  # made with the request's S3 client, in run()
         self._tensorboard_sync: FolderSync | None = None
+        self.interrupt_after = interrupt_after
+        self._interrupt_at: float | None = None  # monotonic time of the interruption interrupt_after asks for
+        self._interrupt_requested = threading.Event()
+        self._ran_seconds = 0.0  # the containers' run time before the current run (a spot job's earlier runs)
+        self._first_start: float | None = None  # monotonic time the containers first started
+        self._statuses = SecondaryStatusLog()  # SecondaryStatusTransitions; made anew when run() starts
 
     # -- public ------------------------------------------------------------------------------------------------------
 
@@ -160,6 +180,19 @@ class SageMakerTwin:
             self._kill_now.set()
         self._stop_reason = self._stop_reason or "Stopped"
         self._stop_requested.set()
+
+    def interrupt(self) -> None:
+        """A spot interruption of this managed spot job, as EC2 reclaims its instances: SIGTERM to every container
+        (SIGKILL after the grace period), secondary status ``Interrupted``, the checkpoint folders synced, then
+        ``Restarting``: every container starts again on a fresh ``/opt/ml`` (as a new instance has) whose
+        checkpoint folder is filled from where checkpoints were synced; the job keeps its name, and the time
+        between the interruption and the restart is not billed.
+
+        Raises:
+            ConfigurationError: The request is not a managed spot job (``EnableManagedSpotTraining``).
+        """
+        _check_spot(self.request, "interrupt", "()")
+        self._interrupt_requested.set()
 
     def run(self) -> TwinResult:
         """Runs the job to its end (completed, failed, stopped or out of time) and cleans up.
@@ -181,6 +214,8 @@ class SageMakerTwin:
         keep_root = self.keep
         reaper: subprocess.Popen[bytes] | None = None
         restore = self._handle_signals()
+        self._statuses = SecondaryStatusLog()
+        self._statuses.enter("Starting")  # CreationTime
         start = datetime.now(timezone.utc)
         try:
             user_s3 = self._s3_factory()
@@ -197,17 +232,24 @@ class SageMakerTwin:
                     )
                 log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
                 log_dir.mkdir(parents=True, exist_ok=True)
+                self._statuses.enter("Downloading")
                 layouts = self._prepare_hosts(root, user_s3)
                 self.docker.log_path = str(root / "docker.log")
                 self.docker.create_network()
                 twin_s3, twin_endpoint = self._start_s3_service()
                 self._stage_for_containers(user_s3, twin_s3)
                 self._start_hosts(root, layouts, twin_endpoint, log_dir)
-                start = datetime.now(timezone.utc)
+                start = self._statuses.enter("Training")
                 self.started.set()
                 self._phase = "running"
                 status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
+                while secondary == "Interrupted" and not self._stop_requested.is_set():
+                    self._restart(root, layouts, twin_endpoint, log_dir)  # the same job, on new spot instances
+                    status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
+                if secondary == "Interrupted":  # stopped between the interruption and the restart
+                    status, secondary = "Stopped", self._stop_reason or "Stopped"
                 self._phase = "finishing"
+                self._statuses.enter("Uploading")
                 self.docker.wait_for_logs()
                 self._sync_folders(layouts)
                 reason = failure_reason(layouts, failed_host, codes, log_dir) if status == "Failed" else None
@@ -232,10 +274,12 @@ class SageMakerTwin:
                     self._say(f"warning: name clash between hosts (SageMaker would keep only one): {clash}")
                 if reason:
                     self._say(f"FailureReason: {reason}")
+                end = self._statuses.finish(secondary)
                 result = TwinResult(
                     job_name=request.job_name, status=status, secondary_status=secondary, failure_reason=reason,
                     model_artifacts=artifacts.model, output_artifacts=artifacts.output, start=start,
-                    end=datetime.now(timezone.utc), exit_codes=codes,
+                    end=end, exit_codes=codes, secondary_status_transitions=self._statuses.transitions,
+                    billable_seconds=(end - start).total_seconds() - self._statuses.seconds_in(*UNBILLED_STATUSES),
                     logs=dict(artifacts.logs), processes_per_host=self.gpus_per_host,
                 )
         except _Interrupted as interrupted:
@@ -408,10 +452,26 @@ class SageMakerTwin:
         self, layouts: dict[str, HostLayout], user_s3: Any
     ) -> tuple[str, str, str | None, dict[str, int]]:
         request = self.request
-        hosts = list(layouts)
-        deadline = time.monotonic() + request.max_runtime
+        run_start = time.monotonic()
+        if self._first_start is None:
+            self._first_start = run_start
+            if self.interrupt_after is not None:
+                self._interrupt_at = run_start + self.interrupt_after
+        # MaxRuntimeInSeconds bounds a spot job's runs together; MaxWaitTimeInSeconds its runs and waits together.
+        deadline = run_start + request.max_runtime - self._ran_seconds
+        wait_deadline = self._first_start + (request.max_wait or math.inf)
         next_sync = time.monotonic() + self.checkpoint_sync_seconds
-        states: dict[str, ContainerState] = {}
+        try:
+            return self._watch(layouts, deadline, wait_deadline, next_sync)
+        finally:
+            self._ran_seconds += time.monotonic() - run_start
+
+    def _watch(
+        self, layouts: dict[str, HostLayout], deadline: float, wait_deadline: float, next_sync: float
+    ) -> tuple[str, str, str | None, dict[str, int]]:
+        """Watches the containers until the job ends, fails, is stopped or (spot) is interrupted."""
+        request = self.request
+        hosts = list(layouts)
         while True:
             states = self.docker.states(hosts)
             failed = next((h for h in hosts if not states[h].running and states[h].exit_code != 0), None)
@@ -428,6 +488,16 @@ class SageMakerTwin:
                 self._stop_reason = "MaxRuntimeExceeded"
                 self._stop_requested.set()
                 self._say(f"MaxRuntimeInSeconds ({request.max_runtime} s) exceeded: stopping the job")
+            if request.spot and time.monotonic() > wait_deadline and self._stop_reason is None:
+                self._stop_reason = "MaxWaitTimeExceeded"
+                self._stop_requested.set()
+                self._say(f"MaxWaitTimeInSeconds ({request.max_wait} s) exceeded: stopping the job")
+            if not self._stop_requested.is_set() and self._interruption_due():
+                self._say("spot interruption (EC2 reclaims the job's spot instances): SIGTERM to every container; "
+                          "the job then restarts on new instances from its synced checkpoints")
+                self._stop_containers(hosts)
+                codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
+                return "InProgress", "Interrupted", None, codes
             if self._stop_requested.is_set():
                 self._stop_containers(hosts)
                 codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
@@ -436,6 +506,41 @@ class SageMakerTwin:
                 self._sync_folders(layouts)
                 next_sync = time.monotonic() + self.checkpoint_sync_seconds
             time.sleep(_POLL_SECONDS)
+
+    def _interruption_due(self) -> bool:
+        """Whether a spot interruption is asked for now (:meth:`interrupt`, or ``interrupt_after`` reached once)."""
+        if self._interrupt_requested.is_set():
+            self._interrupt_requested.clear()
+            return True
+        if self._interrupt_at is not None and time.monotonic() >= self._interrupt_at:
+            self._interrupt_at = None
+            return True
+        return False
+
+    def _restart(self, root: Path, layouts: dict[str, HostLayout], twin_endpoint: str | None, log_dir: Path) -> None:
+        """A managed spot restart after an interruption, as SageMaker restarts the job on new instances: the last
+        sync of what the old ones wrote, their containers removed; each host's ``/opt/ml`` folders the job writes
+        (model, output, checkpoints, TensorBoard) empty again, as a new instance's are, its checkpoint folder filled
+        from where checkpoints were synced, and every container started again (``Interrupted``, ``Restarting``,
+        ``Training``)."""
+        self._statuses.enter("Interrupted", "Training job interrupted: the spot instances were reclaimed")
+        self.docker.wait_for_logs()
+        self._sync_folders(layouts)
+        for host in layouts:
+            run_command([self.engine.docker, "rm", "--force", self.container(host)], timeout=120,
+                        log_path=self.docker.log_path)
+        self._statuses.enter("Restarting", "Restarting the training job on new spot instances")
+        for layout in layouts.values():
+            for folder in (layout.model_dir, layout.output_dir, layout.checkpoints_dir, self._tensorboard_dir(layout)):
+                shutil.rmtree(folder, ignore_errors=True)
+            for folder in (layout.model_dir, layout.output_data_dir, layout.output_intermediate_dir,
+                           layout.checkpoints_dir):
+                folder.mkdir(parents=True, exist_ok=True)
+        if self._checkpoint_sync is not None:
+            self._fill_checkpoints(root, layouts)
+        self._say("restarting every container")
+        self._start_hosts(root, layouts, twin_endpoint, log_dir)
+        self._statuses.enter("Training")
 
     def _stop_containers(self, hosts: list[str]) -> None:
         self._say(f"stopping: SIGTERM to every container, SIGKILL after {self.stop_grace:.0f} s (stop again, or "
@@ -535,6 +640,16 @@ class SageMakerTwin:
                 signal.signal(signum, handler)
 
         return restore
+
+
+def _check_spot(request: TrainingJobRequest, setting: str, value: object) -> None:
+    """Refuses a spot interruption of a job SageMaker would never interrupt (an on-demand one)."""
+    if not request.spot:
+        raise ConfigurationError(
+            setting, value, "asks for a spot interruption, but the request is not a managed spot job (SageMaker "
+            "interrupts only those)", "set EnableManagedSpotTraining and StoppingCondition.MaxWaitTimeInSeconds in "
+            "the request, or leave the interruption out",
+        )
 
 
 class _Interrupted(Exception):

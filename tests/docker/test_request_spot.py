@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +77,24 @@ def test_checkpointconfig_json_is_written_where_sagemaker_writes_it(tmp_path: Pa
     assert layout.checkpoint_config_file == tmp_path / "algo-1" / "input" / "config" / "checkpointconfig.json"
     without = TrainingJobRequest.from_params({k: v for k, v in REQUEST.items() if k != "CheckpointConfig"})
     assert without.checkpoint_config() is None
+
+
+def test_an_interruption_is_refused_for_a_job_sagemaker_would_never_interrupt(tmp_path: Path) -> None:
+    from smddp_compat.local_mode.docker import SageMakerTwin
+
+    on_demand = TrainingJobRequest.from_params(REQUEST)
+    with pytest.raises(ConfigurationError) as caught:
+        SageMakerTwin(on_demand, interrupt_after=10)  # refused before any Docker engine is looked for
+    assert "interrupt_after" in str(caught.value) and "EnableManagedSpotTraining" in str(caught.value)
+    spot = TrainingJobRequest.from_params(_request(
+        EnableManagedSpotTraining=True, StoppingCondition={"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 900}))
+    with pytest.raises(ConfigurationError, match="interrupt_after"):
+        SageMakerTwin(spot, interrupt_after=float("nan"))
+
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(REQUEST))
+    for argv in (["--backend", "docker", "--request", str(path)], ["train.py"]):
+        done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "local", *argv, "--interrupt-after", "5"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert "interrupt" in done.stderr and "EnableManagedSpotTraining" in done.stderr, done.stderr

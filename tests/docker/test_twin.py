@@ -222,43 +222,6 @@ def _running(twin: SageMakerTwin) -> Iterator[tuple[threading.Thread, dict[str, 
             thread.join(300)
 
 
-def test_spot_style_stop_then_resume_from_synced_checkpoints(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    est = _estimator(
-        aws, kit_image, entry_point="smddp_mnist.py", source_dir=str(ENTRY_POINTS),
-        distribution={"smdistributed": {"dataparallel": {"enabled": True}}},
-        checkpoint_s3_uri="s3://twin-checkpoints/mnist",
-        hyperparameters={"epochs": 1, "max-steps": 60, "checkpoint-steps": 5, "log-steps": 5, "step-delay": 0.3},
-    )
-    aws.client("s3").create_bucket(Bucket="twin-checkpoints")
-    est.fit(wait=False, job_name="twin-spot")
-    request = TrainingJobRequest.from_params(aws.requests[-1])
-    first_log = io.StringIO()
-    twin = SageMakerTwin(request, gpus_per_host=1, stream=first_log, stop_grace=20, checkpoint_sync_seconds=1,
-                         checkpoints="s3://twin-checkpoints/mnist", **_as_the_service(request))
-    with _running(twin) as (thread, outcome):
-        deadline = time.monotonic() + 600
-        s3 = aws.client("s3")
-        while not s3.list_objects_v2(Bucket="twin-checkpoints", Prefix="mnist/").get("KeyCount"):
-            assert time.monotonic() < deadline and thread.is_alive(), first_log.getvalue()[-4000:]
-            time.sleep(0.5)
-        twin.stop()  # SIGTERM to every container, as a spot reclaim or StopTrainingJob does
-        thread.join(120)
-    first = outcome["result"]
-    assert (first.status, first.secondary_status) == ("Stopped", "Stopped"), first_log.getvalue()[-4000:]
-
-    second_log = io.StringIO()
-    second = SageMakerTwin(request, gpus_per_host=1, stream=second_log, checkpoints="s3://twin-checkpoints/mnist",
-                           output=request.output_path.uri).run()  # under a name of its own: the first one's is used
-    printed = second_log.getvalue()
-    assert second.status == "Completed", printed[-4000:]
-    resumed = [int(line.rsplit(" ", 1)[1]) for line in printed.splitlines() if "resumed from the checkpoint of step" in line]
-    assert resumed and resumed[0] >= 5, printed[-4000:]
-    path = aws.download(second.output_artifacts, str(tmp_path / "output.tar.gz"))
-    with tarfile.open(path) as archive:
-        metrics = json.loads(archive.extractfile("metrics.json").read())  # type: ignore[union-attr]
-    assert metrics["steps"] == 60 and metrics["resumed_from"] == resumed[0]
-
-
 def test_kill_9_of_a_rank_on_algo_2_fails_the_job_naming_the_host(aws: Aws, kit_image: str, docker_engine: Any) -> None:
     from smddp_compat.local_mode.docker._commands import capture
 
