@@ -51,7 +51,14 @@ from smddp_compat.local_mode.channels import download_s3_channel
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, Mount, TwinEngine
 from smddp_compat.local_mode.docker._commands import run_command
 from smddp_compat.local_mode.docker._reaper import reaper_argv
-from smddp_compat.local_mode.docker._result import UNBILLED_STATUSES, SecondaryStatusLog, TwinResult, failure_reason
+from smddp_compat.local_mode.docker._result import (
+    UNBILLED_STATUSES,
+    SecondaryStatusLog,
+    TwinResult,
+    failure_reason,
+    model_location,
+    training_job_arn,
+)
 from smddp_compat.local_mode.docker._sync import FolderSync, sync_target
 from smddp_compat.local_mode.docker._engine import Engine, find_engine
 from smddp_compat.local_mode.docker._image import LATEST_TAG
@@ -59,6 +66,7 @@ from smddp_compat.local_mode.docker._rootfs import image_exists
 from smddp_compat.local_mode.docker.errors import DockerError, ImageNotFoundError
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ArtifactError, ChannelError, ConfigurationError
+from smddp_compat.local_mode.metrics import MetricWatch, watchable_definitions
 from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
 from smddp_compat import contract
@@ -164,6 +172,11 @@ class SageMakerTwin:
         self._ran_seconds = 0.0  # the containers' run time before the current run (a spot job's earlier runs)
         self._first_start: float | None = None  # monotonic time the containers first started
         self._statuses = SecondaryStatusLog()  # SecondaryStatusTransitions; made anew when run() starts
+        definitions, self._metric_problems = watchable_definitions(
+            (self.request.params.get("AlgorithmSpecification") or {}).get("MetricDefinitions"),
+            "AlgorithmSpecification.MetricDefinitions",
+        )
+        self._metrics = MetricWatch(definitions)  # every whole log line of every host, for FinalMetricDataList
 
     # -- public ------------------------------------------------------------------------------------------------------
 
@@ -230,6 +243,8 @@ class SageMakerTwin:
                         f"{self.gpus_per_host} stand-in GPU(s) to the toolkit (nvidia-smi), which starts one process "
                         "per GPU"
                     )
+                for warning in self._metric_problems:  # each said once
+                    self._say(f"warning: {warning}")
                 log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
                 log_dir.mkdir(parents=True, exist_ok=True)
                 self._statuses.enter("Downloading")
@@ -246,6 +261,7 @@ class SageMakerTwin:
                 while secondary == "Interrupted" and not self._stop_requested.is_set():
                     self._restart(root, layouts, twin_endpoint, log_dir)  # the same job, on new spot instances
                     status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
+                failed_at = datetime.now(timezone.utc) if status == "Failed" else None  # TrainingEndTime if failed
                 if secondary == "Interrupted":  # stopped between the interruption and the restart
                     status, secondary = "Stopped", self._stop_reason or "Stopped"
                 self._phase = "finishing"
@@ -281,13 +297,19 @@ class SageMakerTwin:
                     end=end, exit_codes=codes, secondary_status_transitions=self._statuses.transitions,
                     billable_seconds=(end - start).total_seconds() - self._statuses.seconds_in(*UNBILLED_STATUSES),
                     logs=dict(artifacts.logs), processes_per_host=self.gpus_per_host,
+                    request=request, arn=training_job_arn(self._region(), request.job_name),
+                    model_location=model_location(self.destination, request.compression),
+                    final_metric_data=self._metrics.final_metric_data(), failure_detected=failed_at,
                 )
         except _Interrupted as interrupted:
             self._say(f"{signal.Signals(interrupted.signum).name} before the job started: nothing was left running")
             result = TwinResult(
                 job_name=request.job_name, status="Stopped", secondary_status="Stopped", failure_reason=None,
-                model_artifacts=None, output_artifacts=None, start=start, end=datetime.now(timezone.utc),
-                processes_per_host=self.gpus_per_host,
+                model_artifacts=None, output_artifacts=None, start=start, end=self._statuses.finish("Stopped"),
+                processes_per_host=self.gpus_per_host, request=request,
+                secondary_status_transitions=self._statuses.transitions,
+                arn=training_job_arn(self._region(), request.job_name),
+                model_location=model_location(self.destination, request.compression),
             )
         finally:
             self._phase = "cleaning"
@@ -418,7 +440,7 @@ class SageMakerTwin:
         region = self._region()
         environment = {
             contract.TRAINING_JOB_NAME: request.job_name,
-            "TRAINING_JOB_ARN": f"arn:aws:sagemaker:{region}:000000000000:training-job/{request.job_name}",
+            "TRAINING_JOB_ARN": training_job_arn(region, request.job_name),
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
             "AWS_ENDPOINT_URL": twin_endpoint,
@@ -446,7 +468,7 @@ class SageMakerTwin:
             self.docker.start(
                 host, request.image, arguments, environment=environment, mounts=mounts, entrypoint=entrypoint
             )
-            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log")
+            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log", on_line=self._metrics.observe)
 
     def _supervise(
         self, layouts: dict[str, HostLayout], user_s3: Any
@@ -499,6 +521,7 @@ class SageMakerTwin:
                 codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
                 return "InProgress", "Interrupted", None, codes
             if self._stop_requested.is_set():
+                self._statuses.enter("Stopping")
                 self._stop_containers(hosts)
                 codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
                 return "Stopped", self._stop_reason or "Stopped", None, codes
