@@ -123,15 +123,18 @@ def _without_entrypoint(_value: Any, params: Mapping[str, Any]) -> bool:
     return not (params.get("AlgorithmSpecification") or {}).get("ContainerEntrypoint")
 
 
-def _source_in_s3(value: Any, params: Mapping[str, Any]) -> bool:
-    if value is not True:
-        return False
-    raw = (params.get("HyperParameters") or {}).get(contract.SUBMIT_DIRECTORY, "")
-    try:
-        decoded = json.loads(raw)
-    except (TypeError, ValueError):
-        decoded = raw
-    return isinstance(decoded, str) and decoded.startswith("s3://")
+def _hyperparameter_in_s3(name: str) -> Condition:
+    """Network isolation with the hyperparameter ``name`` an ``s3://`` URI (JSON-encoded as the SDK sends it)."""
+
+    def applies(value: Any, params: Mapping[str, Any]) -> bool:
+        raw = (params.get("HyperParameters") or {}).get(name, "")
+        try:
+            decoded = json.loads(raw)
+        except (TypeError, ValueError):
+            decoded = raw
+        return value is True and isinstance(decoded, str) and decoded.startswith("s3://")
+
+    return applies
 
 
 _FILE_MODES = (
@@ -237,11 +240,15 @@ MEMBERS: tuple[Member, ...] = (
     Member("Tags", _W, "not applied: a replay creates no SageMaker resource to tag"),
     Member("EnableNetworkIsolation", _R,
            "no S3 service, no credentials and no route out in the containers; the hosts reach one another", cases=(
-               Case(_source_in_s3, _W,
+               Case(_hyperparameter_in_s3(contract.SUBMIT_DIRECTORY), _W,
                     "the containers cannot download the s3:// sagemaker_submit_directory (no S3, no credentials), "
                     "so the job fails as it would on SageMaker; the SageMaker SDK hands the source over as a 'code' "
                     "channel under network isolation (sagemaker_submit_directory "
                     "/opt/ml/input/data/code/sourcedir.tar.gz)"),
+               Case(_hyperparameter_in_s3("model_dir"), _W,
+                    "AWS's TensorFlow container asks S3 for the s3:// model_dir bucket's region at the start, which "
+                    "fails without credentials, here as on SageMaker (aws/sagemaker-python-sdk#2702): create the "
+                    "TensorFlow estimator with model_dir=False"),
            )),
     Member("EnableInterContainerTrafficEncryption", _W,
            "not reproduced: the hosts' traffic is not encrypted (and not slowed down as encryption slows it)"),

@@ -147,6 +147,9 @@ def test_network_isolation_with_an_s3_source_is_told_how_sagemaker_hands_it_over
     as_the_sdk = copy.deepcopy(REQUEST)
     as_the_sdk["EnableNetworkIsolation"] = True
     as_the_sdk["HyperParameters"]["sagemaker_submit_directory"] = '"/opt/ml/input/data/code/sourcedir.tar.gz"'
+    (said,) = [w for w in review(as_the_sdk) if w.startswith("EnableNetworkIsolation")]
+    assert "model_dir=False" in said  # the SDK's TensorFlow estimator sends an s3:// model_dir unless told not to
+    del as_the_sdk["HyperParameters"]["model_dir"]
     assert not [w for w in review(as_the_sdk) if w.startswith("EnableNetworkIsolation")]
 
 
