@@ -87,9 +87,21 @@ class TwinEngine:
         """The container of ``host`` (``smddp-twin-<id>-algo-1``)."""
         return f"{self.network}-{host}"
 
-    def create_network(self) -> None:
-        """Creates the job's internal network: no route out, each container its own namespace and hostname."""
-        self._run("network", "create", "--internal", "--label", f"{TWIN_LABEL}={self.job_id}", self.network)
+    def create_network(self, *, isolated: bool = False) -> None:
+        """Creates the job's internal network: no route out, each container its own namespace and hostname.
+
+        Args:
+            isolated: Leave this machine out of the network too (``EnableNetworkIsolation``): its bridge gets no
+                address, so the containers' default route leads nowhere and only their peers answer. An internal
+                network alone still lets them reach this machine's own services at the bridge's address (seen on
+                an engine started with ``--iptables=false``: a connection there is refused by this machine, where
+                with this option nothing answers). The machine then cannot reach them either, which only the twin's
+                S3 needs, and an isolated job has none.
+        """
+        options = ["--opt", "com.docker.network.bridge.inhibit_ipv4=true"] if isolated else []
+        self._run(
+            "network", "create", "--internal", *options, "--label", f"{TWIN_LABEL}={self.job_id}", self.network
+        )
 
     def start(
         self,

@@ -9,8 +9,9 @@ start sequence:
    ``CheckpointConfig.S3Uri`` in ``/opt/ml/checkpoints``;
 2. an internal Docker network of the job's own: every host its own network namespace, hostname and ports, and no
    route out; on it, the twin's own S3 (a moto server) holding what the containers fetch by themselves (the
-   ``sagemaker_submit_directory`` source, the buckets of ``model_dir``), so the containers never see the user's
-   credentials or S3;
+   ``sagemaker_submit_directory`` source, every channel's objects at their own keys, the request's buckets), so
+   the containers never see the user's credentials or S3; under ``EnableNetworkIsolation`` no S3 and no
+   credentials at all, and not even this machine on the network;
 3. every container started with ``train`` (or the request's ``ContainerEntrypoint``) and nothing else; GPU
    instance types run on the CPU, and a stand-in ``nvidia-smi`` lists the GPUs the twin grants each host, which is
    how the toolkit decides its processes per host;
@@ -21,12 +22,18 @@ start sequence:
    (:meth:`SageMakerTwin.interrupt`, ``interrupt_after``): ``Interrupted``, ``Restarting``, every container started
    again from the synced checkpoints, under the same job name;
 5. at the end: ``model.tar.gz`` and ``output.tar.gz`` under ``<S3OutputPath>/<job>/output/`` in the S3 the request
-   came from, and the job's status, secondary status and ``FailureReason`` as DescribeTrainingJob reports them.
+   came from, and the job's status, secondary status and ``FailureReason`` as DescribeTrainingJob reports them;
+   what the job wrote to the twin's S3 listed and kept under ``<output>/<job>/s3/``, never written to the request's
+   S3.
+
+Every other member of the request is reproduced, warned about once at the start (``[twin] warning: ...``) or
+refused, as the table of :mod:`~smddp_compat.local_mode.docker._fields` says.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -61,6 +68,8 @@ from smddp_compat.local_mode.docker._result import (
 )
 from smddp_compat.local_mode.docker._sync import FolderSync, sync_target
 from smddp_compat.local_mode.docker._engine import Engine, find_engine
+from smddp_compat.local_mode.docker._fields import config_files
+from smddp_compat.local_mode.docker._twin_s3 import Snapshot, create_buckets, script_writes, snapshot, stage_channel
 from smddp_compat.local_mode.docker._image import LATEST_TAG
 from smddp_compat.local_mode.docker._rootfs import image_exists
 from smddp_compat.local_mode.docker.errors import DockerError, ImageNotFoundError
@@ -238,21 +247,24 @@ class SageMakerTwin:
                 self._say(f"job {request.job_name}: {request.instance_count} x {request.instance_type}, image "
                           f"{request.image}; artifacts to {_shown(self.destination)}")
                 if self.gpus_per_host:
+                    world = self._world_sizes()
                     self._say(
                         f"{request.instance_type} has GPUs on SageMaker; here each host runs on the CPU and shows "
                         f"{self.gpus_per_host} stand-in GPU(s) to the toolkit (nvidia-smi), which starts one process "
-                        "per GPU"
+                        f"per GPU: world size {world['Twin']} here ({request.instance_count} x {self.gpus_per_host}), "
+                        f"{world['SageMaker']} on SageMaker ({request.instance_count} x "
+                        f"{_instance_gpus(request.instance_type)})"
                     )
-                for warning in self._metric_problems:  # each said once
+                for warning in [*request.warnings, *self._metric_problems]:  # each said once
                     self._say(f"warning: {warning}")
                 log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
                 log_dir.mkdir(parents=True, exist_ok=True)
                 self._statuses.enter("Downloading")
                 layouts = self._prepare_hosts(root, user_s3)
                 self.docker.log_path = str(root / "docker.log")
-                self.docker.create_network()
+                self.docker.create_network(isolated=request.network_isolation)
                 twin_s3, twin_endpoint = self._start_s3_service()
-                self._stage_for_containers(user_s3, twin_s3)
+                staged = self._stage_for_containers(user_s3, twin_s3, root)
                 self._start_hosts(root, layouts, twin_endpoint, log_dir)
                 start = self._statuses.enter("Training")
                 self.started.set()
@@ -268,6 +280,7 @@ class SageMakerTwin:
                 self._statuses.enter("Uploading")
                 self.docker.wait_for_logs()
                 self._sync_folders(layouts)
+                writes = self._list_script_writes(twin_s3, staged, user_s3)
                 reason = failure_reason(layouts, failed_host, codes, log_dir) if status == "Failed" else None
                 try:
                     artifacts = store_artifacts(
@@ -297,6 +310,7 @@ class SageMakerTwin:
                     end=end, exit_codes=codes, secondary_status_transitions=self._statuses.transitions,
                     billable_seconds=(end - start).total_seconds() - self._statuses.seconds_in(*UNBILLED_STATUSES),
                     logs=dict(artifacts.logs), processes_per_host=self.gpus_per_host,
+                    warnings=list(request.warnings), world_sizes=self._world_sizes(), s3_writes=writes,
                     request=request, arn=training_job_arn(self._region(), request.job_name),
                     model_location=model_location(self.destination, request.compression),
                     final_metric_data=self._metrics.final_metric_data(), failure_detected=failed_at,
@@ -306,7 +320,8 @@ class SageMakerTwin:
             result = TwinResult(
                 job_name=request.job_name, status="Stopped", secondary_status="Stopped", failure_reason=None,
                 model_artifacts=None, output_artifacts=None, start=start, end=self._statuses.finish("Stopped"),
-                processes_per_host=self.gpus_per_host, request=request,
+                processes_per_host=self.gpus_per_host, warnings=list(request.warnings),
+                world_sizes=self._world_sizes(), request=request,
                 secondary_status_transitions=self._statuses.transitions,
                 arn=training_job_arn(self._region(), request.job_name),
                 model_location=model_location(self.destination, request.compression),
@@ -384,8 +399,19 @@ class SageMakerTwin:
             where = (source or self._checkpoint_sync.target).uri
             self._say(f"checkpoints: resuming from {where} ({count} file(s) in every host's checkpoint folder)")
 
-    def _start_s3_service(self) -> tuple[Any, str]:
-        """Starts the twin's S3 (moto) on the job's network; returns a client of it and its endpoint, once it answers."""
+    def _start_s3_service(self) -> tuple[Any | None, str | None]:
+        """Starts the twin's S3 (moto) on the job's network; returns a client of it and its endpoint, once it answers.
+
+        Under ``EnableNetworkIsolation`` there is none, (None, None): SageMaker's isolated containers reach no S3
+        (and get no credentials) while it still fetches their channels and stores their artifacts itself ("Run
+        Training and Inference Containers in Internet-Free Mode"); the job's network keeps no route out and lets the
+        hosts reach one another, as SageMaker limits an isolated job's traffic "to the peers of each training
+        container".
+        """
+        if self.request.network_isolation:
+            self._say("EnableNetworkIsolation: no S3, no credentials and no route out in the containers; the hosts "
+                      "reach one another")
+            return None, None
         self.docker.start(
             "s3", LATEST_TAG, ["moto_server", "-H", "0.0.0.0", "-p", str(_S3_PORT)], environment={}, mounts=[]
         )
@@ -411,12 +437,27 @@ class SageMakerTwin:
                 time.sleep(0.3)
         return client, endpoint
 
-    def _stage_for_containers(self, user_s3: Any, twin_s3: Any) -> None:
-        """Copies into the twin's S3 what the containers fetch themselves; creates the buckets they may ask about."""
+    def _stage_for_containers(self, user_s3: Any, twin_s3: Any | None, root: Path) -> Snapshot:
+        """Puts into the twin's S3 what the containers may read themselves: the request's buckets, the source, and
+        every channel's objects at their own keys (a script may read its data with boto3, as on SageMaker); returns
+        what it then holds, against which :meth:`_list_script_writes` finds what the job wrote
+        (:mod:`~smddp_compat.local_mode.docker._twin_s3`). Nothing without the twin's S3 (network isolation)."""
+        if twin_s3 is None:
+            return {}
         request = self.request
-        buckets = {location.bucket for location in request.s3_uris().values()} | {request.output_path.bucket}
-        for bucket in sorted(buckets):
-            twin_s3.create_bucket(Bucket=bucket)
+        create_buckets(twin_s3, [
+            *(location.bucket for location in request.s3_uris().values()), request.output_path.bucket,
+            *(channel.source.bucket for channel in request.channels),
+            *(location.bucket for location in (request.checkpoint_s3, request.tensorboard_s3) if location),
+        ])
+        for channel in request.channels:
+            try:
+                stage_channel(channel.source, root / "channels" / channel.name, user_s3, twin_s3)
+            except Exception as exc:  # noqa: BLE001 - botocore raises several unrelated types here
+                raise ChannelError(
+                    channel.name, channel.source.uri, f"could not be staged in the twin's S3 ({exc})",
+                    "check that the channel's objects can still be read from S3, and AWS_ENDPOINT_URL",
+                ) from exc
         for name, location in request.s3_uris().items():
             if name == "model_dir":
                 continue
@@ -430,23 +471,51 @@ class SageMakerTwin:
                     ) from exc
                 data.seek(0)
                 twin_s3.upload_fileobj(data, location.bucket, location.prefix)
+        return snapshot(twin_s3)
+
+    def _list_script_writes(self, twin_s3: Any | None, staged: Snapshot, user_s3: Any) -> list[str]:
+        """What the job wrote to the twin's S3 (or deleted of what was staged), said and kept under
+        ``<output>/<job>/s3/``; never written to the request's S3. A failure to list is said; the job's outcome
+        stands."""
+        if twin_s3 is None:
+            return []
+        try:
+            writes = [write.describe() for write in script_writes(twin_s3, staged, self.destination, user_s3)]
+        except Exception as exc:  # noqa: BLE001 - the twin's S3 gone or failing: said, the job's outcome stands
+            writes = [f"what the job wrote to the twin's S3 could not be listed ({type(exc).__name__}: {exc})"]
+        for write in writes:
+            self._say(f"S3 write: {write}")
+        return writes
+
+    def _world_sizes(self) -> dict[str, int]:
+        """For a GPU instance type: the job's GPUs on SageMaker and here (one process each in a per-GPU launch)."""
+        if not self.gpus_per_host:
+            return {}
+        hosts = self.request.instance_count
+        return {"SageMaker": hosts * _instance_gpus(self.request.instance_type), "Twin": hosts * self.gpus_per_host}
 
     def _region(self) -> str:
         region = self.request.hyperparameter(contract.REGION)
         return region if isinstance(region, str) and region else os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
 
-    def _start_hosts(self, root: Path, layouts: dict[str, HostLayout], twin_endpoint: str, log_dir: Path) -> None:
+    def _start_hosts(
+        self, root: Path, layouts: dict[str, HostLayout], twin_endpoint: str | None, log_dir: Path
+    ) -> None:
         request = self.request
         region = self._region()
+        # The twin's S3 and its throwaway credentials; none under network isolation (twin_endpoint None).
+        s3_access = {"AWS_ENDPOINT_URL": twin_endpoint, **_TWIN_CREDENTIALS} if twin_endpoint else {}
         environment = {
             contract.TRAINING_JOB_NAME: request.job_name,
             "TRAINING_JOB_ARN": training_job_arn(region, request.job_name),
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
-            "AWS_ENDPOINT_URL": twin_endpoint,
-            **_TWIN_CREDENTIALS,
+            **s3_access,
             **request.environment,
         }
+        for layout in layouts.values():  # the Debugger's and the profiler's configuration, as SageMaker writes them
+            for name, content in config_files(request.params).items():
+                (layout.input_config_dir / name).write_text(json.dumps(content), encoding="utf-8")
         extra: list[Mount] = []
         if self.gpus_per_host:
             stand_in = root / "nvidia-smi"
@@ -698,13 +767,18 @@ def replay(request: TrainingJobRequest, **options: Any) -> TwinResult:
     return SageMakerTwin(request, **options).run()
 
 
-def _granted_gpus(request: TrainingJobRequest, wanted: int | None) -> int:
+def _instance_gpus(instance_type: str) -> int:
+    """The GPUs of one instance of ``instance_type`` on SageMaker (0 for a CPU type, or one the table does not know)."""
     from smddp_compat.estimators._instance_types import instance_spec  # the instance-type table
 
     try:
-        gpus = instance_spec(request.instance_type).gpus
+        return instance_spec(instance_type).gpus
     except Exception:  # noqa: BLE001 - an instance type the table does not know is treated as a CPU type
-        gpus = 0
+        return 0
+
+
+def _granted_gpus(request: TrainingJobRequest, wanted: int | None) -> int:
+    gpus = _instance_gpus(request.instance_type)
     if gpus == 0:
         return 0
     if wanted is None:
