@@ -129,7 +129,7 @@ def test_cli_refusals_start_nothing(tmp_path: Path) -> None:
     assert no_backend.returncode == 2 and "needs --backend docker" in no_backend.stderr
     mixed = _smddp_local("train.py", "--backend", "docker", "--request", str(bad))
     assert mixed.returncode == 2 and "cannot be combined" in mixed.stderr
-    spec = _smddp_local("train.py", "--backend", "docker")
-    assert spec.returncode == 2 and "--request FILE" in spec.stderr and "--job NAME" in spec.stderr
+    spec = _smddp_local("train.py", "--backend", "docker")  # a script for the twin: checked as the process backend
+    assert spec.returncode == 2 and "entry_point='train.py': does not exist" in spec.stderr
     for done in (missing, refused, no_backend, mixed, spec):
         assert "Traceback" not in done.stderr

@@ -199,7 +199,7 @@ def test_s3_source_with_requirements_and_an_s3_channel(aws: Aws, kit_image: str,
     path = aws.download(output, str(tmp_path / "output.tar.gz"))
     with tarfile.open(path) as archive:
         probes = [json.loads(archive.extractfile(m).read()) for m in archive.getmembers()  # type: ignore[union-attr]
-                  if m.isfile() and m.name.endswith("probe.json")]
+                  if m.isfile() and m.name.startswith("probe-")]
     assert sorted(p["host"] for p in probes) == ["algo-1", "algo-2"]
     assert {(p["marker"], p["data"]) for p in probes} == {("installed from requirements.txt", "channel data from S3")}
 

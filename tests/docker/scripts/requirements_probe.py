@@ -1,7 +1,7 @@
 """Test entry point (no TensorFlow): proves requirements.txt was installed and the S3 channel was downloaded.
 
 Imports ``twin_probe_dependency`` (a wheel shipped in the source and listed in requirements.txt) and copies the
-``train`` channel's ``data.txt`` with the package's marker into ``SM_OUTPUT_DATA_DIR/probe.json``.
+``train`` channel's ``data.txt`` with the package's marker into ``SM_OUTPUT_DATA_DIR/probe-<host>.json``.
 """
 
 import json
@@ -16,7 +16,7 @@ record = {
     "host": os.environ["SM_CURRENT_HOST"],
     "hosts": json.loads(os.environ["SM_HOSTS"]),
 }
-with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "probe.json"), "w", encoding="utf-8") as handle:
+with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"probe-{record['host']}.json"), "w", encoding="utf-8") as handle:
     json.dump(record, handle)
 open(os.path.join(os.environ["SM_MODEL_DIR"], "done.txt"), "w").write(record["host"])
 print("requirements_probe", record, flush=True)
