@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from smddp_compat.local_mode._ports import reserve_ports
+from smddp_compat.launcher import reserve_ports
 from smddp_compat.launcher import ProcessSpec, run_process_group
 
 from smddp_compat.bench._config import PROGRAMS_DIR, REPO_ROOT, BenchConfig

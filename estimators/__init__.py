@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from smddp_compat.estimators._distribution import DTensorConfig, DistributionPlan, plan_distribution
+from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
 from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, known_instance_types
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES
 from smddp_compat.estimators.errors import (
@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "TensorFlow",
     "DEFAULT_SOURCE_EXCLUDES",
-    "DTensorConfig",
     "DistributionPlan",
     "InstanceSpec",
     "plan_distribution",

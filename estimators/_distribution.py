@@ -21,43 +21,12 @@ from typing import Any, Mapping
 
 from smddp_compat import errors as _shared_errors
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, KINDS, DistributionConfig, HostCapacity
+from smddp_compat.strategies import Strategy
 
 from smddp_compat.estimators._instance_types import InstanceSpec
 from smddp_compat.estimators.errors import ConfigurationError
 
-__all__ = ["DTensorConfig", "DistributionPlan", "plan_distribution", "host_capacity", "KINDS", "DEFAULT_DTENSOR_PORT"]
-
-
-@dataclass(frozen=True)
-class DTensorConfig:
-    """A checked DTensor set-up.
-
-    Attributes:
-        processes_per_host: DTensor clients per host.
-        devices_per_process: Accelerators (GPU) or virtual CPUs each client drives.
-        device_type: ``"GPU"`` or ``"CPU"``.
-        mesh: Mesh dimensions in order, e.g. ``(("batch", 4), ("model", 2))``, or None (the script builds its own).
-        port: First port of the clients on every host (client ``i`` of a host listens on ``port + i``).
-        job_name: DTENSOR_JOB_NAME.
-    """
-
-    processes_per_host: int
-    devices_per_process: int
-    device_type: str
-    mesh: tuple[tuple[str, int], ...] | None = None
-    port: int = DEFAULT_DTENSOR_PORT
-    job_name: str = "worker"
-
-    def to_json(self) -> dict[str, Any]:
-        """The form the container launcher reads (``smddp_compat_dtensor.json``)."""
-        return {
-            "processes_per_host": self.processes_per_host,
-            "devices_per_process": self.devices_per_process,
-            "device_type": self.device_type,
-            "mesh": [[name, size] for name, size in self.mesh] if self.mesh else None,
-            "port": self.port,
-            "job_name": self.job_name,
-        }
+__all__ = ["DistributionPlan", "plan_distribution", "host_capacity", "KINDS", "DEFAULT_DTENSOR_PORT"]
 
 
 @dataclass(frozen=True)
@@ -69,10 +38,9 @@ class DistributionPlan:
         processes_per_host: Processes each host runs.
         custom_mpi_options: MPI options, kept literally (never given to a shell).
         sdk_distribution: The dictionary handed to the SDK's TensorFlow estimator (None: single process per host).
-        dtensor: The DTensor set-up, for ``dtensor`` only.
         original: The user's dictionary, unchanged.
-        explicit_processes_per_host: For ``smddp``: ``processes_per_host`` when the user gave it (sent as
-            ``sagemaker_mpi_num_of_processes_per_host``, which the toolkit's SMDDP launch honours), else None.
+        hyperparameters: What the kit's estimator adds to the SDK's hyperparameters for the strategy (e.g.
+            ``sagemaker_mpi_num_of_processes_per_host`` for an SMDDP job that set ``processes_per_host``).
         config: The checked distribution model, every default filled in.
     """
 
@@ -80,36 +48,26 @@ class DistributionPlan:
     processes_per_host: int
     custom_mpi_options: str = ""
     sdk_distribution: dict[str, Any] | None = None
-    dtensor: DTensorConfig | None = None
     original: dict[str, Any] = field(default_factory=dict)
-    explicit_processes_per_host: int | None = None
-    config: DistributionConfig | None = None
+    hyperparameters: dict[str, str] = field(default_factory=dict)
+    config: DistributionConfig = field(default_factory=DistributionConfig)
+
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy that owns the job's distribution."""
+        return self.config.strategy
 
     @property
     def ships_compat(self) -> bool:
         """True when the uploaded source must carry smddp_compat (and the smdistributed alias)."""
-        return self.kind in ("smddp", "mpi", "dtensor")
+        return self.strategy.ships_compat
 
 
-def host_capacity(spec: InstanceSpec) -> HostCapacity:
-    """What one host of an instance type offers; ``local_process`` hosts all share this machine."""
-    if spec.name == "local_process":
-        return HostCapacity.this_machine(spec.vcpus)
+def host_capacity(spec: InstanceSpec, instance_count: int = 1) -> HostCapacity:
+    """What one host of an instance type offers; the hosts of a local type all share this machine."""
+    if spec.name in ("local", "local_process"):
+        return HostCapacity.this_machine(spec.vcpus, instance_count)
     return HostCapacity.instance(spec.name, spec.vcpus, spec.gpus)
-
-
-def _sdk_distribution(config: DistributionConfig) -> dict[str, Any] | None:
-    """The dictionary the SDK's own estimator gets (DTensor is launched by smddp-compat, not by the SDK)."""
-    if config.kind == "smddp":
-        # SageMaker's own SMDDP launch (the SDK's hyperparameters for TF <= 2.11): the image's toolkit starts one
-        # process per GPU (one per host on CPU types) unless processes_per_host was given.
-        return {"smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": config.custom_mpi_options}}}
-    if config.kind == "mpi":
-        return {"mpi": {"enabled": True, "processes_per_host": config.processes_per_host,
-                        "custom_mpi_options": config.custom_mpi_options}}
-    if config.kind in ("mwms", "parameter_server"):
-        return {str(KINDS[config.kind]): {"enabled": True}}
-    return None
 
 
 def plan_distribution(
@@ -135,15 +93,10 @@ def plan_distribution(
     original = dict(distribution) if isinstance(distribution, Mapping) else {}
     try:
         given = DistributionConfig.from_sdk_dict(distribution)
-        config = given.resolve(host_capacity(spec), instance_count)
+        config = given.resolve(host_capacity(spec, instance_count), instance_count)
     except _shared_errors.ConfigurationError as exc:
         raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
-    per_host = config.processes_per_host or 1
-    dtensor = None
-    if config.kind == "dtensor":
-        # The container launcher reads a number; CPU clients without a mesh drive one device each.
-        dtensor = DTensorConfig(per_host, config.devices_per_process or 1, config.device_type or "CPU", config.mesh,
-                                config.port, config.job_name)
-    explicit = given.processes_per_host if config.kind == "smddp" else None
-    return DistributionPlan(config.kind, per_host, config.custom_mpi_options, _sdk_distribution(config), dtensor,
-                            original=original, explicit_processes_per_host=explicit, config=config)
+    strategy = config.strategy
+    return DistributionPlan(config.kind, config.processes_per_host or 1, config.custom_mpi_options,
+                            strategy.estimator_distribution(config), original=original,
+                            hyperparameters=strategy.estimator_hyperparameters(given), config=config)

@@ -8,10 +8,10 @@ specifications. Unknown types are refused early (a typo would otherwise surface 
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass
 
 from smddp_compat.estimators.errors import UnknownInstanceTypeError
+from smddp_compat.launcher import usable_cores
 
 __all__ = ["InstanceSpec", "LOCAL_INSTANCE_TYPES", "instance_spec", "known_instance_types", "is_local"]
 
@@ -125,7 +125,7 @@ def is_local(instance_type: str) -> bool:
 def instance_spec(instance_type: object, *, field: str = "instance_type") -> InstanceSpec:
     """The spec of an instance type.
 
-    Local types describe this machine: ``local`` and ``local_process`` have ``os.cpu_count()`` vCPUs and no GPU
+    Local types describe this machine: ``local`` and ``local_process`` have its usable CPU cores as vCPUs and no GPU
     (GPUs are not detected here); ``local_gpu`` counts one GPU.
 
     Args:
@@ -143,7 +143,7 @@ def instance_spec(instance_type: object, *, field: str = "instance_type") -> Ins
             field, instance_type, "the instance type must be a non-empty string",
             "pass a SageMaker training type such as 'ml.p4d.24xlarge', 'ml.c5.2xlarge', or 'local_process'",
         )
-    cpus = os.cpu_count() or 1
+    cpus = usable_cores() or 1  # the cores this process may use, as local mode counts them
     if instance_type in ("local", "local_process"):
         return InstanceSpec(instance_type, cpus, 0)
     if instance_type == "local_gpu":

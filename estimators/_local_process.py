@@ -103,10 +103,10 @@ def build_job_spec(
     if output.startswith("file://"):
         output = output[len("file://"):]
     extra: dict[str, Any] = {}
-    if plan.dtensor is not None:
-        if plan.dtensor.mesh:
-            extra["dtensor_mesh"] = dict(plan.dtensor.mesh)
-        extra["devices_per_process"] = plan.dtensor.devices_per_process
+    if plan.config.mesh:
+        extra["dtensor_mesh"] = dict(plan.config.mesh)
+    if plan.config.devices_per_process is not None:
+        extra["devices_per_process"] = plan.config.devices_per_process
     if max_run:
         extra["max_run"] = max_run
     if checkpoint_local_path:

@@ -28,6 +28,7 @@ from typing import Collection, Sequence
 from smddp_compat.estimators._distribution import DistributionPlan
 from smddp_compat.estimators.errors import ConfigurationError
 from smddp_compat.source_files import SOURCE_EXCLUDES, copy_source_tree, is_excluded, warn_left_out
+from smddp_compat.strategies import dtensor
 
 __all__ = [
     "DEFAULT_SOURCE_EXCLUDES",
@@ -46,8 +47,8 @@ logger = logging.getLogger(__name__)
 
 #: Name patterns (matched against every path component) never uploaded with a job's code: the kit's one list.
 DEFAULT_SOURCE_EXCLUDES: tuple[str, ...] = SOURCE_EXCLUDES
-DTENSOR_LAUNCHER = "smddp_compat_dtensor_launch.py"
-DTENSOR_CONFIG = "smddp_compat_dtensor.json"
+DTENSOR_LAUNCHER = dtensor.LAUNCHER_NAME
+DTENSOR_CONFIG = dtensor.LAUNCHER_CONFIG
 _ADDED_NAMES = ("smddp_compat", "smdistributed", DTENSOR_LAUNCHER, DTENSOR_CONFIG)
 
 
@@ -199,11 +200,12 @@ def stage_source(
             copy_compat_core(os.path.join(staging, "smddp_compat"), excludes)
             copy_filtered(shim_package_dir(), os.path.join(staging, "smdistributed"), excludes)
         run = user_entry
-        if plan.kind == "dtensor" and plan.dtensor is not None:
-            shutil.copy2(container_script("dtensor_launch.py"), os.path.join(staging, DTENSOR_LAUNCHER))
-            with open(os.path.join(staging, DTENSOR_CONFIG), "w", encoding="utf-8") as handle:
-                json.dump({"entry_point": user_entry, "dtensor": plan.dtensor.to_json()}, handle, indent=1)
-            run = DTENSOR_LAUNCHER
+        driver = plan.strategy.job_driver(plan.config)
+        if driver is not None:
+            shutil.copy2(container_script(driver.script), os.path.join(staging, driver.name))
+            with open(os.path.join(staging, driver.config_name), "w", encoding="utf-8") as handle:
+                json.dump({"entry_point": user_entry, **driver.settings}, handle, indent=1)
+            run = driver.name
         if skipped:
             logger.info("left out of the uploaded source: %s", ", ".join(skipped))
         return StagedSource(staging, run, user_entry, skipped)

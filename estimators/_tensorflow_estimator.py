@@ -33,7 +33,7 @@ from sagemaker.utils import name_from_base
 from smddp_compat.estimators import _local_process
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
 from smddp_compat.estimators._images import resolve_training_image
-from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, is_local
+from smddp_compat.estimators._instance_types import instance_spec, is_local
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
 from smddp_compat.estimators._validation import (
     check_channel_names,
@@ -48,7 +48,6 @@ from smddp_compat.estimators._validation import (
     resolve_region,
 )
 from smddp_compat.estimators.errors import ConfigurationError, raised_as_estimator_errors
-from smddp_compat import contract
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE", "sdk_config_without_telemetry"]
 
@@ -61,14 +60,6 @@ DISTRIBUTION_ENV = "SMDDP_COMPAT_DISTRIBUTION"
 _LOCAL_PROCESS_REGION = "us-east-1"
 #: The estimator's whole-number fields the SDK sends unchecked (seconds, GB), with an example for the fix.
 _POSITIVE_INT_FIELDS = {"max_run": "max_run=86400", "max_wait": "max_wait=172800", "volume_size": "volume_size=30"}
-
-
-def _spec_for(instance_type: str, instance_count: int) -> InstanceSpec:
-    spec = instance_spec(instance_type)
-    if instance_type in ("local", "local_process"):
-        # All hosts share this machine: by default they split its CPUs instead of each taking all of them.
-        return InstanceSpec(spec.name, max(1, spec.vcpus // instance_count), 0)
-    return spec
 
 
 class TensorFlow(_SdkTensorFlow):
@@ -121,7 +112,7 @@ class TensorFlow(_SdkTensorFlow):
         instance_type = kwargs.get("instance_type")
         instance_count = check_instance_count(kwargs.get("instance_count", 1))
         kwargs["instance_count"] = instance_count
-        spec = _spec_for(instance_type, instance_count)  # type: ignore[arg-type]
+        spec = instance_spec(instance_type)
         source_dir = kwargs.get("source_dir")
         dependencies = list(kwargs.get("dependencies") or [])
         if kwargs.get("git_config"):
@@ -135,11 +126,6 @@ class TensorFlow(_SdkTensorFlow):
         )
         kwargs["hyperparameters"] = hyperparameters
         plan = plan_distribution(distribution, spec=spec, instance_count=instance_count)
-        if plan.kind == "parameter_server" and instance_type == "local_process":
-            raise ConfigurationError(
-                "distribution", plan.original, "parameter_server is not run by instance_type='local_process'",
-                "use multi_worker_mirrored_strategy, mpi, smdistributed or dtensor locally",
-            )
         if isinstance(source_dir, str) and source_dir.startswith("s3://") and plan.ships_compat:
             raise ConfigurationError(
                 "source_dir", source_dir,
@@ -174,7 +160,7 @@ class TensorFlow(_SdkTensorFlow):
         else:
             job_region = resolve_region(region)  # last: a missing region hides no mistake of the job itself
         environment = dict(kwargs.get("environment") or {})
-        if plan.kind != "none":
+        if plan.strategy.sdk_key:  # a distribution was asked for
             environment.setdefault(DISTRIBUTION_ENV, plan.kind)
         kwargs["environment"] = environment or None
 
@@ -201,7 +187,7 @@ class TensorFlow(_SdkTensorFlow):
         # reach the SDK's launch, so it gets no distribution and the plan is kept beside it.
         # The SDK refuses smdistributed after TF 2.11 in its constructor, but builds SMDDP's hyperparameters from
         # self.distribution on any version: the distribution is set after the constructor's checks.
-        set_after = local_process or plan.kind == "smddp"
+        set_after = local_process or plan.strategy.distribution_set_after_sdk_checks
         super().__init__(
             entry_point=entry_point, distribution=None if set_after else plan.sdk_distribution, **kwargs
         )
@@ -212,9 +198,7 @@ class TensorFlow(_SdkTensorFlow):
         """The SDK's hyperparameters, plus ``sagemaker_mpi_num_of_processes_per_host`` for an SMDDP job that set
         ``processes_per_host`` (the toolkit's SMDDP launch reads it)."""
         hyperparameters = super().hyperparameters()
-        plan = self.distribution_plan
-        if plan.kind == "smddp" and plan.explicit_processes_per_host is not None:
-            hyperparameters[contract.MPI_PROCESSES_PER_HOST] = str(plan.explicit_processes_per_host)
+        hyperparameters.update(self.distribution_plan.hyperparameters)
         return hyperparameters
 
     # -- training --------------------------------------------------------------------------------------------------

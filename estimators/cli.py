@@ -27,7 +27,8 @@ import os
 import sys
 from typing import Any, Sequence
 
-from smddp_compat.distribution_config import FLAT_KINDS, DistributionConfig, FieldNames
+from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
+from smddp_compat.strategies import NAMES
 
 from smddp_compat.estimators._jobs import (
     check_destination,
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--source-dir", default=None)
     submit.add_argument("--instance-count", type=int, default=1)
     submit.add_argument("--processes-per-host", type=int, default=None)
-    submit.add_argument("--distribution", default="none", help=" | ".join(FLAT_KINDS))
+    submit.add_argument("--distribution", default="none", help=" | ".join(NAMES))
     submit.add_argument("--hyperparameters", nargs="*", default=[], metavar="K=V")
     submit.add_argument("--channel", action="append", default=[], metavar="NAME=PATH|s3://...")
     submit.add_argument("--output", default=None, help="s3:// output path (a folder for local_process)")
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--framework-version", default=DEFAULT_FRAMEWORK_VERSION)
     submit.add_argument("--py-version", default=DEFAULT_PY_VERSION)
     submit.add_argument("--job-name", default=None)
-    submit.add_argument("--mesh", nargs="*", default=[], metavar="DIM=SIZE", help="DTensor mesh, e.g. batch=8")
+    submit.add_argument("--mesh", nargs="+", metavar="DIM=SIZE,...", help="DTensor mesh, e.g. batch=4,model=2")
     submit.add_argument("--devices-per-process", type=int, default=None, metavar="N",
                         help="DTensor: devices per client (default: GPUs / processes per host; on CPU, mesh / clients)")
     submit.add_argument("--custom-mpi-options", default=None)
@@ -185,7 +186,7 @@ def _submit(args: argparse.Namespace) -> int:
     hyperparameters = {name: decode_value(text) for name, text in texts.items()}
     channels = parse_name_values(args.channel, "--channel")
     check_channel_names(channels, field="--channel")
-    mesh = ",".join(args.mesh) if args.mesh else None
+    mesh = mesh_option_text(args.mesh, "--mesh")
     distribution = distribution_from_args(args.distribution, args.processes_per_host, mesh, args.custom_mpi_options,
                                           args.devices_per_process)
     local = args.instance_type == "local_process"

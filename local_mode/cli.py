@@ -1,7 +1,7 @@
 """``smddp local``: run a SageMaker training job on this machine.
 
     smddp local [ENTRY_POINT] [--source-dir DIR] [--instance-count H] [--processes-per-host P]
-                [--distribution none|smddp|mpi|mwms|dtensor] [--hyperparameters NAME=VALUE ...]
+                [--distribution none|smddp|mpi|mwms|dtensor|parameter_server] [--hyperparameters NAME=VALUE ...]
                 [--channel NAME=PATH|s3://... ...] [--output DIR|s3://...] [--max-run SECONDS] [--job-name NAME]
                 [--env NAME=VALUE ...] [--metric NAME=REGEX ...] [--checkpoint-dir DIR] [--mesh DIM=SIZE,...]
                 [--devices-per-process N] [--work-dir DIR] [--backend process|docker]
@@ -30,18 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat import errors as kit_errors
-from smddp_compat.distribution_config import FLAT_KINDS
+from smddp_compat.distribution_config import mesh_option_text
+from smddp_compat.strategies import NAMES
 from smddp_compat.launcher._option_types import finite_seconds, positive_count, positive_seconds, whole_number
 
 from smddp_compat.local_mode.errors import ConfigurationError
-from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, Distribution, JobSpec
+from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT"]
 
 DEMO_ENTRY_POINT = "smddp_mnist.py"
 _DEMO_HOSTS = 2
-_DEMO_DISTRIBUTION = Distribution.SMDDP
+_DEMO_DISTRIBUTION = "smddp"
 
 _USAGE_ERROR = 2
 
@@ -57,14 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="smddp local",
         description="Run a SageMaker training job on this machine: H hosts (algo-1.. on 127.0.0.2..) x P processes.",
         epilog=f"Without ENTRY_POINT: the bundled {DEMO_ENTRY_POINT}, {_DEMO_HOSTS} hosts x 1 process, "
-        f"distribution {_DEMO_DISTRIBUTION.value}.",
+        f"distribution {_DEMO_DISTRIBUTION}.",
     )
     parser.add_argument("entry_point", nargs="?", metavar="ENTRY_POINT", help="training script (.py or .sh)")
     parser.add_argument("--source-dir", metavar="DIR", help="folder copied as the code directory (holds ENTRY_POINT)")
     parser.add_argument("--instance-count", type=whole_number, metavar="H", help="number of hosts (default 1)")
     parser.add_argument("--processes-per-host", type=whole_number, metavar="P", help="processes per host (default 1)")
     parser.add_argument(
-        "--distribution", metavar="KIND", help=f"{', '.join(FLAT_KINDS)} (default none)"
+        "--distribution", metavar="KIND", help=f"{', '.join(NAMES)} (default none)"
     )
     parser.add_argument(
         "--hyperparameters", "--hp", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
@@ -90,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(the regex's first group captures it; repeatable)",
     )
     parser.add_argument("--checkpoint-dir", metavar="DIR", help="folder shared as every host's checkpoints folder")
-    parser.add_argument("--mesh", metavar="DIM=SIZE,...", help="dtensor: the global mesh, e.g. batch=4,model=2")
+    parser.add_argument("--mesh", nargs="+", metavar="DIM=SIZE,...",
+                        help="dtensor: the global mesh, e.g. batch=4,model=2")
     parser.add_argument("--devices-per-process", type=whole_number, metavar="N", help="dtensor: devices per client")
     parser.add_argument("--work-dir", metavar="DIR", help="keep the hosts' /opt/ml trees here (default: temporary)")
     parser.add_argument(
@@ -152,7 +154,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
             )
         entry_point, source_dir = DEMO_ENTRY_POINT, str(bundled_entry_points_dir())
         hosts = _DEMO_HOSTS if hosts is None else hosts
-        distribution = _DEMO_DISTRIBUTION.value if distribution is None else distribution
+        distribution = _DEMO_DISTRIBUTION if distribution is None else distribution
     texts = parse_name_values(args.hyperparameters, "--hyperparameters")
     hyperparameters = {name: decode_value(text) for name, text in texts.items()}
     return JobSpec(
@@ -160,7 +162,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         source_dir=source_dir,
         instance_count=1 if hosts is None else hosts,
         processes_per_host=1 if args.processes_per_host is None else args.processes_per_host,
-        distribution=Distribution.NONE.value if distribution is None else distribution,
+        distribution="none" if distribution is None else distribution,
         hyperparameters=hyperparameters,
         channels=parse_name_values(args.channel, "--channel"),
         output_path=args.output,
@@ -168,7 +170,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         job_name=args.job_name,
         environment=parse_name_values(args.env, "--env"),
         checkpoint_path=args.checkpoint_dir,
-        dtensor_mesh=args.mesh,  # DIM=SIZE,... text: parsed and checked by the job's distribution model
+        dtensor_mesh=mesh_option_text(args.mesh, "--mesh"),  # DIM=SIZE,...: checked by the distribution model
         devices_per_process=args.devices_per_process,
         work_dir=args.work_dir,
         metric_definitions=[

@@ -12,6 +12,7 @@ Everything here is a pure function of its arguments: the unit tests assert the e
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,10 +20,11 @@ from typing import Any
 
 from smddp_compat.local_mode.layout import HostLayout
 from smddp_compat import contract
-from smddp_compat.cluster import HOROVOD_GLOO_VARIABLES, encode_host_addresses
+from smddp_compat.cluster import EMITTED_VARIABLES, encode_host_addresses
 from smddp_compat.contract import DISTRIBUTION_FLAGS, TOOLKIT_PARAMETERS, cmd_args, env_value
 
 __all__ = [
+    "host_addresses",
     "training_environment",
     "platform_environment",
     "inherited_environment",
@@ -34,6 +36,7 @@ __all__ = [
 # Families of variables whose every member belongs to a planner: the toolkit's ``SM_*`` (channels and
 # hyperparameters add names per job) and TensorFlow's DTensor client settings (the DTensor plan fixes the clients).
 _RESERVED_PREFIXES = (contract.SM_PREFIX, "DTENSOR_")
+_FIRST_HOST_ADDRESS = ipaddress.IPv4Address("127.0.0.2")
 # An enclosing launcher's per-process variables (mpirun, PMI): meaningless for the processes local_mode starts.
 _LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_")
 
@@ -192,13 +195,24 @@ def platform_environment(layout: HostLayout, *, job_name: str, region: str) -> d
     }
 
 
+def host_addresses(count: int) -> dict[str, str]:
+    """Host name -> its own loopback address: ``algo-1`` -> 127.0.0.2, ``algo-2`` -> 127.0.0.3, ...
+
+    Args:
+        count: H.
+
+    Returns:
+        The map, in host order.
+    """
+    return {f"algo-{n + 1}": str(_FIRST_HOST_ADDRESS + n) for n in range(count)}
+
+
 @functools.cache
 def emitted_variables() -> frozenset[str]:
     """Every variable local_mode's planners give a process, read off the planners themselves.
 
-    The Horovod rank variables come from the rendezvous
-    (:data:`smddp_compat.cluster.HOROVOD_GLOO_VARIABLES`), the other distributions' from running their
-    planners on a two-host job with every option set, and the host's own from :func:`platform_environment`,
+    The strategies' variables are :data:`smddp_compat.cluster.EMITTED_VARIABLES` (every strategy's plan derives
+    them there), and the host's own come from :func:`platform_environment`,
     :func:`smddp_compat.cluster.encode_host_addresses` and the stall watchdog's folder. ``SM_*`` is a family
     (:data:`_RESERVED_PREFIXES`). ``PYTHONPATH`` is not here (the caller's is kept after the job's entries), nor
     ``PYTHONUNBUFFERED`` (the job's own value wins).
@@ -206,22 +220,14 @@ def emitted_variables() -> frozenset[str]:
     Returns:
         The variable names.
     """
-    from smddp_compat.local_mode import distribution as plans  # imports local_mode.spec, which imports this module
     from smddp_compat.launcher._rank_settings import stall_watchdog_env
 
     hosts = ["algo-1", "algo-2"]
-    addresses = plans.host_addresses(len(hosts))
-    ports = [1, 2, 3, 4]
-    planned = [
-        *plans.plan_single(hosts),
-        *plans.plan_mwms(hosts, 2, addresses, ports),
-        *plans.plan_dtensor(hosts, 2, addresses, ports, mesh={"batch": 4}, devices_per_client=1),
-    ]
+    addresses = host_addresses(len(hosts))
     layout = HostLayout(hosts[0], Path(contract.OPT_ML))
     return frozenset(
         {
-            *HOROVOD_GLOO_VARIABLES,
-            *(name for plan in planned for name in plan.env),
+            *EMITTED_VARIABLES,
             *platform_environment(layout, job_name="", region=""),
             *encode_host_addresses(addresses),
             *stall_watchdog_env(None, None, ""),

@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from smddp_compat.local_mode import distribution as plans
 from smddp_compat.local_mode._job_claim import claimed_job
 from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, make_s3_client
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from smddp_compat.local_mode.channels import link_channels, stage_channels
 from smddp_compat.local_mode.environment import (
     default_region,
+    host_addresses,
     inherited_environment,
     platform_environment,
     training_environment,
@@ -37,9 +37,10 @@ from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
 from smddp_compat.local_mode.metrics import check_metric_definitions, final_values_from_logs
 from smddp_compat.local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
-from smddp_compat.local_mode.spec import Distribution, JobSpec
+from smddp_compat.local_mode.spec import JobSpec
 from smddp_compat import contract
 from smddp_compat.cluster import encode_host_addresses
+from smddp_compat.strategies import LocalCluster, ProcessPlan
 from smddp_compat.launcher._console import ConsoleStream
 from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
 from smddp_compat.job_files import iter_regular_files
@@ -145,7 +146,7 @@ def run(
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
     out: IO[str] = ConsoleStream(stream if stream is not None else sys.stdout)  # type: ignore[assignment]
-    assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
+    assert spec.job_name is not None
     destination = job_destination(spec.output_path, spec.job_name)
     with claimed_job(destination, spec.job_name):
         _check_destination(destination, spec.job_name)
@@ -179,17 +180,20 @@ def _run_claimed(
         checkpoints = _checkpoint_folder(spec, destination, root)
         layouts, host_envs = _prepare_hosts(spec, root, checkpoints)
         log_files = {host: log_dir / f"{host}.log" for host in layouts}
-        engine = _horovod_engine(spec)
         out.write(
             f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
             f"process(es), distribution {spec.distribution.value}; logs in {log_dir}\n"
-            + (f"[local_mode] {engine.describe()}\n" if engine is not None else "")
         )
         crowded = oversubscription_warning(spec.instance_count * spec.processes_per_host, usable_cores())
         if crowded:
             out.write(f"[local_mode] warning: {crowded}\n")
         out.flush()
-        with _planned(spec) as process_plans:
+        config = spec.distribution_config
+        job = LocalCluster(tuple(spec.hosts), spec.processes_per_host, host_addresses(spec.instance_count), config)
+        with config.strategy.local_launch(job) as launch:
+            if launch.note:
+                out.write(f"[local_mode] {launch.note}\n")
+                out.flush()
             # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,
             # so a stall report names the ranks that are missing (SMDDP_STALL_TIMEOUT_SECONDS via --env enables it).
             stall_dir = root / "stall"
@@ -199,12 +203,12 @@ def _run_claimed(
                                     console_hides=tensorflow_log_filter(s.env, show=show_tf_logs))
                 for s in (
                     _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files)
-                    for plan in process_plans
+                    for plan in launch.plans
                 )
             ]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
             group_runner: Any = run_process_group
-            if engine is not None and engine.engine == "mpi":
+            if launch.mpi:
                 group_runner = functools.partial(run_mpi_group, console_hides=specs[0].console_hides)
             group = group_runner(
                 specs,
@@ -310,30 +314,6 @@ def _with_script_error(group: Any, failure_files: Mapping[str, Path]) -> str:
     return group.reason.replace(plain, describe_failure(failed.spec, failed.returncode, script_error), 1)
 
 
-def _horovod_engine(spec: JobSpec) -> Any:
-    """The engine of a Horovod job on this machine's processes (None for other distributions).
-
-    One host: smddprun's rule (MPI when every rank has an idle core; ``SMDDP_ENGINE`` forces either). Several
-    simulated hosts: Gloo, whose rendezvous gives each host its own local ranks; MPI would see one machine.
-
-    Raises:
-        ConfigurationError: ``SMDDP_ENGINE=mpi`` for a job of several hosts.
-    """
-    if spec.distribution not in (Distribution.SMDDP, Distribution.MPI):
-        return None
-    from smddp_compat.launcher._engine import ENGINE_VARIABLE, EngineChoice, choose_engine
-
-    if spec.instance_count == 1:
-        return choose_engine(spec.processes_per_host)
-    if os.environ.get(ENGINE_VARIABLE, "").strip().lower() == "mpi":
-        raise ConfigurationError(
-            ENGINE_VARIABLE, os.environ[ENGINE_VARIABLE],
-            f"the MPI engine runs one host's ranks, and this job has {spec.instance_count} hosts",
-            "unset SMDDP_ENGINE (multi-host jobs use Gloo), or use instance_count=1",
-        )
-    return EngineChoice("gloo", f"{spec.instance_count} hosts: Gloo gives each simulated host its own local ranks")
-
-
 def _checkpoint_folder(spec: JobSpec, destination: Path | S3Location, root: Path) -> Path:
     """The folder every host shares as its ``checkpoints``: ``checkpoint_path`` when given, else one kept with the
     job's output, ``<output>/<job>/checkpoints`` (for an ``s3://`` output, a folder of the job's work tree, uploaded
@@ -391,10 +371,10 @@ def _prepare_hosts(
 ) -> tuple[dict[str, HostLayout], dict[str, dict[str, str]]]:
     """Fetches the channels, builds every host's tree (``checkpoints`` shared by all) and its environment (without
     distribution variables)."""
-    assert spec.job_name is not None and isinstance(spec.distribution, Distribution)
+    assert spec.job_name is not None
     staged = stage_channels(spec.channels, root / "channels")
     hosts = spec.hosts
-    addresses = plans.host_addresses(len(hosts))
+    addresses = host_addresses(len(hosts))
     data_config = input_data_config(list(spec.channels))
     region = default_region()
     num_cpus = os.cpu_count() or 1
@@ -410,7 +390,7 @@ def _prepare_hosts(
             contract.CONTAINER_LOG_LEVEL: LOG_LEVEL,
             contract.JOB_NAME: spec.job_name,
             contract.REGION: region,
-            **plans.framework_parameters(spec.distribution, spec.processes_per_host, INSTANCE_TYPE),
+            **spec.distribution_config.strategy.framework_parameters(spec.distribution_config, INSTANCE_TYPE),
         }
         resource = resource_config(hosts, host, INSTANCE_TYPE, NETWORK_INTERFACE)
         layout = create_host_tree(
@@ -447,51 +427,9 @@ def _prepare_hosts(
     return layouts, envs
 
 
-class _planned:
-    """Context manager yielding the job's process plans; holds Horovod's rendezvous server open for smddp/mpi."""
-
-    def __init__(self, spec: JobSpec) -> None:
-        self._spec = spec
-        self._rendezvous: Any = None
-
-    def __enter__(self) -> list[plans.ProcessPlan]:
-        spec = self._spec
-        hosts = spec.hosts
-        per_host = spec.processes_per_host
-        addresses = plans.host_addresses(len(hosts))
-        if spec.distribution in (Distribution.SMDDP, Distribution.MPI):
-            from smddp_compat.launcher import HorovodRendezvous, HostSlots
-
-            self._rendezvous = HorovodRendezvous(
-                [HostSlots(host, per_host, addresses[host]) for host in hosts], bind_address=addresses[hosts[0]]
-            )
-            rank_envs = self._rendezvous.__enter__().rank_envs()
-            shim = plans.smdistributed_shim_path() if spec.distribution is Distribution.SMDDP else None
-            return plans.plan_horovod(hosts, per_host, rank_envs, shim_path=shim)
-        if spec.distribution in (Distribution.MWMS, Distribution.DTENSOR):
-            from smddp_compat.local_mode._ports import reserve_ports
-
-            ports = reserve_ports([addresses[host] for host in hosts for _ in range(per_host)])
-            if spec.distribution is Distribution.MWMS:
-                return plans.plan_mwms(hosts, per_host, addresses, ports)
-            return plans.plan_dtensor(
-                hosts,
-                per_host,
-                addresses,
-                ports,
-                mesh=spec.dtensor_mesh,
-                devices_per_client=spec.devices_per_client,
-            )
-        return plans.plan_single(hosts)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._rendezvous is not None:
-            self._rendezvous.__exit__(*exc_info)
-
-
 def _process_spec(
     spec: JobSpec,
-    plan: plans.ProcessPlan,
+    plan: ProcessPlan,
     layout: HostLayout,
     host_env: Mapping[str, str],
     log_files: Mapping[str, Path],
@@ -504,8 +442,9 @@ def _process_spec(
     if env.get("PYTHONPATH"):
         python_path.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(python_path)
+    argv = [spec.python, "-m", plan.module] if plan.module else _argv(spec, layout, cmd_args(spec.hyperparameters))
     return ProcessSpec(
-        argv=_argv(spec, layout, cmd_args(spec.hyperparameters)),
+        argv=argv,
         env=env,
         label=plan.label,
         cwd=str(layout.code_dir),

@@ -25,6 +25,7 @@ from typing import Any
 from smddp_compat import contract
 from smddp_compat import errors as shared_errors
 from smddp_compat.distribution_config import DistributionConfig, HostCapacity
+from smddp_compat.strategies import NAMES
 from smddp_compat.launcher import usable_cores
 
 from smddp_compat.local_mode._s3 import is_s3_uri, parse_s3_uri
@@ -56,22 +57,13 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENTRY_POINT_SUFFIXES = (".py", ".sh")
 
 
-class Distribution(str, enum.Enum):
-    """How the processes of a job find each other.
-
-    * ``NONE``: one process per host, no launcher (SageMaker's default).
-    * ``SMDDP``: SageMaker distributed data parallel: H x P Horovod ranks that can import
-      ``smdistributed.dataparallel``.
-    * ``MPI``: Horovod: H x P ranks, as SageMaker's ``mpi`` distribution runs them.
-    * ``MWMS``: ``MultiWorkerMirroredStrategy``: ``TF_CONFIG`` for each worker process.
-    * ``DTENSOR``: multi-client DTensor: ``DTENSOR_JOBS``, ``DTENSOR_CLIENT_ID``, ``DTENSOR_JOB_NAME`` per client.
-    """
-
-    NONE = "none"
-    SMDDP = "smddp"
-    MPI = "mpi"
-    MWMS = "mwms"
-    DTENSOR = "dtensor"
+Distribution = enum.Enum(  # type: ignore[misc]
+    "Distribution", {name.upper(): name for name in NAMES}, type=str, module=__name__,
+    qualname="Distribution",
+)
+Distribution.__doc__ = """How the processes of a job find each other: one member per strategy of
+:mod:`smddp_compat.strategies` (``NONE``, ``SMDDP``, ``MPI``, ``MWMS``, ``DTENSOR``, ``PARAMETER_SERVER``), whose
+class owns what it means."""
 
 
 def _require_count(name: str, value: Any) -> int:
@@ -248,7 +240,8 @@ class JobSpec:
             path). When None, only the entry point file is copied, as the SDK does.
         instance_count: H, the number of hosts (algo-1..algo-H on 127.0.0.2, 127.0.0.3, ...).
         processes_per_host: P, processes on each host (must be 1 for distribution ``none``).
-        distribution: ``none``, ``smddp``, ``mpi``, ``mwms`` or ``dtensor``.
+        distribution: A strategy of :mod:`smddp_compat.strategies`: ``none``, ``smddp``, ``mpi``, ``mwms``,
+            ``dtensor`` or ``parameter_server``.
         hyperparameters: Passed to the script as ``--name value`` arguments and ``SM_HP_*`` variables; values must be
             JSON-serialisable.
         channels: Channel name -> local folder/file or ``s3://bucket/prefix``; each appears in every host's
@@ -281,7 +274,7 @@ class JobSpec:
     source_dir: str | None = None
     instance_count: int = 1
     processes_per_host: int = 1
-    distribution: Distribution | str = Distribution.NONE
+    distribution: Distribution | str = "none"
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     channels: Mapping[str, str] = field(default_factory=dict)
     output_path: str = DEFAULT_OUTPUT_PATH
@@ -409,7 +402,7 @@ class JobSpec:
                 mesh=self.dtensor_mesh,
                 devices_per_process=self.devices_per_process,
             )
-            return given.resolve(HostCapacity.this_machine(usable_cores()), hosts)
+            return given.resolve(HostCapacity.this_machine(usable_cores(), hosts), hosts)
         except shared_errors.ConfigurationError as exc:
             raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
 

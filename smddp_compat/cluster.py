@@ -448,6 +448,7 @@ def parameter_server_tf_config(
     worker_port: int = 2222,
     ps_port: int = 2223,
     addresses: Mapping[str, str] | None = None,
+    ports: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """The ``TF_CONFIG`` of the parameter-server distribution, as SageMaker's TensorFlow toolkit builds it.
 
@@ -461,22 +462,25 @@ def parameter_server_tf_config(
         worker_port: Port of the master and worker tasks.
         ps_port: Port of the parameter servers.
         addresses: Host name -> address (names are their own address when missing).
+        ports: Host name -> (its master or worker task's port, its parameter server's port), for hosts that share
+            one machine (local mode); the two ports above otherwise.
 
     Raises:
         ClusterConfigError: A parameter server is asked for on a one-host cluster, or ``current_host`` is unknown.
     """
     addresses = addresses or {}
+    ports = ports or {}
     if current_host not in hosts:
         raise ClusterConfigError(CURRENT_HOST_VARIABLE, current_host, f"is not one of SM_HOSTS={list(hosts)}",
                                  "set both consistently")
 
-    def listening(names: Sequence[str], port: int) -> list[str]:
-        return [f"{addresses.get(name, name)}:{port}" for name in names]
+    def listening(names: Sequence[str], which: int) -> list[str]:
+        return [f"{addresses.get(name, name)}:{ports.get(name, (worker_port, ps_port))[which]}" for name in names]
 
-    cluster: dict[str, list[str]] = {"master": listening(hosts[:1], worker_port)}
+    cluster: dict[str, list[str]] = {"master": listening(hosts[:1], 0)}
     if len(hosts) > 1:
-        cluster["ps"] = listening(hosts, ps_port)
-        cluster["worker"] = listening(hosts[1:], worker_port)
+        cluster["ps"] = listening(hosts, 1)
+        cluster["worker"] = listening(hosts[1:], 0)
     if ps_task:
         if len(hosts) < 2:
             raise ClusterConfigError("ps_task", ps_task, "a one-host cluster has no parameter server",

@@ -17,17 +17,26 @@ Standard library only: this module ships inside the uploaded code and the images
 
 from __future__ import annotations
 
-import math
 import re
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from smddp_compat.errors import ConfigurationError
+from smddp_compat.strategies import (
+    ALL_SETTINGS,
+    STRATEGIES,
+    Strategy,
+    dtensor,
+    sdk_keys,
+    strategy_for_sdk_key,
+    strategy_named,
+    users_of,
+)
 
 __all__ = [
     "KINDS",
-    "FLAT_KINDS",
     "DEFAULT_DTENSOR_PORT",
     "DEFAULT_DTENSOR_JOB_NAME",
     "Mesh",
@@ -35,36 +44,17 @@ __all__ = [
     "HostCapacity",
     "DistributionConfig",
     "parse_mesh",
+    "count_setting",
+    "mesh_option_text",
 ]
 
-#: Each kind as the CLIs and ``JobSpec`` spell it -> its key in the SDK's ``distribution`` dictionary.
-KINDS: dict[str, str | None] = {
-    "none": None,
-    "smddp": "smdistributed",
-    "mpi": "mpi",
-    "mwms": "multi_worker_mirrored_strategy",
-    "parameter_server": "parameter_server",
-    "dtensor": "dtensor",
-}
-#: The kinds the flat form (``JobSpec`` and both CLIs) accepts; ``parameter_server`` exists only in the SDK's form.
-FLAT_KINDS = ("none", "smddp", "mpi", "mwms", "dtensor")
-DEFAULT_DTENSOR_PORT = 9970
-DEFAULT_DTENSOR_JOB_NAME = "worker"
-DEVICE_TYPES = ("GPU", "CPU")
-_MAX_PORT = 65535
-_KEY_TO_KIND = {key: kind for kind, key in KINDS.items() if key}
+#: Each strategy's name (as the CLIs and ``JobSpec`` spell it) -> its key in the SDK's ``distribution`` dictionary.
+KINDS: dict[str, str | None] = {name: strategy.sdk_key for name, strategy in STRATEGIES.items()}
+DEFAULT_DTENSOR_PORT = dtensor.DEFAULT_PORT
+DEFAULT_DTENSOR_JOB_NAME = dtensor.DEFAULT_JOB_NAME
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_MPI_KINDS = ("smddp", "mpi", "parameter_server")
-_DTENSOR_SETTINGS = ("mesh", "devices_per_process", "device_type", "port", "job_name")
-
-#: The keys each strategy's dictionary accepts (``smdistributed`` holds ``dataparallel``, which holds these).
-SDK_KEYS: dict[str, frozenset[str]] = {
-    "smdistributed": frozenset({"enabled", "custom_mpi_options", "processes_per_host"}),
-    "mpi": frozenset({"enabled", "custom_mpi_options", "processes_per_host"}),
-    "multi_worker_mirrored_strategy": frozenset({"enabled"}),
-    "parameter_server": frozenset({"enabled", "custom_mpi_options"}),
-    "dtensor": frozenset({"enabled", "processes_per_host", *_DTENSOR_SETTINGS}),
-}
+_DEFAULTS = {"processes_per_host": None, "custom_mpi_options": "", "mesh": None, "devices_per_process": None,
+             "device_type": None, "port": DEFAULT_DTENSOR_PORT, "job_name": DEFAULT_DTENSOR_JOB_NAME}
 
 Mesh = tuple[tuple[str, int], ...]
 """A DTensor mesh: its dimensions in order, e.g. ``(("batch", 4), ("model", 2))``."""
@@ -107,8 +97,7 @@ class FieldNames:
         Returns:
             ``<prefix>['<setting>']`` for every setting.
         """
-        settings = ("processes_per_host", "custom_mpi_options", *_DTENSOR_SETTINGS)
-        return cls(kind=kind, **{name: f"{prefix}[{name!r}]" for name in settings})
+        return cls(kind=kind, **{name: f"{prefix}[{name!r}]" for name in ALL_SETTINGS})
 
 
 @dataclass(frozen=True)
@@ -121,6 +110,8 @@ class HostCapacity:
         gpus: Its GPUs (0: DTensor clients use virtual CPU devices).
         slot_unit: What a CPU slot is called (``vCPU``, ``CPU core``).
         larger: How to get a larger host, for the fix of a message (None: there is no larger one).
+        shared_by: How many hosts share these slots (local hosts all share this machine): a strategy that fills a
+            host by default takes its share, ``slots // shared_by``.
     """
 
     name: str
@@ -128,6 +119,7 @@ class HostCapacity:
     gpus: int = 0
     slot_unit: str = "vCPU"
     larger: str | None = None
+    shared_by: int = 1
 
     @classmethod
     def instance(cls, name: str, vcpus: int, gpus: int) -> HostCapacity:
@@ -135,9 +127,19 @@ class HostCapacity:
         return cls(name, gpus or vcpus, gpus, "vCPU", "a larger instance type")
 
     @classmethod
-    def this_machine(cls, cores: int | None) -> HostCapacity:
-        """This machine, which every local host shares: its CPU cores (None: unknown), no GPU."""
-        return cls("this machine (shared by every local host)", cores, 0, "CPU core")
+    def this_machine(cls, cores: int | None, hosts: int = 1) -> HostCapacity:
+        """This machine, which the job's ``hosts`` local hosts share: its CPU cores (None: unknown), no GPU.
+
+        One rule for every local entry (``smddp local``, ``JobSpec``, the estimators' ``local_process``): a host may
+        run up to all the cores' worth of processes (more processes than cores in all is warned about when the job
+        starts, not refused), and a strategy that fills a host by default takes its share of the cores.
+        """
+        return cls("this machine (shared by every local host)", cores, 0, "CPU core", shared_by=max(1, hosts))
+
+    @property
+    def default_slots(self) -> int:
+        """The processes a strategy that fills a host runs by default: its slots (its share of them), at least 1."""
+        return max(1, (self.slots or 1) // self.shared_by)
 
     @property
     def is_gpu(self) -> bool:
@@ -218,7 +220,29 @@ def parse_mesh(value: object, name: str = "dtensor_mesh") -> Mesh | None:
     return tuple(mesh)
 
 
-def _count(name: str, value: object) -> None:
+def mesh_option_text(words: list[str] | None, option: str = "--mesh") -> str | None:
+    """The ``--mesh`` option of every CLI (``DIM=SIZE,...``) as one text; the older space-separated form
+    (``--mesh batch=4 model=2``) is still read, with a note on standard error.
+
+    Args:
+        words: The option's words (argparse ``nargs="+"``), or None when it was not given.
+        option: The option's name, for the note.
+
+    Returns:
+        ``batch=4,model=2``, or None.
+    """
+    if not words:
+        return None
+    if len(words) > 1:
+        joined = ",".join(word.strip(",") for word in words)
+        print(f"note: {option} {' '.join(words)}: write it as {option} {joined} (DIM=SIZE pairs joined by commas; "
+              "the space-separated form is still read)", file=sys.stderr)
+        return joined
+    return words[0]
+
+
+def count_setting(name: str, value: object) -> None:
+    """Refuses a count that is given and not an integer >= 1."""
     if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
         raise ConfigurationError(name, value, "must be an integer >= 1", "use a positive integer, e.g. 1")
 
@@ -227,12 +251,13 @@ def _count(name: str, value: object) -> None:
 class DistributionConfig:
     """A job's distribution, checked value by value when it is built.
 
-    Settings left None take the kind's default in :meth:`resolve`.
+    Settings left None take the strategy's default in :meth:`resolve`. What each strategy accepts, defaults and
+    checks is its :class:`~smddp_compat.strategies.Strategy`'s (:attr:`strategy`).
 
     Attributes:
-        kind: ``none``, ``smddp``, ``mpi``, ``mwms``, ``parameter_server`` or ``dtensor``.
-        processes_per_host: Processes each host runs (None: the kind's default).
-        custom_mpi_options: mpirun options (``smddp``, ``mpi``, ``parameter_server``), kept literally.
+        kind: The strategy's name: one of :data:`smddp_compat.strategies.NAMES`.
+        processes_per_host: Processes each host runs (None: the strategy's default).
+        custom_mpi_options: mpirun options (``smddp``, ``mpi``), kept literally.
         mesh: ``dtensor``: the global mesh, or None (the script builds its own). Given as anything
             :func:`parse_mesh` reads; stored as a :data:`Mesh`.
         devices_per_process: ``dtensor``: GPUs or virtual CPUs each client drives (None: derived).
@@ -253,17 +278,11 @@ class DistributionConfig:
     names: FieldNames = field(default=FieldNames(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        """Checks every value on its own (the cluster is checked by :meth:`resolve`) and normalises the mesh."""
+        """Checks every value on its own (the cluster is checked by :meth:`resolve`) through the strategy."""
         names = self.names
-        if self.kind not in KINDS:
-            raise ConfigurationError(names.kind, self.kind, "unknown distribution", f"use one of: {', '.join(KINDS)}")
-        _count(names.processes_per_host, self.processes_per_host)
-        if self.kind == "none" and self.processes_per_host not in (None, 1):
-            raise ConfigurationError(
-                names.processes_per_host, self.processes_per_host,
-                "distribution 'none' runs exactly one process per host",
-                "use processes_per_host=1, or a distribution (smddp, mpi, mwms, dtensor) to run several",
-            )
+        strategy = strategy_named(self.kind, names.kind)
+        object.__setattr__(self, "kind", strategy.name)
+        count_setting(names.processes_per_host, self.processes_per_host)
         if self.custom_mpi_options is None:  # the SDK's dictionaries may hold None for "no options"
             object.__setattr__(self, "custom_mpi_options", "")
         if not isinstance(self.custom_mpi_options, str):
@@ -271,40 +290,26 @@ class DistributionConfig:
                 names.custom_mpi_options, self.custom_mpi_options, "must be a string",
                 "give the options as one string, e.g. '-x NCCL_DEBUG=INFO'",
             )
-        if self.custom_mpi_options and self.kind not in _MPI_KINDS:
-            raise ConfigurationError(
-                names.custom_mpi_options, self.custom_mpi_options,
-                f"is only used with distribution smddp, mpi or parameter_server, not {self.kind!r}",
-                "drop the option, or use one of those distributions",
-            )
-        if self.kind != "dtensor":
-            given = self._given_dtensor_settings()
-            if given:
-                setting, value = next(iter(given.items()))
+        for setting, value in self.given_settings().items():
+            if setting not in strategy.settings:
+                users = users_of(setting)
                 raise ConfigurationError(
-                    getattr(names, setting), value, f"is only used with distribution 'dtensor', not {self.kind!r}",
-                    "drop the option, or use distribution 'dtensor'",
+                    getattr(names, setting), value,
+                    f"is only used with distribution {' or '.join(repr(u) for u in users)}, not {self.kind!r}",
+                    "drop the option, or use " + (f"distribution {users[0]!r}" if len(users) == 1 else
+                                                  "one of those distributions"),
                 )
-            return
-        object.__setattr__(self, "mesh", parse_mesh(self.mesh, names.mesh))
-        _count(names.devices_per_process, self.devices_per_process)
-        if self.device_type is not None and self.device_type not in DEVICE_TYPES:
-            raise ConfigurationError(names.device_type, self.device_type, "must be 'GPU' or 'CPU'", "pick one of the two")
-        if not _is_int(self.port) or not 1024 <= self.port <= _MAX_PORT:
-            raise ConfigurationError(
-                names.port, self.port, f"must be an integer in 1024..{_MAX_PORT}",
-                f"use the default {DEFAULT_DTENSOR_PORT} or a free port",
-            )
-        if not isinstance(self.job_name, str) or not _IDENTIFIER.match(self.job_name):
-            raise ConfigurationError(
-                names.job_name, self.job_name, "must be a plain ASCII identifier",
-                f"use the default {DEFAULT_DTENSOR_JOB_NAME!r}",
-            )
+        for setting, value in strategy.check(self).items():
+            object.__setattr__(self, setting, value)
 
-    def _given_dtensor_settings(self) -> dict[str, Any]:
-        """The DTensor settings that differ from their defaults."""
-        defaults = {f.name: f.default for f in fields(self)}
-        return {name: getattr(self, name) for name in _DTENSOR_SETTINGS if getattr(self, name) != defaults[name]}
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy that owns this config's settings and behaviour."""
+        return STRATEGIES[self.kind]
+
+    def given_settings(self) -> dict[str, Any]:
+        """The settings other than ``processes_per_host`` that differ from their defaults."""
+        return {name: getattr(self, name) for name in ALL_SETTINGS[1:] if getattr(self, name) != _DEFAULTS[name]}
 
     # Parsers ---------------------------------------------------------------------------------------------------
 
@@ -319,11 +324,11 @@ class DistributionConfig:
         custom_mpi_options: str | None = None,
         names: FieldNames = FieldNames(),
     ) -> DistributionConfig:
-        """The flat form of ``JobSpec`` and the CLIs: a kind (any case) and its settings.
+        """The flat form of ``JobSpec`` and the CLIs: a strategy's name (any case) and its settings.
 
         Args:
-            kind: One of :data:`FLAT_KINDS`.
-            processes_per_host: Processes per host (None: the kind's default).
+            kind: One of :data:`smddp_compat.strategies.NAMES`.
+            processes_per_host: Processes per host (None: the strategy's default).
             mesh: ``dtensor``: a mapping, (name, size) pairs, or ``batch=4,model=2``.
             devices_per_process: ``dtensor``: devices per client.
             custom_mpi_options: ``smddp``/``mpi``: mpirun options.
@@ -333,14 +338,11 @@ class DistributionConfig:
             The config (not yet resolved against a cluster).
 
         Raises:
-            ConfigurationError: An unknown kind, a bad value, or a setting the kind does not use.
+            ConfigurationError: An unknown strategy, a bad value, or a setting the strategy does not use.
         """
-        spelled = kind.strip().lower() if isinstance(kind, str) else kind
-        if spelled not in FLAT_KINDS:
-            raise ConfigurationError(names.kind, kind, "unknown distribution", f"use one of: {', '.join(FLAT_KINDS)}")
         return cls(
-            str(spelled), processes_per_host, custom_mpi_options or "", mesh,  # type: ignore[arg-type]
-            devices_per_process, names=names,
+            strategy_named(kind, names.kind).name, processes_per_host, custom_mpi_options or "",
+            mesh, devices_per_process, names=names,  # type: ignore[arg-type]
         )
 
     @classmethod
@@ -352,7 +354,7 @@ class DistributionConfig:
             name: How the entry names the dictionary.
 
         Returns:
-            The config (kind ``none`` when the strategy is not enabled), with the names spelled under ``name``.
+            The config (``none`` when the strategy is not enabled), with the names spelled under ``name``.
 
         Raises:
             ConfigurationError: Not a dictionary, an unknown or second strategy, instance groups, an unknown key, or
@@ -365,12 +367,12 @@ class DistributionConfig:
                 name, distribution, "expected a dictionary",
                 "pass e.g. {'smdistributed': {'dataparallel': {'enabled': True}}}",
             )
-        strategies = [key for key in distribution if key != "instance_groups"]
-        unknown = [key for key in strategies if key not in _KEY_TO_KIND]
+        keys = [key for key in distribution if key != "instance_groups"]
+        unknown = [key for key in keys if strategy_for_sdk_key(key) is None]
         if unknown:
             raise ConfigurationError(
                 name, dict(distribution), f"unknown strategy {unknown[0]!r}",
-                f"use one of {sorted(_KEY_TO_KIND)} (e.g. {{'smdistributed': {{'dataparallel': {{'enabled': True}}}}}})",
+                f"use one of {sdk_keys()} (e.g. {{'smdistributed': {{'dataparallel': {{'enabled': True}}}}}})",
             )
         if "instance_groups" in distribution:
             raise ConfigurationError(
@@ -378,26 +380,14 @@ class DistributionConfig:
                 "heterogeneous clusters are not supported by smddp-compat's estimators",
                 "use instance_type and instance_count (one instance group)",
             )
-        if len(strategies) > 1:
+        if len(keys) > 1:
             raise ConfigurationError(
-                name, dict(distribution), f"more than one strategy given ({strategies})", "keep exactly one strategy"
+                name, dict(distribution), f"more than one strategy given ({keys})", "keep exactly one strategy"
             )
-        key = strategies[0]
-        path = f"{name}[{key!r}]"
-        config = distribution[key]
-        if key == "smdistributed":
-            if not isinstance(config, Mapping):
-                raise ConfigurationError(
-                    path, config, "expected a dictionary", "write {'smdistributed': {'dataparallel': {'enabled': True}}}"
-                )
-            others = sorted(set(config) - {"dataparallel"})
-            if others:
-                fix = "use {'dataparallel': {'enabled': True}}"
-                if "modelparallel" in others:
-                    fix = "SageMaker model parallelism (SMP) is not provided; use distribution={'dtensor': {...}} instead"
-                raise ConfigurationError(path, dict(config), f"unsupported {others}", fix)
-            path = f"{path}['dataparallel']"
-            config = config.get("dataparallel", {})
+        key = keys[0]
+        strategy = strategy_for_sdk_key(key)
+        assert strategy is not None
+        config, path = strategy.settings_from_sdk(distribution[key], f"{name}[{key!r}]")
         if not isinstance(config, Mapping):
             raise ConfigurationError(
                 path, config, "expected a dictionary", f"write it as {{'enabled': True, ...}} under {path}"
@@ -409,70 +399,47 @@ class DistributionConfig:
             )
         if not enabled:
             return cls()
-        unknown_keys = sorted(set(config) - SDK_KEYS[key])
+        unknown_keys = sorted(set(config) - strategy.sdk_keys)
         if unknown_keys:
             raise ConfigurationError(
-                path, dict(config), f"unknown key(s) {unknown_keys}", f"use only {sorted(SDK_KEYS[key])}"
+                path, dict(config), f"unknown key(s) {unknown_keys}", f"use only {sorted(strategy.sdk_keys)}"
             )
         settings = {k: v for k, v in config.items() if k != "enabled"}
-        return cls(_KEY_TO_KIND[key], names=FieldNames.under(path, kind=name), **settings)
+        return cls(strategy.name, names=FieldNames.under(path, kind=name), **settings)
 
     def to_sdk_dict(self) -> dict[str, Any] | None:
         """The SDK-style dictionary that :meth:`from_sdk_dict` reads back as this config (None for ``none``).
 
         Raises:
-            ConfigurationError: ``mwms`` with more than one process per host (the SDK's strategy runs one).
+            ConfigurationError: A setting SageMaker's own strategy cannot run (``mwms`` with more than one process
+                per host).
         """
-        if self.kind == "none":
-            return None
-        if self.kind == "mwms" and self.processes_per_host not in (None, 1):
-            raise ConfigurationError(
-                self.names.processes_per_host, self.processes_per_host,
-                "SageMaker's multi_worker_mirrored_strategy runs one process per host",
-                "drop the option, or use distribution 'mpi' or 'smddp' to run several",
-            )
-        config: dict[str, Any] = {"enabled": True}
-        if self.processes_per_host is not None and self.kind != "mwms":
-            config["processes_per_host"] = self.processes_per_host
-        if self.custom_mpi_options:
-            config["custom_mpi_options"] = self.custom_mpi_options
-        for setting, value in self._given_dtensor_settings().items():
-            config[setting] = dict(value) if setting == "mesh" else value
-        if self.kind == "smddp":
-            return {"smdistributed": {"dataparallel": config}}
-        return {str(KINDS[self.kind]): config}
+        return self.strategy.to_sdk_dict(self)
 
     # The validator ----------------------------------------------------------------------------------------------
 
     def resolve(self, capacity: HostCapacity, instance_count: int) -> DistributionConfig:
         """Checks the config against a cluster and fills in every default.
 
-        Defaults: ``processes_per_host`` is the host's slots for ``smddp`` (one per GPU, else per vCPU), its GPUs
-        (else 1) for ``mpi``, and 1 otherwise. For ``dtensor`` the device type is GPU on GPU hosts; the GPUs of a
-        host are split evenly over its clients; on CPU the clients take mesh size / clients virtual devices when a
-        mesh is given (virtual CPU devices cost nothing), and the mesh size must then be a multiple of the clients.
-        Once ``devices_per_process`` is known (given, or on GPU) the mesh size must equal clients x devices.
+        ``processes_per_host`` defaults to the strategy's (:meth:`Strategy.default_processes_per_host`) and may not
+        exceed the host's slots; the strategy then fills in its own (``dtensor``: the device type, devices per
+        client, the mesh's fit).
 
         Args:
             capacity: What one host offers.
             instance_count: The number of hosts (>= 1).
 
         Returns:
-            A config with ``processes_per_host`` set and, for ``dtensor``, ``device_type`` and (when known)
-            ``devices_per_process`` set.
+            A config with ``processes_per_host`` and the strategy's own defaults set.
 
         Raises:
-            ConfigurationError: More processes per host than fit, GPUs on a host without them, clients that cannot
-                share the GPUs, a port range past 65535, or a mesh that does not match the clients' devices.
+            ConfigurationError: More processes per host than fit, or a setting of the strategy's that does not fit
+                the cluster.
         """
         names = self.names
-        if self.kind == "smddp":
-            default = capacity.slots or 1
-        elif self.kind == "mpi":
-            default = capacity.gpus or 1
-        else:
-            default = 1
-        per_host = default if self.processes_per_host is None else self.processes_per_host
+        strategy = self.strategy
+        given = self.processes_per_host
+        per_host = strategy.default_processes_per_host(capacity) if given is None else given
         if capacity.slots is not None and per_host > capacity.slots:
             raise ConfigurationError(
                 names.processes_per_host, per_host,
@@ -480,63 +447,4 @@ class DistributionConfig:
                 "host fit",
                 f"use processes_per_host <= {capacity.slots}" + (f", or {capacity.larger}" if capacity.larger else ""),
             )
-        resolved = replace(self, processes_per_host=per_host)
-        if self.kind != "dtensor":
-            return resolved
-        return resolved._resolve_dtensor(capacity, instance_count)
-
-    def _resolve_dtensor(self, capacity: HostCapacity, hosts: int) -> DistributionConfig:
-        names = self.names
-        per_host = self.processes_per_host or 1
-        device_type = self.device_type or ("GPU" if capacity.is_gpu else "CPU")
-        if device_type == "GPU" and not capacity.is_gpu:
-            raise ConfigurationError(
-                names.device_type, device_type, f"{capacity.name} has no GPU",
-                "use device_type='CPU', or a GPU instance type such as 'ml.p4d.24xlarge'",
-            )
-        devices = self.devices_per_process
-        if device_type == "GPU":
-            if capacity.gpus % per_host:
-                raise ConfigurationError(
-                    names.processes_per_host, per_host,
-                    f"{capacity.name} has {capacity.gpus} GPU(s), which {per_host} clients cannot share evenly",
-                    f"use a divisor of {capacity.gpus}",
-                )
-            if devices is None:
-                devices = capacity.gpus // per_host
-            elif devices * per_host != capacity.gpus:
-                raise ConfigurationError(
-                    names.devices_per_process, devices,
-                    f"{per_host} client(s) x {devices} GPU(s) does not use the {capacity.gpus} GPU(s) of "
-                    f"{capacity.name}",
-                    f"leave it out (default {capacity.gpus // per_host}) or make processes_per_host x "
-                    f"devices_per_process = {capacity.gpus}",
-                )
-        if self.port > _MAX_PORT - per_host + 1:
-            raise ConfigurationError(
-                names.port, self.port, f"the {per_host} client(s) of a host need ports up to {self.port + per_host - 1}",
-                f"use a port <= {_MAX_PORT - per_host + 1}, e.g. the default {DEFAULT_DTENSOR_PORT}",
-            )
-        if self.mesh is not None:
-            clients = hosts * per_host
-            size = math.prod(s for _, s in self.mesh)
-            shape = " x ".join(f"{n}={s}" for n, s in self.mesh)
-            if devices is None:
-                if size % clients:
-                    raise ConfigurationError(
-                        names.mesh, dict(self.mesh),
-                        f"the mesh ({shape}) has {size} devices, which cannot be split evenly over {clients} clients "
-                        f"({hosts} host(s) x {per_host} process(es))",
-                        f"make the product of the mesh sizes a multiple of {clients}, or change instance_count / "
-                        "processes_per_host",
-                    )
-                devices = size // clients
-            elif size != clients * devices:
-                raise ConfigurationError(
-                    names.mesh, dict(self.mesh),
-                    f"the mesh ({shape}) has {size} devices but the job has {clients * devices} "
-                    f"({hosts} host(s) x {per_host} process(es) x {devices} {device_type}(s))",
-                    f"make the product of the mesh sizes {clients * devices}, or change instance_count / "
-                    "processes_per_host / devices_per_process",
-                )
-        return replace(self, device_type=device_type, devices_per_process=devices)
+        return strategy.resolve(replace(self, processes_per_host=per_host), capacity, instance_count)

@@ -299,11 +299,11 @@ def test_malformed_host_addresses_fail_the_same_way_at_every_entry(raw: str, mon
 
 def test_dtensor_local_mode_and_container_launcher_agree() -> None:
     from smddp_compat.estimators.container.dtensor_launch import client_environments
-    from smddp_compat.local_mode.distribution import plan_dtensor
+    from tests.strategy_plans import local_launch
 
     placements = cluster.uniform_placements(HOSTS, 2)
     ports = [int(e.rsplit(":", 1)[1]) for e in cluster.endpoints(placements, ADDRESSES, base_port=9970)]
-    local = plan_dtensor(HOSTS, 2, ADDRESSES, ports, mesh={"batch": 4}, devices_per_client=1)
+    local = local_launch("dtensor", 2, 2, ports=ports, mesh={"batch": 4}, devices_per_process=1).plans
     config = {"processes_per_host": 2, "port": 9970, "mesh": [["batch", 4]], "device_type": "CPU",
               "devices_per_process": 1}
     container = [env for host in HOSTS for env in client_environments(
@@ -319,21 +319,19 @@ def test_dtensor_local_mode_and_container_launcher_agree() -> None:
 def test_mwms_local_mode_and_the_entry_points_fallback_agree() -> None:
     from smddp_compat.entry_points.keras_mwms import tf_config_from_env
     from smddp_compat.entry_points.sagemaker_contract import TrainingEnv
-    from smddp_compat.local_mode.distribution import plan_mwms
+    from tests.strategy_plans import local_launch
 
-    local = plan_mwms(HOSTS, 1, ADDRESSES, [12345, 12345])
+    local = local_launch("mwms", 2, 1, ports=[12345, 12345]).plans
     for plan, host in zip(local, HOSTS):
         env = TrainingEnv.from_environ(_sm_environ(HOSTS, host, **cluster.encode_host_addresses(ADDRESSES)))
         assert json.loads(plan.env["TF_CONFIG"]) == tf_config_from_env(env, 12345)
 
 
 def test_horovod_launchers_agree_on_each_ranks_identity() -> None:
-    from smddp_compat.local_mode.distribution import plan_horovod, smdistributed_shim_path
-    from smddp_compat.launcher import HorovodRendezvous, HostSlots
     from smddp_compat.launcher._rank_settings import with_shim_on_path
+    from tests.strategy_plans import local_launch
 
-    with HorovodRendezvous([HostSlots(h, 2, ADDRESSES[h]) for h in HOSTS], bind_address="127.0.0.2") as rdzv:
-        gloo = plan_horovod(HOSTS, 2, rdzv.rank_envs(), shim_path=smdistributed_shim_path())
+    gloo = local_launch("smddp", 2, 2).plans
     identity = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
                 "HOROVOD_CROSS_SIZE")
     for plan in gloo:
@@ -344,5 +342,7 @@ def test_horovod_launchers_agree_on_each_ranks_identity() -> None:
         assert {k: mpi[k] for k in identity} == {k: plan.env[k] for k in identity}
         assert plan.env["HOROVOD_HOSTNAME"] == plan.host
     # SMDDP = Horovod + the smdistributed alias first on PYTHONPATH, in local mode as under smddprun.
-    alias = with_shim_on_path({})["PYTHONPATH"].split(os.pathsep)[0] if smdistributed_shim_path() else None
+    from smddp_compat.smdistributed_shim import real_smddp_location
+
+    alias = None if real_smddp_location() else with_shim_on_path({})["PYTHONPATH"].split(os.pathsep)[0]
     assert {plan.python_path for plan in gloo} == {(alias,) if alias else ()}

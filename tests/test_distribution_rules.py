@@ -134,8 +134,8 @@ def _estimator(aws: Any, script: Path, instance_type: str, mesh: Any) -> Any:  #
 def test_estimator(rule: Rule, instance_type: str, aws: Any, script: Path, tmp_path: Path) -> None:  # noqa: F811
     if rule.problem is None:
         estimator = _estimator(aws, script, instance_type, rule.mesh)
-        dtensor = estimator.distribution_plan.dtensor
-        assert dtensor is not None and dtensor.devices_per_process == ACCEPTED_DEVICES_PER_CLIENT
+        config = estimator.distribution_plan.config
+        assert config.kind == "dtensor" and config.devices_per_process == ACCEPTED_DEVICES_PER_CLIENT
         if instance_type == "local_process":  # local_mode accepts what the estimator hands it
             from smddp_compat.estimators._local_process import build_job_spec
 

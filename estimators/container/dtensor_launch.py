@@ -43,8 +43,9 @@ from smddp_compat.distribution_config import (
     HostCapacity,
 )
 from smddp_compat.errors import ConfigurationError
+from smddp_compat.strategies.dtensor import LAUNCHER_CONFIG
 
-CONFIG_FILE = "smddp_compat_dtensor.json"
+CONFIG_FILE = LAUNCHER_CONFIG
 
 
 def client_environments(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[dict[str, str]]:

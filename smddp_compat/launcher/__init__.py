@@ -12,6 +12,7 @@ from smddp_compat.launcher._hosts import (
     parse_hosts,
     usable_cores,
 )
+from smddp_compat.launcher._ports import reserve_ports
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
 from smddp_compat.launcher._supervisor import GroupResult, ProcessResult, ProcessSpec, run_process_group
 from smddp_compat.smdistributed_shim import path as shim_path
@@ -29,6 +30,7 @@ __all__ = [
     "main",
     "oversubscription_warning",
     "parse_hosts",
+    "reserve_ports",
     "run_process_group",
     "shim_path",
     "tensorflow_log_filter",

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from smddp_compat.entry_points.checkpoints import list_steps
-from smddp_compat.local_mode._ports import reserve_ports
+from smddp_compat.launcher import reserve_ports
 from smddp_compat.entry_points.datasets import load_mnist
 from tests.entry_points.script_runs import (
     REPO,

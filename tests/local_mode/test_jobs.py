@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from smddp_compat.local_mode import JobSpec, run
-from smddp_compat.local_mode.distribution import host_addresses
+from smddp_compat.local_mode.environment import host_addresses
 from smddp_compat.local_mode.environment import inherited_environment, is_reserved
 
 SHAPES = [(1, 1), (1, 2), (2, 1), (2, 2)]

@@ -7,18 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat.local_mode.distribution import (
-    framework_parameters,
-    host_addresses,
-    plan_dtensor,
-    plan_horovod,
-    plan_mwms,
-    plan_single,
-)
-from smddp_compat.local_mode.environment import training_environment
+from smddp_compat.distribution_config import DistributionConfig
+from smddp_compat.local_mode.environment import host_addresses, training_environment
+from smddp_compat.strategies import NAMES, strategy_named
 from smddp_compat.contract import cmd_args, encode_hyperparameters, env_value
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
-from smddp_compat.local_mode.spec import Distribution
+from tests.strategy_plans import local_launch
 
 
 def test_env_values_follow_the_toolkit_format() -> None:
@@ -76,7 +70,7 @@ def test_training_environment_for_an_smddp_host(tmp_path: Path) -> None:
         "sagemaker_container_log_level": 20,
         "sagemaker_job_name": "job-1",
         "sagemaker_region": "us-east-1",
-        **framework_parameters(Distribution.SMDDP, 1, "local"),
+        **_framework_parameters("smddp", 1),
     }
     env = training_environment(
         layout,
@@ -137,15 +131,23 @@ def test_training_environment_for_an_smddp_host(tmp_path: Path) -> None:
     assert all(name.startswith("SM_") for name in env)
 
 
+def _framework_parameters(kind: str, per_host: int) -> dict:
+    config = DistributionConfig.from_flat(kind, processes_per_host=per_host)
+    return strategy_named(kind).framework_parameters(config, "local")
+
+
 def test_framework_parameters_per_distribution() -> None:
-    assert framework_parameters(Distribution.MPI, 2, "local") == {
+    """What the SDK sends for each strategy (sagemaker/tensorflow/estimator.py and sagemaker/estimator.py)."""
+    assert _framework_parameters("mpi", 2) == {
         "sagemaker_mpi_enabled": True,
         "sagemaker_mpi_num_of_processes_per_host": 2,
         "sagemaker_mpi_custom_mpi_options": "",
     }
-    assert framework_parameters(Distribution.MWMS, 1, "local") == {"sagemaker_multi_worker_mirrored_strategy_enabled": True}
-    assert framework_parameters(Distribution.NONE, 1, "local") == {}
-    assert framework_parameters(Distribution.DTENSOR, 2, "local") == {}
+    assert _framework_parameters("mwms", 1) == {"sagemaker_multi_worker_mirrored_strategy_enabled": True}
+    assert _framework_parameters("parameter_server", 1) == {"sagemaker_parameter_server_enabled": True}
+    assert _framework_parameters("none", 1) == {}
+    assert _framework_parameters("dtensor", 2) == {}
+    assert set(NAMES) == {"none", "smddp", "mpi", "mwms", "dtensor", "parameter_server"}
 
 
 def test_create_host_tree(tmp_path: Path) -> None:
@@ -170,26 +172,27 @@ def test_host_addresses_are_one_loopback_address_per_host() -> None:
 
 
 def test_plan_single() -> None:
-    plans = plan_single(["algo-1", "algo-2"])
+    plans = local_launch("none", 2).plans
     assert [(p.label, p.host, p.index, dict(p.env)) for p in plans] == [("algo-1,0", "algo-1", 0, {}), ("algo-2,1", "algo-2", 1, {})]
 
 
 def test_plan_horovod_is_host_major_and_carries_the_shim() -> None:
-    rank_envs = [{"HOROVOD_RANK": str(r)} for r in range(4)]
-    plans = plan_horovod(["algo-1", "algo-2"], 2, rank_envs, shim_path="/shim")
+    from smddp_compat.smdistributed_shim import path
+
+    launch = local_launch("smddp", 2, 2)
+    plans = launch.plans
     assert [(p.label, p.host_index, p.local_index) for p in plans] == [
         ("algo-1,0", 0, 0), ("algo-1,1", 0, 1), ("algo-2,2", 1, 0), ("algo-2,3", 1, 1)
     ]
     assert [p.env["HOROVOD_RANK"] for p in plans] == ["0", "1", "2", "3"]
-    assert all(p.python_path == ("/shim",) for p in plans)
-    assert plan_horovod(["algo-1"], 1, rank_envs[:1])[0].python_path == ()
-    with pytest.raises(ValueError, match="expected 4"):
-        plan_horovod(["algo-1", "algo-2"], 2, rank_envs[:3])
+    assert [p.env["HOROVOD_LOCAL_RANK"] for p in plans] == ["0", "1", "0", "1"]
+    assert all(p.python_path == (path(),) for p in plans)
+    assert not launch.mpi and "Gloo" in (launch.note or "")
+    assert local_launch("mpi", 1).plans[0].python_path == ()
 
 
 def test_plan_mwms_builds_tf_config_per_worker() -> None:
-    addresses = host_addresses(2)
-    plans = plan_mwms(["algo-1", "algo-2"], 2, addresses, [1001, 1002, 1003, 1004])
+    plans = local_launch("mwms", 2, 2, ports=[1001, 1002, 1003, 1004]).plans
     workers = ["127.0.0.2:1001", "127.0.0.2:1002", "127.0.0.3:1003", "127.0.0.3:1004"]
     for index, plan in enumerate(plans):
         assert json.loads(plan.env["TF_CONFIG"]) == {
@@ -200,9 +203,14 @@ def test_plan_mwms_builds_tf_config_per_worker() -> None:
     assert [p.label for p in plans] == ["algo-1,0", "algo-1,1", "algo-2,2", "algo-2,3"]
 
 
+def test_plan_mwms_reserves_a_free_port_per_worker() -> None:
+    plans = local_launch("mwms", 2, 2).plans
+    endpoints = json.loads(plans[0].env["TF_CONFIG"])["cluster"]["worker"]
+    assert len(set(endpoints)) == 4 and all(int(e.rsplit(":", 1)[1]) > 0 for e in endpoints)
+
+
 def test_plan_dtensor_builds_jobs_client_ids_and_mesh() -> None:
-    addresses = host_addresses(2)
-    plans = plan_dtensor(["algo-1", "algo-2"], 1, addresses, [2001, 2002], mesh={"batch": 4}, devices_per_client=2)
+    plans = local_launch("dtensor", 2, 1, ports=[2001, 2002], mesh={"batch": 4}, devices_per_process=2).plans
     assert [dict(p.env) for p in plans] == [
         {
             "DTENSOR_JOBS": "127.0.0.2:2001,127.0.0.3:2002",
@@ -214,9 +222,27 @@ def test_plan_dtensor_builds_jobs_client_ids_and_mesh() -> None:
         }
         for index in range(2)
     ]
-    bare = plan_dtensor(["algo-1"], 2, host_addresses(1), [3001, 3002])
+    bare = local_launch("dtensor", 1, 2, ports=[3001, 3002]).plans
     assert bare[1].env == {"DTENSOR_JOBS": "127.0.0.2:3001,127.0.0.2:3002", "DTENSOR_JOB_NAME": "worker",
                            "DTENSOR_CLIENT_ID": "1", "SMDDP_DTENSOR_NUM_CLIENTS": "2"}
+
+
+def test_plan_parameter_server_is_the_toolkits_layout() -> None:
+    """Per host a parameter server and the script, with TF_CONFIG as sagemaker-tensorflow-training 20.5.0's
+    _build_tf_config_for_ps builds it (the master on the first host), on loopback addresses and reserved ports."""
+    plans = local_launch("parameter_server", 2, ports=[11, 12, 21, 22]).plans
+    assert [p.label for p in plans] == ["algo-1,ps", "algo-1,master", "algo-2,ps", "algo-2,worker"]
+    assert [p.module for p in plans] == ["smddp_compat.parameter_server", None] * 2
+    cluster_spec = {"master": ["127.0.0.2:11"], "ps": ["127.0.0.2:12", "127.0.0.3:22"], "worker": ["127.0.0.3:21"]}
+    tasks = [json.loads(p.env["TF_CONFIG"]) for p in plans]
+    assert all(t["cluster"] == cluster_spec and t["environment"] == "cloud" for t in tasks)
+    assert [t["task"] for t in tasks] == [
+        {"index": 0, "type": "ps"}, {"index": 0, "type": "master"}, {"index": 1, "type": "ps"},
+        {"index": 0, "type": "worker"},
+    ]
+    alone = local_launch("parameter_server", 1)
+    assert [(p.label, dict(p.env)) for p in alone.plans] == [("algo-1,0", {})]
+    assert "alone" in (alone.note or "")
 
 
 def test_the_callers_job_variables_are_not_inherited() -> None:

@@ -34,7 +34,7 @@ def test_dtensor_plug_in(rule: Rule) -> None:
         # what check() accepted, with the defaults it filled in
         plan = plan_distribution({"dtensor": {"enabled": True, "mesh": config.mesh}},
                                  spec=instance_spec("ml.c5.xlarge"), instance_count=HOSTS)
-        assert plan.dtensor is not None and plan.dtensor.devices_per_process == ACCEPTED_DEVICES_PER_CLIENT
+        assert plan.kind == "dtensor" and plan.config.devices_per_process == ACCEPTED_DEVICES_PER_CLIENT
         return
     with pytest.raises((ValidationError, ConfigurationError)) as caught:
         DTensor(mesh=rule.mesh).check("ml.c5.xlarge", HOSTS)

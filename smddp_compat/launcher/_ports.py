@@ -1,4 +1,4 @@
-"""Free TCP ports on given loopback addresses, for the servers TF_CONFIG and DTENSOR_JOBS point at."""
+"""Free TCP ports on given addresses, for the servers TF_CONFIG and DTENSOR_JOBS point at (local mode, bench)."""
 
 from __future__ import annotations
 
