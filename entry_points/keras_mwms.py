@@ -1,24 +1,58 @@
-"""MNIST CNN trained with Keras ``fit`` under ``tf.distribute``: MirroredStrategy on one host,
-MultiWorkerMirroredStrategy across hosts (TensorFlow's own collectives; no Horovod).
+"""MNIST CNN trained with Keras ``fit`` under a ``tf.distribute`` strategy chosen by ``--strategy``: by default
+MirroredStrategy on one host and MultiWorkerMirroredStrategy across hosts (TensorFlow's own collectives; no Horovod).
 
-One process per host. The cluster comes from ``TF_CONFIG`` when it is set; otherwise it is built from SageMaker's
-``SM_HOSTS`` / ``SM_CURRENT_HOST`` by ``smddp_compat.cluster`` (as every launcher of the kit builds it): worker ``i``
-is host ``i`` of ``SM_HOSTS``, listening on ``<address of host i>:<--mwms-port>``, where the address comes from
-``SMDDP_HOST_ADDRESSES`` (local mode maps algo-N to loopback addresses) or is the host name itself (SageMaker).
-Worker 0 is the chief. Hosts that share one address take the next ports, so their workers stay apart.
+Strategies (``--strategy``):
+
+* ``auto`` (default): MultiWorkerMirroredStrategy when ``TF_CONFIG`` is set or the job has several hosts, else
+  MirroredStrategy.
+* ``mirrored``: ``tf.distribute.MirroredStrategy``, one host; every variable mirrored on each local device.
+* ``central_storage``: ``tf.distribute.experimental.CentralStorageStrategy``, one host; variables kept once on the
+  CPU, the computation replicated on each local device.
+* ``multi_worker_mirrored``: ``tf.distribute.MultiWorkerMirroredStrategy`` on one host or several (one worker per
+  host; alone it is a one-worker cluster).
+
+``--cpu-devices N`` (default 1: the host as TensorFlow sees it) splits this host's CPU into N logical devices
+(``tf.config.set_logical_device_configuration``, before the strategy is built) and gives MirroredStrategy and
+CentralStorageStrategy one replica on each, so that their replication is real on a host without GPUs (the strategies'
+defaults use every GPU, else the CPU alone: one replica). On a host with GPUs, N > 1 trains on the CPU devices
+instead: leave it at 1 there. MultiWorkerMirroredStrategy places one replica per worker on a CPU host whatever its
+logical devices, so it refuses N > 1.
+
+Refused before TensorFlow is even imported, with one line naming the value and the fix (the failure file holds it,
+exit status 1): ``mirrored`` or ``central_storage`` when the cluster (``SM_HOSTS`` or ``TF_CONFIG``) has several
+hosts; ``--cpu-devices`` > 1 under MultiWorkerMirroredStrategy; a Keras the strategy cannot fit with (below); an
+unknown strategy or any other malformed hyperparameter; a malformed ``TF_CONFIG`` or ``SM_HOSTS``.
+
+One process per host. Under MultiWorkerMirroredStrategy the cluster comes from ``TF_CONFIG`` when it is set; otherwise
+it is built from SageMaker's ``SM_HOSTS`` / ``SM_CURRENT_HOST`` by ``smddp_compat.cluster`` (as every launcher of the
+kit builds it): worker ``i`` is host ``i`` of ``SM_HOSTS``, listening on ``<address of host i>:<--mwms-port>``, where
+the address comes from ``SMDDP_HOST_ADDRESSES`` (local mode maps algo-N to loopback addresses) or is the host name
+itself (SageMaker). Worker 0 is the chief. Hosts that share one address take the next ports, so their workers stay
+apart. The chief prints ``strategy=<class> replicas=<n> ...`` once the strategy is built.
 
 Batching follows the tf.distribute guide: global batch = per-replica batch x ``num_replicas_in_sync``;
 ``--global-batch-size`` may be given instead, and must then be divisible by the number of replicas. The learning
 rate is ``--learning-rate`` x replicas. Only the chief writes checkpoints, TensorBoard summaries and the model; the
-other workers save to
-a temporary directory and delete it, as the guide prescribes for MultiWorkerMirroredStrategy. Checkpoints every
-``--checkpoint-steps`` (default: each epoch), resumed mid-epoch with the step count continued; on SIGTERM all
-workers agree (a collective) to stop at the same step and the chief checkpoints.
+other workers save to a temporary directory and delete it, as the guide prescribes for MultiWorkerMirroredStrategy.
+Checkpoints every ``--checkpoint-steps`` (default: each epoch), resumed mid-epoch with the step count continued; on
+SIGTERM all workers agree (a collective) to stop at the same step and the chief checkpoints.
 
-Keras version: Keras 3 (3.15) cannot ``fit`` under MultiWorkerMirroredStrategy (its symbolic build reduces a
-``PerReplica`` batch eagerly and fails; keras-team/keras#20585). A multi-worker run therefore selects tf-keras by
-setting ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported, unless the variable is already set (to anything).
-One-host runs use Keras 3 (or tf-keras with ``TF_USE_LEGACY_KERAS=1``).
+Keras version (measured with TF 2.21, Keras 3.15, tf-keras 2.21 on CPU):
+
+* Keras 3 cannot ``fit`` under MultiWorkerMirroredStrategy with several workers (its symbolic build reduces a
+  ``PerReplica`` batch eagerly and fails; keras-team/keras#20585). With one worker it fits.
+* Keras 3 cannot ``fit`` this model under CentralStorageStrategy: each ``Dropout`` layer's seed generator keeps its
+  state in a variable that the layer updates inside the replica, and under this strategy that variable is an
+  ``AggregatingVariable`` created without an aggregation, so the update fails ("You must specify an aggregation
+  method to update a AggregatingVariable in Replica Context"). A model without random layers fits.
+* Keras 3 fits under MirroredStrategy, on one device or on N logical CPU devices; so does tf-keras.
+
+So a multi-worker MultiWorkerMirroredStrategy run and every CentralStorageStrategy run select tf-keras by setting
+``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported; a ``TF_USE_LEGACY_KERAS`` already set to a value that keeps
+Keras 3 (anything but ``1``, ``true``, ``True``; an empty value counts as unset) is refused. Other runs use Keras 3
+(or tf-keras with ``TF_USE_LEGACY_KERAS=1``). Checkpoints of Keras 3 and tf-keras models differ: a run refuses to
+resume from the other flavour's, saying so; switching strategy within one flavour resumes (checkpoints hold no
+strategy).
 """
 
 from __future__ import annotations
@@ -30,7 +64,10 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 if __package__ in (None, ""):
     try:
@@ -38,34 +75,12 @@ if __package__ in (None, ""):
     except ImportError:  # a plain checkout: make the repository root importable
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from smddp_compat.cluster import Cluster, endpoints, mwms_tf_config, uniform_placements  # noqa: E402 (no TF)
-
-
-def _is_multi_worker(environ: dict[str, str]) -> bool:
-    """Whether this run spans several workers (read without TensorFlow; malformed values are reported later)."""
-    try:
-        raw = environ.get("TF_CONFIG")
-        if raw:
-            cluster = json.loads(raw).get("cluster", {})
-            return sum(len(tasks) for kind, tasks in cluster.items() if kind in ("chief", "worker")) > 1
-        return len(Cluster.from_environ(environ).hosts) > 1
-    except (ValueError, AttributeError, TypeError):  # ClusterConfigError is a ValueError
-        return False
-
-
-if _is_multi_worker(dict(os.environ)) and "TF_USE_LEGACY_KERAS" not in os.environ:
-    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot fit under MultiWorkerMirroredStrategy (see above)
-
-import numpy as np
-import tensorflow as tf
-
-from smddp_compat.entry_points.checkpoints import restore_latest
-from smddp_compat.entry_points.datasets import load_mnist
-from smddp_compat.entry_points.errors import ClusterConfigError, HyperparameterError
-from smddp_compat.entry_points.keras_flavor import build_optimizer, keras_name
-from smddp_compat.entry_points.mnist_model import build_cnn
-from smddp_compat.entry_points.model_artifacts import save_servable_model, write_weights_digest
-from smddp_compat.entry_points.resumable_fit import MetricLines, StepCheckpoint, epoch_dataset, fit_from_step
+# Nothing above TensorFlow's import may import it: the Keras flavour is chosen (and refusals made) before it.
+from smddp_compat.entry_points.errors import (
+    ClusterConfigError,
+    EntryPointError,
+    HyperparameterError,
+)
 from smddp_compat.entry_points.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
@@ -76,15 +91,55 @@ from smddp_compat.entry_points.sagemaker_contract import (
     positive_float,
     positive_int,
     run_entry_point,
+    write_failure,
 )
-from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
-__all__ = ["build_parser", "tf_config_from_env", "global_batch_size", "main"]
+from smddp_compat.cluster import Cluster, endpoints, mwms_tf_config, uniform_placements
+from smddp_compat.errors import SmddpError
+
+__all__ = [
+    "STRATEGIES",
+    "StrategyPlan",
+    "build_parser",
+    "global_batch_size",
+    "main",
+    "plan_strategy",
+    "select_keras_flavour",
+    "tf_config_from_env",
+]
+
+#: The values of ``--strategy``.
+STRATEGIES = ("auto", "mirrored", "central_storage", "multi_worker_mirrored")
+#: The class each resolved strategy builds, as ``tf.distribute`` names it (the ``strategy=`` line prints it).
+STRATEGY_CLASSES = {
+    "mirrored": "MirroredStrategy",
+    "central_storage": "CentralStorageStrategy",
+    "multi_worker_mirrored": "MultiWorkerMirroredStrategy",
+}
+_LEGACY_KERAS_VALUES = ("true", "True", "1")  # what TensorFlow reads as "tf-keras" (tensorflow/__init__.py)
+
+
+def strategy_name(text: str) -> str:
+    """``--strategy``'s value as one of `STRATEGIES` (case and ``-``/``_`` are not significant).
+
+    Raises:
+        HyperparameterError: Not one of them.
+    """
+    name = str(text).strip().lower().replace("-", "_")
+    if name not in STRATEGIES:
+        raise HyperparameterError("--strategy", text, "is not a strategy this script knows",
+                                  f"use one of {', '.join(STRATEGIES)}")
+    return name
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's hyperparameters (every one has a default)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strategy", default="auto",
+                        help=f"one of {', '.join(STRATEGIES)} (see the module docstring)")
+    parser.add_argument("--cpu-devices", type=positive_int, default=1,
+                        help="split this host's CPU into N logical devices, one replica each under mirrored and "
+                             "central_storage (1: unchanged)")
     parser.add_argument("--epochs", type=positive_int, default=5)
     parser.add_argument("--batch-size-per-replica", type=positive_int, default=32)
     parser.add_argument("--global-batch-size", type=non_negative_int, default=0,
@@ -104,6 +159,171 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--weights-digest", type=boolean, default=False,
                         help="write weights-rank<worker>.sha256 to the output data dir")
     return parser
+
+
+def _read_tf_config(raw: str) -> tuple[dict[str, Any], str, int, list[tuple[str, int]]]:
+    """``TF_CONFIG``'s (cluster, task type, task index, chief-and-worker tasks in worker order), checked.
+
+    Raises:
+        ClusterConfigError: Malformed, or its task is not one of its cluster's chief/worker tasks.
+    """
+    try:
+        config = json.loads(raw)
+        cluster = config["cluster"]
+        task_type, task_index = config["task"]["type"], int(config["task"]["index"])
+        order = [(kind, i) for kind in ("chief", "worker") for i in range(len(cluster.get(kind, [])))]
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ClusterConfigError(f"TF_CONFIG={raw!r} is malformed ({exc}); it needs "
+                                 '{"cluster": {"worker": [...]}, "task": {"type": ..., "index": ...}}.') from exc
+    if (task_type, task_index) not in order:
+        raise ClusterConfigError(f"TF_CONFIG task {task_type}:{task_index} is not in its cluster {cluster}.")
+    return cluster, task_type, task_index, order
+
+
+@dataclass(frozen=True)
+class StrategyPlan:
+    """The strategy a run will build, decided from the hyperparameters and the environment alone (no TensorFlow).
+
+    Attributes:
+        requested: The ``--strategy`` value (``auto`` included).
+        kind: The strategy built: ``mirrored``, ``central_storage`` or ``multi_worker_mirrored``.
+        workers: Workers in the cluster (``TF_CONFIG``'s chief and workers, else the hosts of ``SM_HOSTS``).
+        cpu_devices: ``--cpu-devices``.
+        needs_tf_keras: Whether Keras 3 cannot fit under this strategy (see the module docstring).
+    """
+
+    requested: str
+    kind: str
+    workers: int
+    cpu_devices: int
+    needs_tf_keras: bool
+
+    @property
+    def class_name(self) -> str:
+        """``MirroredStrategy``, ``CentralStorageStrategy`` or ``MultiWorkerMirroredStrategy``."""
+        return STRATEGY_CLASSES[self.kind]
+
+
+def _cluster_size(environ: Mapping[str, str]) -> tuple[int, str]:
+    """(workers, a description of them): the larger of ``TF_CONFIG``'s chief+worker tasks and ``SM_HOSTS``' hosts."""
+    raw = environ.get("TF_CONFIG")
+    from_tf_config = len(_read_tf_config(raw)[3]) if raw else 0
+    hosts = Cluster.from_environ(environ).hosts
+    if from_tf_config > len(hosts):
+        return from_tf_config, f"{from_tf_config} workers (TF_CONFIG's chief and worker tasks)"
+    return len(hosts), f"{len(hosts)} hosts (SM_HOSTS: {', '.join(hosts)})"
+
+
+def plan_strategy(strategy: str, cpu_devices: int, environ: Mapping[str, str]) -> StrategyPlan:
+    """Resolves ``--strategy`` against the cluster and refuses what cannot run (see the module docstring).
+
+    Args:
+        strategy: ``--strategy``: one of `STRATEGIES` (see `strategy_name`).
+        cpu_devices: ``--cpu-devices``.
+        environ: The environment (``TF_CONFIG``, ``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SMDDP_HOST_ADDRESSES``).
+
+    Returns:
+        The plan.
+
+    Raises:
+        HyperparameterError: An unknown strategy, a one-host strategy in a cluster of several hosts, or
+            ``--cpu-devices`` > 1 under
+            MultiWorkerMirroredStrategy.
+        ClusterConfigError: ``TF_CONFIG`` or the SageMaker variables are malformed.
+    """
+    given, strategy = strategy, strategy_name(strategy)
+    workers, cluster = _cluster_size(environ)
+    if strategy == "auto":
+        kind = "multi_worker_mirrored" if environ.get("TF_CONFIG") or workers > 1 else "mirrored"
+    else:
+        kind = strategy
+    if kind in ("mirrored", "central_storage") and workers > 1:
+        raise HyperparameterError(
+            "--strategy", given, f"{STRATEGY_CLASSES[kind]} trains on one host, but this job's cluster has {cluster}",
+            "use --strategy multi_worker_mirrored (or auto) on several hosts, or run the job on one instance")
+    if kind == "multi_worker_mirrored" and cpu_devices > 1:
+        raise HyperparameterError(
+            "--cpu-devices", cpu_devices,
+            f"MultiWorkerMirroredStrategy (--strategy={strategy}) places one replica per worker on a CPU host, "
+            "whatever its logical devices, so the extra devices would stay idle",
+            "drop --cpu-devices (or set it to 1), or use --strategy mirrored or central_storage on one host")
+    needs_tf_keras = kind == "central_storage" or (kind == "multi_worker_mirrored" and workers > 1)
+    return StrategyPlan(strategy, kind, workers, cpu_devices, needs_tf_keras)
+
+
+def _keras_refusal(plan: StrategyPlan, value: str | None, fix: str) -> EntryPointError:
+    why = ("with several workers (keras-team/keras#20585)" if plan.kind == "multi_worker_mirrored" else
+           "(its Dropout layers' seed-generator variables cannot be updated inside a replica)")
+    if plan.kind == "central_storage":
+        fix += ", or use --strategy mirrored"
+    return EntryPointError(field="TF_USE_LEGACY_KERAS", value=value,
+                           problem=f"selects Keras 3, which cannot fit this model under {plan.class_name} {why}",
+                           fix=fix)
+
+
+def select_keras_flavour(plan: StrategyPlan, environ: MutableMapping[str, str]) -> None:
+    """Selects tf-keras (``TF_USE_LEGACY_KERAS=1``) when `plan` needs it; call before TensorFlow is imported.
+
+    Raises:
+        EntryPointError: ``TF_USE_LEGACY_KERAS`` is set to a value that keeps Keras 3 and `plan` needs tf-keras.
+    """
+    if not plan.needs_tf_keras:
+        return
+    value = environ.get("TF_USE_LEGACY_KERAS")
+    if not value:
+        environ["TF_USE_LEGACY_KERAS"] = "1"
+    elif value not in _LEGACY_KERAS_VALUES:
+        raise _keras_refusal(plan, value, "unset TF_USE_LEGACY_KERAS (the script then selects tf-keras) or set it to 1")
+
+
+def _refuse(exc: SmddpError) -> NoReturn:
+    """One line on stderr, the failure file, exit status 1 (a user's mistake needs no traceback)."""
+    summary = f"{type(exc).__name__}: {exc}"
+    one_line = " ".join(part.strip() for part in summary.splitlines())
+    print(f"keras_mwms: refused: {one_line}", file=sys.stderr, flush=True)
+    write_failure(summary)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+    # Decided before TensorFlow is imported: a refusal costs no TensorFlow start, and the Keras flavour can only be
+    # chosen now.
+    try:
+        _args = parse_hyperparameters(build_parser())
+        select_keras_flavour(plan_strategy(_args.strategy, _args.cpu_devices, os.environ), os.environ)
+    except SmddpError as _exc:
+        _refuse(_exc)
+else:  # imported (e.g. to call main()): the multi-worker default, as for --strategy auto
+    try:
+        select_keras_flavour(plan_strategy("auto", 1, os.environ), os.environ)
+    except SmddpError:
+        pass  # reported by main()
+
+import numpy as np
+import tensorflow as tf
+from smddp_compat.entry_points.checkpoints import restore_latest
+from smddp_compat.entry_points.datasets import load_mnist
+from smddp_compat.entry_points.errors import CheckpointError
+from smddp_compat.entry_points.keras_flavor import (
+    build_optimizer,
+    is_keras3,
+    keras_name,
+)
+from smddp_compat.entry_points.mnist_model import build_cnn
+from smddp_compat.entry_points.model_artifacts import (
+    save_servable_model,
+    write_weights_digest,
+)
+from smddp_compat.entry_points.resumable_fit import (
+    MetricLines,
+    StepCheckpoint,
+    epoch_dataset,
+    fit_from_step,
+)
+from smddp_compat.entry_points.tensorboard_summaries import (
+    TrainingSummaries,
+    learning_rate_of,
+)
 
 
 def tf_config_from_env(env: TrainingEnv, base_port: int) -> dict:
@@ -144,25 +364,44 @@ def global_batch_size(per_replica: int, requested_global: int, replicas: int) ->
     return requested_global
 
 
-def _make_strategy(env: TrainingEnv, base_port: int) -> tuple[tf.distribute.Strategy, int, int, bool]:
+def _logical_cpus(count: int) -> list[str]:
+    """Splits this host's CPU into `count` logical devices (before TensorFlow's runtime starts) and returns their
+    names; ``[]`` for 1 (the strategy's own default devices)."""
+    if count <= 1:
+        return []
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    except RuntimeError as exc:  # the runtime already started (only when main() runs inside a larger program)
+        if len(tf.config.list_logical_devices("CPU")) != count:
+            raise EntryPointError(
+                field="--cpu-devices", value=count,
+                problem=f"TensorFlow's runtime had already started, with a different device list ({exc})",
+                fix="run the script as its own process (python keras_mwms.py ...)") from exc
+    return [device.name for device in tf.config.list_logical_devices("CPU")][:count]
+
+
+def _make_strategy(plan: StrategyPlan, env: TrainingEnv,
+                   base_port: int) -> tuple[tf.distribute.Strategy, int, int, bool]:
     """Returns (strategy, worker index, worker count, is chief); sets TF_CONFIG when it has to be built."""
+    devices = _logical_cpus(plan.cpu_devices)
+    if plan.kind == "mirrored":
+        return tf.distribute.MirroredStrategy(devices=devices or None), 0, 1, True
+    if plan.kind == "central_storage":
+        if devices:  # variables on the first logical CPU, one replica on each
+            strategy = tf.distribute.experimental.CentralStorageStrategy(compute_devices=devices,
+                                                                         parameter_device=devices[0])
+        else:
+            strategy = tf.distribute.experimental.CentralStorageStrategy()
+        return strategy, 0, 1, True
     raw = os.environ.get("TF_CONFIG")
     if not raw and env.is_multi_host:
         os.environ["TF_CONFIG"] = json.dumps(tf_config_from_env(env, base_port))
         raw = os.environ["TF_CONFIG"]
-    if not raw:
-        return tf.distribute.MirroredStrategy(), 0, 1, True
-    try:
-        config = json.loads(raw)
-        cluster = config["cluster"]
-        task_type, task_index = config["task"]["type"], int(config["task"]["index"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ClusterConfigError(f"TF_CONFIG={raw!r} is malformed ({exc}); it needs "
-                                 '{"cluster": {"worker": [...]}, "task": {"type": ..., "index": ...}}.') from exc
+    if not raw:  # a one-worker cluster of this host alone
+        return tf.distribute.MultiWorkerMirroredStrategy(), 0, 1, True
+    cluster, task_type, task_index, order = _read_tf_config(raw)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    order = [(kind, i) for kind in ("chief", "worker") for i in range(len(cluster.get(kind, [])))]
-    if (task_type, task_index) not in order:
-        raise ClusterConfigError(f"TF_CONFIG task {task_type}:{task_index} is not in its cluster {cluster}.")
     is_chief = task_type == "chief" or (task_type == "worker" and task_index == 0 and "chief" not in cluster)
     return strategy, order.index((task_type, task_index)), len(order), is_chief
 
@@ -175,12 +414,46 @@ def _evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict[str, 
     return {"test_loss": loss, "test_accuracy": float(np.mean(np.argmax(probs, axis=1) == y))}
 
 
+def _checkpoint_keras(prefix: str) -> str | None:
+    """Which Keras wrote the checkpoint `prefix` ("Keras 3", "tf-keras"), told by its object graph's names, or None."""
+    try:
+        names = [name for name, _ in tf.train.list_variables(prefix)]
+    except (tf.errors.OpError, ValueError):
+        return None
+    if any(name.startswith("model/layer_with_weights-") for name in names):
+        return "tf-keras"
+    if any(name.startswith("optimizer/_trainable_variables/") for name in names):
+        return "Keras 3"
+    return None
+
+
+def _restore(checkpoint: tf.train.Checkpoint, directory: Path, plan: StrategyPlan) -> int:
+    """`restore_latest`'s step (0: nothing to resume); a checkpoint of the other Keras flavour is named as such."""
+    try:
+        return restore_latest(checkpoint, directory) or 0
+    except CheckpointError as exc:
+        written, this = _checkpoint_keras(exc.path or ""), ("Keras 3" if is_keras3() else "tf-keras")
+        if written is None or written == this:
+            raise
+        raise CheckpointError(
+            f"the checkpoint {exc.path} was written with {written}, but this run trains with {this} "
+            f"({plan.class_name}, --strategy={plan.requested}); their checkpoints do not mix. Resume with the "
+            "--strategy (and TF_USE_LEGACY_KERAS) of the run that wrote it, or point --checkpoint-dir at an empty "
+            "directory to start fresh.", path=exc.path) from exc
+
+
 def main() -> None:
     """Trains, evaluates and saves the model (see the module docstring)."""
     args = parse_hyperparameters(build_parser())
+    plan = plan_strategy(args.strategy, args.cpu_devices, os.environ)
+    if plan.needs_tf_keras and is_keras3():  # TensorFlow was imported before the flavour could be chosen
+        raise _keras_refusal(plan, os.environ.get("TF_USE_LEGACY_KERAS"),
+                             "set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported (running the script as a "
+                             "program does it)")
     env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir, tensorboard_dir=args.tensorboard_dir)
-    # The strategy must exist before any other TensorFlow work (MultiWorkerMirroredStrategy starts a server).
-    strategy, worker, workers, is_chief = _make_strategy(env, args.mwms_port)
+    # The strategy must exist before any other TensorFlow work (MultiWorkerMirroredStrategy starts a server, and the
+    # logical CPU devices must be set before the runtime starts).
+    strategy, worker, workers, is_chief = _make_strategy(plan, env, args.mwms_port)
     replicas = strategy.num_replicas_in_sync
     log = MetricLogger(enabled=is_chief)
 
@@ -196,7 +469,10 @@ def main() -> None:
     steps_per_epoch = args.steps_per_epoch or full_epoch
     if is_chief:
         env.prepare_dirs()
-        print(f"keras_mwms: {type(strategy).__name__}, worker {worker}/{workers}, {replicas} replica(s), "
+        devices = ",".join(strategy.extended.worker_devices)
+        print(f"strategy={plan.class_name} replicas={replicas} workers={workers} devices={devices} "
+              f"(--strategy={plan.requested}, --cpu-devices={plan.cpu_devices})", flush=True)
+        print(f"keras_mwms: {plan.class_name}, worker {worker}/{workers}, {replicas} replica(s), "
               f"global batch {global_batch}, {keras_name()}, checkpoints in {env.checkpoint_dir}", flush=True)
 
     tf.random.set_seed(args.seed)
@@ -209,7 +485,7 @@ def main() -> None:
     # loss and accuracy times the replica count. The epoch-end logs are computed globally either way.
     model.distribute_reduction_method = "first"
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-    start_step = restore_latest(checkpoint, env.checkpoint_dir) or 0
+    start_step = _restore(checkpoint, env.checkpoint_dir, plan)
 
     @tf.function
     def _replica_sum(value: tf.Tensor) -> tf.Tensor:
@@ -263,7 +539,8 @@ def main() -> None:
             result = _evaluate(model, x_test, y_test)
             log.log(step=counter.step, **result, train_seconds=wall)
             summaries.log_evaluation(counter.step, loss=result["test_loss"], accuracy=result["test_accuracy"])
-            summary = {"steps": counter.step, "resumed_from": start_step, "workers": workers, "replicas": replicas,
+            summary = {"steps": counter.step, "resumed_from": start_step, "strategy": plan.class_name,
+                       "cpu_devices": plan.cpu_devices, "workers": workers, "replicas": replicas,
                        "global_batch": global_batch, **result, "train_seconds": round(wall, 2), "keras": keras_name()}
             (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         if args.save_model:

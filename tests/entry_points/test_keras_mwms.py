@@ -1,5 +1,6 @@
 """keras_mwms.py: TF_CONFIG and batch-size rules; one-host MirroredStrategy run killed mid-epoch and resumed;
-two workers (MultiWorkerMirroredStrategy over loopback) with identical final weights and chief-only artifacts."""
+two workers (MultiWorkerMirroredStrategy over loopback, --strategy auto and multi_worker_mirrored) with identical
+final weights and chief-only artifacts. The other strategies: test_keras_mwms_strategies.py."""
 
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ def test_one_host_sigkill_then_resume(layout: Layout) -> None:
                        stop_signal=signal.SIGKILL)
     assert first.returncode == -signal.SIGKILL
     assert "MirroredStrategy, worker 0/1, 1 replica(s), global batch 32, keras-3" in first.text
+    assert "strategy=MirroredStrategy replicas=1 workers=1" in first.text  # --strategy auto, --cpu-devices 1
     resume_from = list_steps(layout.checkpoint_dir)[-1]
     assert resume_from in (20, 30)
 
@@ -92,7 +94,8 @@ def _free_port_pair() -> int:
 
 
 @pytest.mark.slow
-def test_two_workers_mwms(tmp_path) -> None:  # noqa: ANN001 - pytest's tmp_path
+@pytest.mark.parametrize("strategy", ["auto", "multi_worker_mirrored"])
+def test_two_workers_mwms(strategy: str, tmp_path) -> None:  # noqa: ANN001 - pytest's tmp_path
     from smddp_compat.launcher import ProcessSpec, run_process_group
 
     hosts = ["algo-1", "algo-2"]
@@ -106,7 +109,7 @@ def test_two_workers_mwms(tmp_path) -> None:  # noqa: ANN001 - pytest's tmp_path
             "SMDDP_HOST_ADDRESSES": json.dumps({h: "127.0.0.1" for h in hosts}),
         })
         argv = script_command(SCRIPT, ["--epochs", "1", "--steps-per-epoch", "15", "--log-steps", "5",
-                                       "--mwms-port", str(port), "--weights-digest", "true",
+                                       "--mwms-port", str(port), "--weights-digest", "true", "--strategy", strategy,
                                        "--checkpoint-dir", str(shared_checkpoints)])
         specs.append(ProcessSpec(argv=argv, env=env, label=host, log_path=str(layout.root / "log.txt"), host=host))
     output = io.StringIO()
@@ -114,6 +117,7 @@ def test_two_workers_mwms(tmp_path) -> None:  # noqa: ANN001 - pytest's tmp_path
     assert result.ok, result.reason + "\n" + output.getvalue()[-4000:]
     chief_log = (layouts[0].root / "log.txt").read_text()
     assert "worker 0/2, 2 replica(s), global batch 64, tf-keras-2" in chief_log
+    assert "strategy=MultiWorkerMirroredStrategy replicas=2 workers=2" in chief_log
     digests = [(layout.output_data_dir / f"weights-rank{i}.sha256").read_text() for i, layout in enumerate(layouts)]
     assert digests[0] == digests[1]
     assert (layouts[0].model_dir / "1" / "saved_model.pb").is_file()
