@@ -1,6 +1,6 @@
 """SageMaker estimators for smddp-compat: SMDDP on any TensorFlow, DTensor, and local runs.
 
-- :class:`TensorFlow` (SageMaker SDK v2): ``from estimators import TensorFlow`` in place of
+- :class:`TensorFlow` (SageMaker SDK v2): ``from smddp_compat.estimators import TensorFlow`` in place of
   ``from sagemaker.tensorflow import TensorFlow``.
 - :mod:`smddp_compat.estimators.sdk3` (SageMaker SDK v3, extra ``smddp-compat[sdk3]``): ``SMDDPCompat`` and ``DTensor``
   distributed configs for ``ModelTrainer``.
@@ -54,8 +54,8 @@ def __getattr__(name: str) -> Any:
             from smddp_compat.estimators._tensorflow_estimator import TensorFlow
         except ImportError as exc:
             raise MissingDependencyError(
-                f"estimators.TensorFlow needs the SageMaker Python SDK v2 ({exc}): pip install 'sagemaker>=2.257,<3'. "
+                f"smddp_compat.estimators.TensorFlow needs the SageMaker Python SDK v2 ({exc}): pip install 'sagemaker>=2.257,<3'. "
                 "With SDK v3 use estimators.sdk3 (SMDDPCompat, DTensor) instead."
             ) from exc
         return TensorFlow
-    raise AttributeError(f"module 'estimators' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

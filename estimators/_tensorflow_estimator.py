@@ -66,7 +66,7 @@ class TensorFlow(_SdkTensorFlow):
     """SageMaker's TensorFlow estimator with SMDDP on any TensorFlow version, DTensor, and local processes.
 
     Example:
-        >>> from estimators import TensorFlow  # the only line that changes  # doctest: +SKIP
+        >>> from smddp_compat.estimators import TensorFlow  # the only line that changes  # doctest: +SKIP
         >>> est = TensorFlow(entry_point="train.py", role=role, instance_type="ml.p4d.24xlarge",
         ...                  instance_count=2, image_uri=image, framework_version="2.21",
         ...                  distribution={"smdistributed": {"dataparallel": {"enabled": True}}})

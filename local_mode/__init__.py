@@ -5,7 +5,7 @@ training toolkit and their own loopback address (127.0.0.2, 127.0.0.3, ...); the
 ``mwms``, ``dtensor`` or ``none``) decides how the processes find each other.
 
 Example:
-    >>> from local_mode import JobSpec, run
+    >>> from smddp_compat.local_mode import JobSpec, run
     >>> result = run(JobSpec("train.py", source_dir="src", instance_count=2, distribution="smddp"))  # doctest: +SKIP
     >>> result.raise_for_status().artifacts.model  # doctest: +SKIP
 

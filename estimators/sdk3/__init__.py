@@ -39,7 +39,7 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
     raise MissingDependencyError(
         f"estimators.sdk3 needs the SageMaker Python SDK v3 ({_exc}): pip install 'smddp-compat[sdk3]' "
         "(sagemaker>=3) in an environment of its own (v2 and v3 cannot share one; see estimators/sdk3/setup_venv.sh)."
-        " With SDK v2 use estimators.TensorFlow."
+        " With SDK v2 use smddp_compat.estimators.TensorFlow."
     ) from _exc
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
