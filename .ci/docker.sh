@@ -108,7 +108,7 @@ smddp_docker_build_image() {
   local python=${1:-.venv/bin/python} started log=${SMDDP_DOCKER_BUILD_LOG:-/tmp/smddp-docker-image-build.log}
   started=$(date +%s)
   echo "==> [docker] kit image (build log: $log)"
-  if ! "$python" -m smddp_compat.local_mode.docker build --log "$log"; then
+  if ! "$python" -m smddp_compat.image --log "$log"; then
     echo "!! [docker] image build failed; last lines of $log:" >&2
     tail -30 "$log" >&2
     return 1

@@ -4,7 +4,7 @@
 nothing heavy.
 
 The kit's parts live under this one name: ``smddp_compat.estimators``, ``smddp_compat.local_mode``,
-``smddp_compat.entry_points`` and ``smddp_compat.bench``. An installed kit holds them inside this package; a
+``smddp_compat.entry_points``, ``smddp_compat.bench`` and ``smddp_compat.image``. An installed kit holds them inside this package; a
 checkout keeps them as the repository's top-level folders, found here through ``__path__``. A copy of this package
 shipped in a job's ``sourcedir.tar.gz`` (which shadows the image's installed kit) reaches the installed parts the same
 way.
@@ -18,7 +18,7 @@ __all__ = ["__version__"]
 __version__ = "0.1.0"
 
 #: The repository's folders that install as ``smddp_compat.<name>``.
-NAMESPACE_PARTS = ("estimators", "local_mode", "entry_points", "bench")
+NAMESPACE_PARTS = ("estimators", "local_mode", "entry_points", "bench", "image")
 
 __path__ = _extend_path(__path__, __name__)  # every smddp_compat on sys.path: a shipped copy, then the installed kit
 _checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))

@@ -24,7 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
     "wait": ("smddp_compat.estimators.cli", "main", True, "wait for a SageMaker training job to end"),
     "fetch": ("smddp_compat.estimators.cli", "main", True, "download a training job's model artifact"),
     "bench": ("smddp_compat.bench.run", "main", False, "run the benchmarks and print the table of ratios"),
-    "image": ("smddp_compat.local_mode.docker.__main__", "image_main", False, "build (or reuse) the training image; print its tag"),
+    "image": ("smddp_compat.image.__main__", "main", False, "build (or reuse) the training image; print its tag"),
 }
 
 

@@ -19,7 +19,7 @@ from smddp_compat import NAMESPACE_PARTS
 from smddp_compat.errors import ConfigurationError, HyperparameterError, SmddpError
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("smddp_compat", "local_mode", "estimators", "entry_points", "bench")
+PACKAGES = ("smddp_compat", *NAMESPACE_PARTS)
 SHARED_ERRORS = REPO / "smddp_compat" / "errors.py"
 
 # Classes that are not errors a user sees: control flow inside one function, never raised out of it.
@@ -97,7 +97,7 @@ EXCEPTION_CLASSES = [
 def test_the_walk_finds_every_package_errors():
     found = {f"{module.name}.{name}" for module, name in EXCEPTION_CLASSES}
     for expected in ("smddp_compat.local_mode.errors.LocalModeError", "smddp_compat.estimators.errors.EstimatorError",
-                     "smddp_compat.entry_points.errors.EntryPointError", "smddp_compat.local_mode.docker.errors.DockerError",
+                     "smddp_compat.entry_points.errors.EntryPointError", "smddp_compat.image.errors.DockerError",
                      "smddp_compat.bench.errors.BenchError", "smddp_compat.entry_points.dtensor_mesh.MeshConfigError"):
         assert expected in found
 

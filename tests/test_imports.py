@@ -10,6 +10,9 @@ CASES = [
     ("smddp_compat.launcher", ["tensorflow", "boto3", "sagemaker"]),
     ("smddp_compat.cli", ["tensorflow", "boto3", "sagemaker"]),
     ("smddp_compat.tensorflow", ["boto3", "sagemaker"]),
+    # the image's build and its `train` stand on their own: not the twin, not local mode
+    ("smddp_compat.image", ["tensorflow", "boto3", "sagemaker", "smddp_compat.local_mode"]),
+    ("smddp_compat.image.train", ["tensorflow", "boto3", "sagemaker", "smddp_compat.local_mode"]),
 ]
 
 

@@ -3,35 +3,35 @@
 What SageMaker does with a CreateTrainingJob request, done with this machine's Docker engine: every host a container
 of the request's image on an internal network of the job's own, started with ``train`` and nothing else, S3 served
 to the containers by the twin's own moto, artifacts, checkpoints, time limit, status and failure reason as SageMaker
-reports them (:mod:`smddp_compat.local_mode.docker.twin`). The kit's image is AWS's toolkits on TensorFlow 2.21 with Horovod and
-the kit (``smddp image``).
+reports them (:mod:`smddp_compat.local_mode.docker.twin`). The image it runs by default is the kit's (AWS's toolkits on
+TensorFlow 2.21 with Horovod and the kit: :mod:`smddp_compat.image`, ``smddp image``), built on first use.
 
 Importing this package imports neither TensorFlow nor Docker tooling; everything runs through the docker CLI.
 
-    >>> from local_mode.docker import TrainingJobRequest, SageMakerTwin   # doctest: +SKIP
+    >>> from smddp_compat.local_mode.docker import TrainingJobRequest, SageMakerTwin   # doctest: +SKIP
     >>> result = SageMakerTwin(TrainingJobRequest.from_file("request.json")).run()   # doctest: +SKIP
     >>> result.describe()["TrainingJobStatus"]   # doctest: +SKIP
 """
 
-from smddp_compat.local_mode.docker._engine import Engine, find_engine
-from smddp_compat.local_mode.docker._image import IMAGE_REPOSITORY, ImageBuild, ensure_image
-from smddp_compat.local_mode.docker.errors import DockerError, DockerUnavailableError, ImageBuildError, ImageNotFoundError
+from smddp_compat.local_mode.docker.errors import (
+    ContainerError,
+    DockerError,
+    DockerUnavailableError,
+    ImageBuildError,
+    ImageNotFoundError,
+)
 from smddp_compat.local_mode.docker.request import Channel, TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult, replay
 
 __all__ = [
-    "IMAGE_REPOSITORY",
     "Channel",
+    "ContainerError",
     "DockerError",
     "DockerUnavailableError",
-    "Engine",
-    "ImageBuild",
     "ImageBuildError",
     "ImageNotFoundError",
     "SageMakerTwin",
     "TrainingJobRequest",
     "TwinResult",
-    "ensure_image",
-    "find_engine",
     "replay",
 ]

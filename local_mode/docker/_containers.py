@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from smddp_compat.local_mode.docker._commands import capture, run_command
-from smddp_compat.local_mode.docker._engine import Engine
-from smddp_compat.local_mode.docker.errors import DockerError
+from smddp_compat.image.commands import capture, run_command
+from smddp_compat.image.engine import Engine
+from smddp_compat.local_mode.docker.errors import ContainerError
 from smddp_compat.launcher._mpi_group import TaggedLines
 
 __all__ = ["TWIN_LABEL", "HOST_LABEL", "Mount", "ContainerState", "TwinEngine"]
@@ -80,7 +80,7 @@ class TwinEngine:
     def _run(self, *argv: str, timeout: float = _CALL_SECONDS) -> str:
         code, output = capture([self.engine.docker, *argv], timeout=timeout)
         if code != 0:
-            raise DockerError(f"`docker {' '.join(argv[:3])} ...` failed (exit code {code}): {output[-2000:]}")
+            raise ContainerError(f"`docker {' '.join(argv[:3])} ...` failed (exit code {code}): {output[-2000:]}")
         return output
 
     def container_name(self, host: str) -> str:
@@ -152,7 +152,7 @@ class TwinEngine:
             argv += ["--env-file", env_file.name, image, *command]
             code, output = capture([self.engine.docker, *argv], timeout=_CALL_SECONDS)
         if code != 0:
-            raise DockerError(f"could not start the container of {host} (exit code {code}): {output[-2000:]}")
+            raise ContainerError(f"could not start the container of {host} (exit code {code}): {output[-2000:]}")
         return name
 
     def address(self, host: str) -> str:

@@ -156,7 +156,7 @@ def check_with_estimator(spec: JobSpec) -> EstimatorJob:
 
 
 def _placeholder_image() -> str:
-    from smddp_compat.local_mode.docker._image import LATEST_TAG
+    from smddp_compat.image import LATEST_TAG
 
     return LATEST_TAG
 
@@ -452,9 +452,7 @@ def replay_spec(
         DockerError: No usable Docker engine, or the image could not be built.
         ChannelError: A channel could not be read.
     """
-    from smddp_compat.local_mode.docker._engine import find_engine
-    from smddp_compat.local_mode.docker._image import ensure_image
-    from smddp_compat.local_mode.docker._rootfs import host_base_recipe
+    from smddp_compat.image import ensure_image, find_engine, host_base_recipe
     from smddp_compat.local_mode.docker.twin import SageMakerTwin
 
     job = check_with_estimator(spec)

@@ -1,38 +1,22 @@
-"""Errors raised by the docker backend of local_mode.
+"""Errors raised by the docker backend of local_mode (the SageMaker twin).
 
-They extend local_mode's own families: a missing or stopped Docker engine and a failed image build are
-:class:`DockerError` (a :class:`~local_mode.errors.LocalModeError`); a bad ``--image`` is a
-:class:`~local_mode.errors.ConfigurationError` that names the value and the fix.
+Docker's own failures (no engine, a failed image build) are the image package's :class:`DockerError` family
+(:mod:`smddp_compat.image.errors`), re-exported here. The twin's own are local_mode errors as well: a container or
+network the engine refused is a :class:`ContainerError` (a :class:`DockerError` and a
+:class:`~smddp_compat.local_mode.errors.LocalModeError`); a bad ``--image`` is an :class:`ImageNotFoundError`, a
+:class:`~smddp_compat.local_mode.errors.ConfigurationError` that names the value and the fix.
 """
 
 from __future__ import annotations
 
+from smddp_compat.image.errors import DockerError, DockerUnavailableError, ImageBuildError
 from smddp_compat.local_mode.errors import ConfigurationError, LocalModeError
 
-__all__ = ["DockerError", "DockerUnavailableError", "ImageBuildError", "ImageNotFoundError"]
+__all__ = ["ContainerError", "DockerError", "DockerUnavailableError", "ImageBuildError", "ImageNotFoundError"]
 
 
-class DockerError(LocalModeError):
-    """Base class of the docker backend's errors."""
-
-
-class DockerUnavailableError(DockerError):
-    """The docker CLI, docker compose or the Docker daemon cannot be used; the message says how to fix it."""
-
-
-class ImageBuildError(DockerError):
-    """A step of building the base or the training image failed.
-
-    Attributes:
-        step: What was being done (e.g. ``"debootstrap"``, ``"docker build"``).
-        log_path: The file holding the step's full output, if one was kept.
-    """
-
-    def __init__(self, step: str, message: str, log_path: str | None = None) -> None:
-        self.step = step
-        self.log_path = log_path
-        where = f" (full output: {log_path})" if log_path else ""
-        super().__init__(f"{step} failed: {message}{where}")
+class ContainerError(DockerError, LocalModeError):
+    """The engine refused a container or a network of the twin, or a service container did not answer."""
 
 
 class ImageNotFoundError(DockerError, ConfigurationError):
@@ -48,6 +32,6 @@ class ImageNotFoundError(DockerError, ConfigurationError):
             image,
             "is not present in the local Docker engine, and images cannot be pulled here",
             "load or build it first (`docker load -i FILE`, `docker build -t NAME ...`), or leave --image out to use "
-            "the kit's own image (built on first use: `python -m smddp_compat.local_mode.docker build`)",
+            "the kit's own image (built on first use, or now with `smddp image`)",
         )
         self.image = image

@@ -56,7 +56,6 @@ from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, is_s3_
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from smddp_compat.local_mode.channels import download_s3_channel
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, Mount, TwinEngine
-from smddp_compat.local_mode.docker._commands import run_command
 from smddp_compat.local_mode.docker._reaper import reaper_argv
 from smddp_compat.local_mode.docker._result import (
     UNBILLED_STATUSES,
@@ -67,18 +66,17 @@ from smddp_compat.local_mode.docker._result import (
     training_job_arn,
 )
 from smddp_compat.local_mode.docker._sync import FolderSync, sync_target
-from smddp_compat.local_mode.docker._engine import Engine, find_engine
 from smddp_compat.local_mode.docker._fields import config_files
 from smddp_compat.local_mode.docker._twin_s3 import Snapshot, create_buckets, script_writes, snapshot, stage_channel
-from smddp_compat.local_mode.docker._image import LATEST_TAG
-from smddp_compat.local_mode.docker._rootfs import image_exists
-from smddp_compat.local_mode.docker.errors import DockerError, ImageNotFoundError
+from smddp_compat.local_mode.docker.errors import ContainerError, ImageNotFoundError
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ArtifactError, ChannelError, ConfigurationError
 from smddp_compat.local_mode.metrics import MetricWatch, watchable_definitions
 from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
 from smddp_compat import contract
+from smddp_compat.image import LATEST_TAG, Engine, find_engine, image_exists
+from smddp_compat.image.commands import run_command
 from smddp_compat.launcher._console import ConsoleStream
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
@@ -229,7 +227,7 @@ class SageMakerTwin:
         Raises:
             ChannelError: A channel or the source could not be fetched from the request's S3.
             ConfigurationError: The output already holds files of another job, or cannot be reached.
-            DockerError: The engine refused a network or a container.
+            ContainerError: The engine refused a network or a container.
         """
         request = self.request
         root = Path(tempfile.mkdtemp(prefix=f"smddp-twin-{request.job_name[:30]}-"))
@@ -432,7 +430,7 @@ class SageMakerTwin:
                 break
             except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet" until the deadline
                 if time.monotonic() > deadline:
-                    raise DockerError(f"the twin's S3 service at {endpoint} did not answer within "
+                    raise ContainerError(f"the twin's S3 service at {endpoint} did not answer within "
                                       f"{_S3_READY_SECONDS:.0f} s ({exc})") from exc
                 time.sleep(0.3)
         return client, endpoint

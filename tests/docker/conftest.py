@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from smddp_compat.local_mode.docker import DockerUnavailableError, Engine, find_engine
-from smddp_compat.local_mode.docker._commands import capture
+from smddp_compat.image import DockerUnavailableError, Engine, find_engine
+from smddp_compat.image.commands import capture
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL
 from tests.conftest import DOCKER_SKIP_REASON, docker_missing_is_an_error
 from tests.fake_aws import Aws, aws, moto_url  # noqa: F401 - fixtures

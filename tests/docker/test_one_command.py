@@ -117,12 +117,13 @@ def test_a_script_runs_on_two_hosts_in_one_command(kit_image: str, tmp_path: Pat
 @pytest.fixture
 def nothing_may_start(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fails the test if the command reaches Docker or starts its private server."""
-    from smddp_compat.local_mode.docker import _engine, _from_spec
+    from smddp_compat import image
+    from smddp_compat.local_mode.docker import _from_spec
 
     def started(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("something started before the options were refused")
 
-    monkeypatch.setattr(_engine, "find_engine", started)
+    monkeypatch.setattr(image, "find_engine", started)
     monkeypatch.setattr(_from_spec.PrivateSageMaker, "__enter__", started)
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from smddp_compat.local_mode.docker import Engine
-from smddp_compat.local_mode.docker._commands import capture
+from smddp_compat.image import Engine
+from smddp_compat.image.commands import capture
 
 pytestmark = pytest.mark.timeout(900)
 

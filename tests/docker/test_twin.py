@@ -223,7 +223,7 @@ def _running(twin: SageMakerTwin) -> Iterator[tuple[threading.Thread, dict[str, 
 
 
 def test_kill_9_of_a_rank_on_algo_2_fails_the_job_naming_the_host(aws: Aws, kit_image: str, docker_engine: Any) -> None:
-    from smddp_compat.local_mode.docker._commands import capture
+    from smddp_compat.image.commands import capture
 
     est = _estimator(aws, kit_image, distribution={"smdistributed": {"dataparallel": {"enabled": True}}},
                      hyperparameters={"kind": "smddp", "hold": 300})

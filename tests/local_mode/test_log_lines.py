@@ -17,7 +17,7 @@ from pathlib import Path
 from smddp_compat.launcher._mpi_group import MpirunOutput, TaggedLines
 from smddp_compat.launcher._supervisor import ProcessSpec
 from smddp_compat.local_mode.docker._containers import TwinEngine
-from smddp_compat.local_mode.docker._engine import Engine
+from smddp_compat.image import Engine
 
 # mpirun --tag-output, raw (recorded run 4 of 8): rank 3's first text and rank 0's last line share a line.
 RAW_MPIRUN = b"""[1,0]<stdout>:step=1 rank=0 checksum=-3.4567[1,0]<stdout>:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from smddp_compat.local_mode.docker._commands import capture
+from smddp_compat.image.commands import capture
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, Mount, TwinEngine
 from tests.docker.conftest import docker_engine, kit_image, no_leftovers  # noqa: F401 - fixtures
 from tests.fake_aws import moto_url  # noqa: F401 - fixture

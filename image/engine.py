@@ -1,5 +1,8 @@
 """Finding the Docker engine: the docker CLI, docker compose (v2 plugin or v1 program), a daemon that answers.
 
+The image is built with it (:mod:`smddp_compat.image.build`) and the SageMaker twin runs its containers on it
+(:mod:`smddp_compat.local_mode.docker`).
+
 Every failure says what is missing and how to fix it, including the way out: ``--backend process`` needs no Docker.
 """
 
@@ -9,8 +12,8 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from smddp_compat.local_mode.docker._commands import capture
-from smddp_compat.local_mode.docker.errors import DockerUnavailableError
+from smddp_compat.image.commands import capture
+from smddp_compat.image.errors import DockerUnavailableError
 
 __all__ = ["Engine", "find_compose", "find_engine"]
 

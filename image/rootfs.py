@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
-from smddp_compat.local_mode.docker._commands import capture, run_command
-from smddp_compat.local_mode.docker._engine import Engine
-from smddp_compat.local_mode.docker.errors import ImageBuildError
+from smddp_compat.image.commands import capture, run_command
+from smddp_compat.image.engine import Engine
+from smddp_compat.image.errors import ImageBuildError
 
 __all__ = ["BaseImageRecipe", "host_codename", "host_base_recipe", "ensure_base_image", "image_exists"]
 
@@ -96,6 +96,7 @@ def _apt_sources(root: Path = Path("/etc/apt")) -> list[tuple[str, list[str]]]:
 
 
 def host_codename() -> str | None:
+    """This machine's Debian (or Ubuntu) release codename from ``/etc/os-release``, or None when it names none."""
     try:
         text = Path("/etc/os-release").read_text(encoding="utf-8")
     except OSError:
@@ -205,7 +206,7 @@ def ensure_base_image(
         raise ImageBuildError(
             "debootstrap",
             "making the base root filesystem needs root; run the build once as root "
-            "(`sudo python -m smddp_compat.local_mode.docker build`), later runs reuse the image",
+            "(`sudo .venv/bin/smddp image` from the checkout), later runs reuse the image",
         )
     root = Path(tempfile.mkdtemp(prefix="smddp-rootfs-", dir=work_dir or "/var/tmp"))
     say = (lambda text: (stream.write(text + "\n"), stream.flush())) if stream else (lambda text: None)

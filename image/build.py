@@ -2,7 +2,7 @@
 
 The context is assembled in a temporary folder from the kit's checkout:
 
-* ``Dockerfile`` from ``docker/``;
+* ``Dockerfile`` from this folder (``image/`` of the checkout);
 * ``stack/``: ``setup.sh``, ``constraints.txt`` and a ``pyproject.toml`` holding only the project's name, version
   and dependency lists (no packages): what the set-up needs to install the whole stack, but
   none of the kit's code or other settings, so that the heavy layer survives every change but a dependency's;
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from smddp_compat.local_mode.docker._commands import capture, run_command
-from smddp_compat.local_mode.docker._engine import Engine
-from smddp_compat.local_mode.docker._rootfs import BaseImageRecipe, ensure_base_image, host_codename, image_exists
-from smddp_compat.local_mode.docker.errors import ImageBuildError
+from smddp_compat.image.commands import capture, run_command
+from smddp_compat.image.engine import Engine
+from smddp_compat.image.errors import ImageBuildError
+from smddp_compat.image.rootfs import BaseImageRecipe, ensure_base_image, host_codename, image_exists
 
 __all__ = ["IMAGE_REPOSITORY", "ImageBuild", "kit_root", "ensure_image", "assemble_context", "context_digest"]
 
@@ -44,6 +44,11 @@ _BUILD_SECONDS = 3600.0
 # The image's Python, per Debian release (what python3-venv brings): the wheel cache key's "py" part.
 _DEBIAN_PYTHON = {"bookworm": "311"}
 _SKIPPED = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", "*.egg-info")
+_DOCKERFILE = "image/Dockerfile"
+# The first line of the stack's generated pyproject.toml. Its bytes are part of the stack layer's cache key (stack/ is
+# copied before setup.sh runs): any change rebuilds the whole stack (~6 minutes), so it keeps the words it was first
+# built with, which name this module's earlier place. Change it together with a dependency, which rebuilds anyway.
+_STACK_HEADER = "# Generated from the kit's pyproject.toml: dependencies only (see local_mode/docker/_image.py)."
 
 
 @dataclass(frozen=True)
@@ -64,13 +69,13 @@ class ImageBuild:
 
 
 def kit_root() -> Path:
-    """The kit's checkout (the folder holding ``setup.sh``, ``pyproject.toml`` and ``docker/Dockerfile``).
+    """The kit's checkout (the folder holding ``setup.sh``, ``pyproject.toml`` and ``image/Dockerfile``).
 
     Raises:
         ImageBuildError: The kit is installed without its sources (e.g. from a wheel).
     """
-    root = Path(__file__).resolve().parents[2]
-    for needed in ("setup.sh", "pyproject.toml", "constraints.txt", "docker/Dockerfile"):
+    root = Path(__file__).resolve().parents[1]
+    for needed in ("setup.sh", "pyproject.toml", "constraints.txt", _DOCKERFILE):
         if not (root / needed).is_file():
             raise ImageBuildError(
                 "build context",
@@ -122,7 +127,7 @@ def stack_pyproject(root: Path) -> str:
     config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
     build = config.get("build-system", {})
     project = config.get("project", {})
-    lines = ["# Generated from the kit's pyproject.toml: dependencies only (see local_mode/docker/_image.py).", ""]
+    lines = [_STACK_HEADER, ""]
     lines += ["[build-system]"] + [f"{key} = {json.dumps(build[key])}" for key in sorted(build)] + [""]
     lines += ["[project]"]
     for key in ("name", "version", "requires-python", "dependencies"):
@@ -148,7 +153,7 @@ def assemble_context(root: Path, destination: Path, *, wheel: tuple[str, Path] |
         destination: Where the context goes.
         wheel: The host Horovod wheel to include (cache key, path), or None.
     """
-    shutil.copy2(root / "docker/Dockerfile", destination / "Dockerfile")
+    shutil.copy2(root / _DOCKERFILE, destination / "Dockerfile")
     stack = destination / "stack"
     stack.mkdir()
     for name in ("setup.sh", "constraints.txt"):

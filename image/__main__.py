@@ -1,0 +1,66 @@
+"""``smddp image [--force] [--build-horovod] [--log FILE]`` (also ``python -m smddp_compat.image``).
+
+Builds the kit's training image if the Docker engine does not hold it yet (its base image included), or reuses it,
+and prints its tag as the last line of standard output (``smddp-compat:<digest>``, also tagged
+``smddp-compat:latest``); what was done and how long it took go to standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from smddp_compat.image.build import ensure_image
+from smddp_compat.image.engine import find_engine
+from smddp_compat.image.errors import DockerError
+from smddp_compat.image.rootfs import host_base_recipe
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="smddp image",
+        description="Build the kit's SageMaker training image if it is missing (or reuse it); print its tag last.",
+    )
+    parser.add_argument("--force", action="store_true", help="run docker build even if the tag exists")
+    parser.add_argument("--build-horovod", action="store_true",
+                        help="build Horovod in the image (ignore the host's cached wheel)")
+    parser.add_argument("--log", default=None, metavar="FILE",
+                        help="append the build output to this file instead of printing it")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Builds or reuses the image and prints its tag.
+
+    Args:
+        argv: The arguments after ``smddp image`` (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0, or 2 when Docker cannot be used or the build failed (the message says why and what to do).
+    """
+    args = _parser().parse_args(argv)
+    start = time.monotonic()
+    try:
+        build = ensure_image(
+            find_engine(need_compose=False),
+            base=host_base_recipe(),
+            reuse_host_wheel=not args.build_horovod,
+            force=args.force,
+            log_path=args.log,
+            stream=None if args.log else sys.stdout,
+        )
+    except DockerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    state = "built" if build.built else "already present"
+    wheel = f"; Horovod from {build.horovod_wheel}" if build.horovod_wheel else ""
+    print(f"{build.tag} ({state} in {time.monotonic() - start:.1f} s{wheel})", file=sys.stderr)
+    print(build.tag)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
