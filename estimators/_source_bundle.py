@@ -124,9 +124,9 @@ def shim_package_dir() -> str:
     return os.path.join(shim_path(), "smdistributed")
 
 
-def container_script(name: str) -> str:
-    """Path of one of the in-container scripts (``estimators/container/<name>``)."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "container", name)
+def job_driver_path(name: str) -> str:
+    """Path of one of the drivers that travel with a job (``estimators/job_drivers/<name>``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "job_drivers", name)
 
 
 @dataclass
@@ -202,7 +202,7 @@ def stage_source(
         run = user_entry
         driver = plan.strategy.job_driver(plan.config)
         if driver is not None:
-            shutil.copy2(container_script(driver.script), os.path.join(staging, driver.name))
+            shutil.copy2(job_driver_path(driver.script), os.path.join(staging, driver.name))
             with open(os.path.join(staging, driver.config_name), "w", encoding="utf-8") as handle:
                 json.dump({"entry_point": user_entry, **driver.settings}, handle, indent=1)
             run = driver.name
@@ -215,12 +215,12 @@ def stage_source(
 
 
 def stage_driver_dir(scripts: Sequence[str], *, with_compat: bool) -> str:
-    """A directory holding in-container scripts (and ``smddp_compat/``), for SDK v3's ``driver_dir``.
+    """A directory holding job drivers (and ``smddp_compat/``), for SDK v3's ``driver_dir``.
 
     It lives until the interpreter exits (ModelTrainer copies it when a job starts, which may be much later).
 
     Args:
-        scripts: File names under ``estimators/container/``.
+        scripts: File names under ``estimators/job_drivers/``.
         with_compat: Also copy the installed ``smddp_compat`` package (without caches).
 
     Returns:
@@ -229,7 +229,7 @@ def stage_driver_dir(scripts: Sequence[str], *, with_compat: bool) -> str:
     staging = tempfile.mkdtemp(prefix="smddp-drivers-")
     atexit.register(shutil.rmtree, staging, True)
     for script in scripts:
-        shutil.copy2(container_script(script), os.path.join(staging, script))
+        shutil.copy2(job_driver_path(script), os.path.join(staging, script))
     if with_compat:
         copy_compat_core(os.path.join(staging, "smddp_compat"), DEFAULT_SOURCE_EXCLUDES)
     return staging

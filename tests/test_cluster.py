@@ -188,14 +188,14 @@ def test_dtensor() -> None:
 
 
 def _dtensor_order(hosts: list[str]) -> list[str]:
-    from smddp_compat.estimators.container.dtensor_launch import client_environments
+    from smddp_compat.estimators.job_drivers.dtensor_launch import client_environments
 
     jobs = client_environments({"port": 9970}, _sm_environ(hosts, hosts[0]))[0]["DTENSOR_JOBS"]
     return [job.rsplit(":", 1)[0] for job in jobs.split(",")]
 
 
 def _smddp_driver_order(hosts: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from smddp_compat.estimators.container import smddp_driver
+    from smddp_compat.estimators.job_drivers import smddp_driver
 
     seen: list[list[str]] = []
     monkeypatch.setattr(smddp_driver, "_multi_host", lambda hosts, *rest: seen.append(hosts) or 0)
@@ -272,7 +272,7 @@ def test_host_addresses_absent_or_empty_map_names_to_themselves() -> None:
 def test_malformed_host_addresses_fail_the_same_way_at_every_entry(raw: str, monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from smddp_compat.entry_points.sagemaker_contract import TrainingEnv
-    from smddp_compat.estimators.container.dtensor_launch import client_environments
+    from smddp_compat.estimators.job_drivers.dtensor_launch import client_environments
     from smddp_compat.launcher import main as smddprun
     from smddp_compat.launcher._hosts import is_this_machine
 
@@ -298,7 +298,7 @@ def test_malformed_host_addresses_fail_the_same_way_at_every_entry(raw: str, mon
 
 
 def test_dtensor_local_mode_and_container_launcher_agree() -> None:
-    from smddp_compat.estimators.container.dtensor_launch import client_environments
+    from smddp_compat.estimators.job_drivers.dtensor_launch import client_environments
     from tests.strategy_plans import local_launch
 
     placements = cluster.uniform_placements(HOSTS, 2)

@@ -115,7 +115,7 @@ class JobDriver:
     strategy SageMaker's toolkit does not launch).
 
     Attributes:
-        script: Its file under ``estimators/container/``.
+        script: Its file under ``estimators/job_drivers/``.
         name: Its name in the uploaded code (what SageMaker runs as the entry point).
         config_name: The JSON file beside it that holds the user's entry point and :attr:`settings`.
         settings: The strategy's set-up, as the driver reads it.

@@ -18,7 +18,7 @@ __all__ = ["DTensor", "DEFAULT_PORT", "DEFAULT_JOB_NAME", "DEVICE_TYPES", "LAUNC
 DEFAULT_PORT = 9970
 DEFAULT_JOB_NAME = "worker"
 DEVICE_TYPES = ("GPU", "CPU")
-#: The driver that travels with a job (``estimators/container/``), its name there, and the set-up it reads beside
+#: The driver that travels with a job (``estimators/job_drivers/``), its name there, and the set-up it reads beside
 #: itself.
 LAUNCHER_SCRIPT = "dtensor_launch.py"
 LAUNCHER_NAME = "smddp_compat_dtensor_launch.py"

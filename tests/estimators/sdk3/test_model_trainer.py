@@ -98,7 +98,7 @@ def test_smddp_compat_job_ships_its_driver_and_compat(aws, tiny_script):
     assert "distributed_drivers/smddp_compat/_shim_root/smdistributed/dataparallel/tensorflow/__init__.py" in drivers
     assert not any("__pycache__" in name for name in drivers if "smddp_compat/" in name)  # ours are clean
     assert b"distributed_drivers/smddp_driver.py" in drivers["sm_train.sh"]
-    # the options travel to the driver unchanged (what it does with them: tests/estimators/test_container_scripts.py)
+    # the options travel to the driver unchanged (what it does with them: tests/estimators/test_job_drivers.py)
     assert json.loads(drivers["distributed.json"]) == {
         "processes_per_host": None, "custom_mpi_options": "; touch /tmp/pwned-sdk3"}
 

@@ -1,4 +1,5 @@
-"""The scripts that run inside the training container, run here with a faked SageMaker environment."""
+"""The job drivers (estimators/job_drivers/: the scripts that travel with a job and run inside the training container),
+run here with a faked SageMaker environment."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.estimators.conftest import REPO
 from smddp_compat.estimators._distribution import plan_distribution
 from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec
 from smddp_compat.estimators._source_bundle import DTENSOR_LAUNCHER, stage_driver_dir, stage_source
-from smddp_compat.estimators.container.dtensor_launch import client_environments
+from smddp_compat.estimators.job_drivers.dtensor_launch import client_environments
 from smddp_compat.errors import ConfigurationError
 
 CPU_HOST = InstanceSpec("ml.c5.2xlarge", 8, 0)

@@ -1,4 +1,6 @@
-"""Scripts that run inside the training container (standard library and the ``smddp_compat`` shipped beside them).
+"""The drivers that travel with a job: scripts shipped with its code that run inside the training container, in
+place of (or around) the user's script, for what SageMaker's toolkit does not launch (standard library and the
+``smddp_compat`` shipped beside them).
 
 - ``dtensor_launch``: the entry point of ``distribution={"dtensor": ...}`` jobs (SDK v2). Sets DTENSOR_JOBS,
   DTENSOR_CLIENT_ID and DTENSOR_JOB_NAME from SM_HOSTS / SM_CURRENT_HOST and starts the user's script.

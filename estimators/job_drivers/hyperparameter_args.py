@@ -1,6 +1,6 @@
 """Hyperparameters (SM_HPS) as the command-line arguments SageMaker passes to a training script.
 
-Standard library only; imported by the container drivers that sit beside it.
+Standard library only; imported by the job drivers that sit beside it.
 """
 
 from __future__ import annotations
