@@ -1,0 +1,364 @@
+"""MNIST CNN trained with TensorFlow's ParameterServerStrategy, as SageMaker's ``parameter_server`` distribution
+starts it (``distribution={"parameter_server": {"enabled": True}}``, two or more hosts).
+
+Roles come from ``TF_CONFIG`` through :mod:`smddp_compat.parameter_server` (SageMaker's layout: the first host's
+``master`` task, a ``worker`` on every other host, a ``ps`` on every host, which the toolkit, or local mode, starts
+beside the script; a plain chief/worker/ps ``TF_CONFIG`` works too):
+
+- the **coordinator** (``master``/``chief``) runs the program: ``ParameterServerStrategy`` over the cluster with
+  ``master`` renamed ``chief``, the model and optimizer variables on the parameter servers, and a training loop that
+  schedules steps on the workers through ``ClusterCoordinator`` (``--steps-per-execution`` steps per scheduled
+  function, each worker reading its own shuffled copy of the training set). Training is asynchronous, as
+  parameter-server training is: each worker applies its own gradients, so the data order is not reproducible. The
+  coordinator alone evaluates on the held-out set (metric lines ``test_accuracy=...;``), writes TensorBoard
+  summaries, writes checkpoints (atomically, every ``--checkpoint-steps`` and at the end, in the checkpoint folder:
+  ``/opt/ml/checkpoints`` on SageMaker) and resumes from them with the step count continued, and saves the model
+  (a local copy of the weights, so the SavedModel holds no parameter-server placement) to ``SM_MODEL_DIR``;
+- a **worker** (or a ``ps`` task given this script) starts its ``tf.distribute.Server`` and returns once the
+  coordinator has finished (its endpoint stops accepting connections); no data, no artifacts;
+- without parameter servers (one host: SageMaker then passes no ``TF_CONFIG``) the script trains alone, with the
+  same loop, and says so in one line.
+
+Every wait is bounded. The coordinator waits at most ``--start-timeout`` seconds for every worker and parameter
+server to accept connections (the strategy would wait for ever), and a watch (``ClusterWatch``) fails the job when a
+task refuses connections for ``--task-timeout`` seconds or a phase (a chunk of steps, an evaluation, a checkpoint)
+takes longer than that: ``ParameterServerStrategy`` retries a lost worker without end. The failure names the task
+(``worker 0 at 127.0.0.3:2222 (host algo-2)``) in the log and the failure file. Workers wait at most
+``--start-timeout`` seconds for the coordinator.
+
+Keras version: Keras 3 does not support parameter-server training (keras-team/keras#18624), so the script selects
+tf-keras by setting ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported, unless the variable is already set (to
+anything); a coordinator that finds Keras 3 anyway stops with an error naming the variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+if __package__ in (None, ""):
+    try:
+        import smddp_compat.entry_points  # noqa: F401 - installed with the project
+    except ImportError:  # a plain checkout: make the repository root importable
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from smddp_compat import parameter_server as ps  # no TensorFlow
+
+if "TF_USE_LEGACY_KERAS" not in os.environ:
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot train under ParameterServerStrategy (see above)
+
+import numpy as np
+import tensorflow as tf
+
+from smddp_compat.entry_points.checkpoints import restore_latest, save_checkpoint
+from smddp_compat.entry_points.datasets import load_mnist
+from smddp_compat.entry_points.errors import HyperparameterError
+from smddp_compat.entry_points.keras_flavor import build_optimizer, is_keras3, keras_name
+from smddp_compat.entry_points.mnist_model import build_cnn
+from smddp_compat.entry_points.model_artifacts import save_servable_model
+from smddp_compat.entry_points.sagemaker_contract import (
+    MetricLogger,
+    TrainingEnv,
+    add_tensorboard_dir_argument,
+    boolean,
+    non_negative_int,
+    parse_hyperparameters,
+    positive_float,
+    positive_int,
+    run_entry_point,
+    termination_requested,
+    write_failure,
+)
+from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
+from smddp_compat.errors import ConfigurationError
+
+__all__ = ["build_parser", "chunk_end", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's hyperparameters (every one has a default)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=positive_int, default=5)
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="images per step (on one worker)")
+    parser.add_argument("--learning-rate", type=positive_float, default=0.001)
+    parser.add_argument("--steps-per-epoch", type=non_negative_int, default=0, help="0: the train set once")
+    parser.add_argument("--steps-per-execution", type=positive_int, default=10,
+                        help="training steps per function the coordinator schedules on a worker")
+    parser.add_argument("--checkpoint-steps", type=non_negative_int, default=0, help="0: at each epoch end")
+    parser.add_argument("--log-steps", type=positive_int, default=50)
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
+    add_tensorboard_dir_argument(parser)
+    parser.add_argument("--start-timeout", type=positive_float, default=600.0,
+                        help="seconds the coordinator waits for every task to accept connections, and a worker for "
+                             "the coordinator")
+    parser.add_argument("--task-timeout", type=positive_float, default=120.0,
+                        help="seconds a task may refuse connections, or a chunk of steps (an evaluation, a "
+                             "checkpoint) may take, before the coordinator stops the job")
+    parser.add_argument("--seed", type=non_negative_int, default=42, help="seed of the initial weights")
+    parser.add_argument("--save-model", type=boolean, default=True)
+    return parser
+
+
+def chunk_end(step: int, *, epoch_end: int, log_steps: int, checkpoint_steps: int) -> int:
+    """The step at which the coordinator next waits for the workers: the next log line, checkpoint or epoch end.
+
+    Args:
+        step: Steps done so far.
+        epoch_end: The step that ends the current epoch (> `step`).
+        log_steps: Period of the metric lines.
+        checkpoint_steps: Period of the checkpoints.
+
+    Returns:
+        The first of those boundaries after `step`.
+    """
+    def next_multiple(period: int) -> int:
+        return (step // period + 1) * period
+
+    return min(epoch_end, next_multiple(log_steps), next_multiple(checkpoint_steps))
+
+
+def _abort(error: BaseException) -> NoReturn:
+    """Reports `error` and ends the process at once: called from the watch's thread while the main thread may be
+    blocked inside TensorFlow for ever (ParameterServerStrategy waiting for a lost worker)."""
+    summary = f"{type(error).__name__}: {error}"
+    print(f"training failed: {summary}", file=sys.stderr, flush=True)
+    write_failure(summary)
+    sys.stdout.flush()
+    os._exit(1)
+
+
+class _NoWatch:
+    """The watch of a run without a cluster: nothing to watch."""
+
+    def phase(self, what: str, limit: float) -> None:
+        """Nothing to bound (one process)."""
+
+    def idle(self) -> None:
+        """Nothing to bound (one process)."""
+
+
+def _serve(config: ps.ParameterServerConfig, args: argparse.Namespace) -> None:
+    outcome = ps.serve(config, start_timeout=args.start_timeout, timeout_field="--start-timeout",
+                       should_stop=termination_requested)
+    if outcome == "stopped":
+        print("stopped on SIGTERM", flush=True)
+
+
+def _require_tf_keras() -> None:
+    if is_keras3():
+        raise ConfigurationError(
+            "TF_USE_LEGACY_KERAS", os.environ.get("TF_USE_LEGACY_KERAS"),
+            "selects Keras 3, which cannot train under ParameterServerStrategy (keras-team/keras#18624)",
+            "unset it (the script then selects tf-keras) or set it to 1; tf-keras is installed with the kit")
+
+
+def _evaluate(model: tf.keras.Model, copy: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    # The weights are copied once into a local model, which then runs on the coordinator's CPU without reading the
+    # parameter servers at every layer.
+    copy.set_weights(model.get_weights())
+    probs = np.concatenate([copy(x[i:i + 500], training=False).numpy() for i in range(0, len(x), 500)])
+    loss = float(-np.mean(np.log(np.clip(probs[np.arange(len(y)), y], 1e-7, 1.0))))
+    return {"test_loss": loss, "test_accuracy": float(np.mean(np.argmax(probs, axis=1) == y))}
+
+
+def _lost_task_error(config: ps.ParameterServerConfig, error: tf.errors.OpError, during: str) -> Exception:
+    """The error to raise for a TensorFlow failure of the cluster: a `TaskLostError` naming the tasks whose server
+    does not answer when there are any, else `error` itself."""
+    states = {task: ps.probe(task.address) for task in (*config.workers, *config.parameter_servers)}
+    lost = [task for task, state in states.items() if state != ps.ANSWERS]
+    if not lost:
+        return error
+    names = "; ".join(f"{task.describe()} " + ("refuses connections" if states[task] == ps.REFUSED
+                                               else "does not answer") for task in lost)
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return ps.TaskLostError(
+        f"{names}: it was lost during {during} ({type(error).__name__}: {first_line}). Fix: look at that host's log "
+        "for why the task ended or hung, then run the job again; training resumes from its last checkpoint.",
+        task=lost[0])
+
+
+def main() -> None:
+    """Serves (worker, ps) or trains, evaluates and saves the model (coordinator, single); see the docstring."""
+    args = parse_hyperparameters(build_parser())
+    config = ps.read_tf_config()
+    if config.role in (ps.Role.WORKER, ps.Role.PS):
+        _serve(config, args)
+        return
+    env = TrainingEnv.from_environ(checkpoint_dir=args.checkpoint_dir, tensorboard_dir=args.tensorboard_dir)
+    log = MetricLogger()
+
+    (x_train, y_train), (x_test, y_test) = load_mnist(env.channel("train"), test_channel=env.channel("test"))
+    full_epoch = len(x_train) // args.batch_size
+    if full_epoch < 1 or args.steps_per_epoch > full_epoch:
+        raise HyperparameterError(
+            "--steps-per-epoch", args.steps_per_epoch,
+            f"with batches of {args.batch_size} it needs more than the {len(x_train)} training images",
+            f"lower --batch-size or use --steps-per-epoch <= {max(1, full_epoch)}")
+    steps_per_epoch = args.steps_per_epoch or full_epoch
+    total_steps = args.epochs * steps_per_epoch
+    checkpoint_steps = args.checkpoint_steps or steps_per_epoch
+    env.prepare_dirs()
+
+    watch: ps.ClusterWatch | _NoWatch = _NoWatch()
+    coordinator = None
+    if config.role is ps.Role.COORDINATOR:
+        _require_tf_keras()
+        ps.wait_for_tasks(config, timeout=args.start_timeout, timeout_field="--start-timeout")
+        # From here on every task has been reachable: one that stops accepting connections is lost.
+        watch = ps.ClusterWatch(config, lost_after=args.task_timeout, on_failure=_abort,
+                                limit_field="--task-timeout").start()
+        watch.phase("connecting to the cluster", args.start_timeout)
+        strategy: tf.distribute.Strategy = tf.distribute.experimental.ParameterServerStrategy(
+            ps.cluster_resolver(config))
+        coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        assert config.task is not None
+        print(f"parameter_server_mnist: ParameterServerStrategy, {config.task.describe()}, "
+              f"{len(config.workers)} worker(s), {len(config.parameter_servers)} parameter server(s), batch "
+              f"{args.batch_size} per step, {keras_name()}, checkpoints in {env.checkpoint_dir}", flush=True)
+    else:
+        strategy = tf.distribute.get_strategy()
+        print(f"parameter_server_mnist: no parameter servers in TF_CONFIG (one host): training alone, batch "
+              f"{args.batch_size} per step, {keras_name()}, checkpoints in {env.checkpoint_dir}", flush=True)
+
+    try:
+        _train(args, config, env, log, watch, strategy, coordinator, x_train, y_train, x_test, y_test,
+               steps_per_epoch=steps_per_epoch, total_steps=total_steps, checkpoint_steps=checkpoint_steps)
+    except tf.errors.OpError as exc:
+        if config.role is ps.Role.COORDINATOR:
+            raise _lost_task_error(config, exc, "training") from exc
+        raise
+    finally:
+        if isinstance(watch, ps.ClusterWatch):
+            watch.stop()
+
+
+def _train(args: argparse.Namespace, config: ps.ParameterServerConfig, env: TrainingEnv, log: MetricLogger,
+           watch: ps.ClusterWatch | _NoWatch, strategy: tf.distribute.Strategy, coordinator: Any,
+           x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *,
+           steps_per_epoch: int, total_steps: int, checkpoint_steps: int) -> None:
+    limit = args.task_timeout
+    watch.phase("creating the variables on the parameter servers", limit)
+    with strategy.scope():
+        model = build_cnn(seed=args.seed)
+        optimizer = tf.keras.optimizers.Adam(args.learning_rate)
+        build_optimizer(optimizer, model.trainable_variables)
+        train_loss = tf.keras.metrics.Mean("loss")
+        train_accuracy = tf.keras.metrics.SparseCategoricalAccuracy("accuracy")
+    local_copy = build_cnn(seed=args.seed)  # evaluation and the saved model: no parameter-server placement
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    watch.phase("restoring the latest checkpoint", limit)
+    start_step = restore_latest(checkpoint, env.checkpoint_dir) or 0
+    if start_step:
+        print(f"resumed from the checkpoint of step {start_step}", flush=True)
+
+    # Stored as bytes (a quarter of float32): the function that builds each worker's dataset carries the images.
+    images = np.round(x_train * 255.0).astype(np.uint8)
+    labels = y_train.astype(np.int64)
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        batch = context.get_per_replica_batch_size(args.batch_size)
+        data = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(len(labels)).repeat()
+        data = data.batch(batch, drop_remainder=True)
+        return data.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y)).prefetch(2)
+
+    if coordinator is not None:
+        @tf.function
+        def per_worker_dataset() -> Any:
+            return strategy.distribute_datasets_from_function(dataset_fn)
+
+        watch.phase("creating the workers' datasets", limit)
+        iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
+    else:
+        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+
+    def replica_step(x: tf.Tensor, y: tf.Tensor) -> None:
+        with tf.GradientTape() as tape:
+            probs = model(x, training=True)
+            loss = tf.nn.compute_average_loss(tf.keras.losses.sparse_categorical_crossentropy(y, probs))
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        train_loss.update_state(loss * strategy.num_replicas_in_sync)
+        train_accuracy.update_state(y, probs)
+
+    @tf.function
+    def train_steps(iterator: Any, count: tf.Tensor) -> None:
+        for _ in tf.range(count):
+            x, y = next(iterator)
+            strategy.run(replica_step, args=(x, y))
+
+    def run_steps(first: int, last: int) -> None:
+        """Steps first+1..last: scheduled on the workers (at most --steps-per-execution each), then awaited."""
+        watch.phase(f"training steps {first + 1}-{last}", limit)
+        for begin in range(first, last, args.steps_per_execution):
+            count = tf.constant(min(args.steps_per_execution, last - begin), tf.int64)
+            if coordinator is not None:
+                coordinator.schedule(train_steps, args=(iterator, count))
+            else:
+                train_steps(iterator, count)
+        if coordinator is not None:
+            coordinator.join()
+
+    def evaluate(step: int) -> dict[str, float]:
+        watch.phase(f"the evaluation at step {step}", limit)
+        return _evaluate(model, local_copy, x_test, y_test)
+
+    def save(step: int) -> None:
+        watch.phase(f"the checkpoint of step {step}", limit)
+        save_checkpoint(checkpoint, env.checkpoint_dir, step)
+
+    summaries = TrainingSummaries(env.tensorboard_dir, learning_rate=lambda: learning_rate_of(optimizer))
+    with summaries:  # closes the event file however training ends
+        started = time.monotonic()
+        summaries.start(start_step)
+        step = start_step
+        saved = start_step
+        while step < total_steps:
+            epoch = step // steps_per_epoch
+            epoch_end = (epoch + 1) * steps_per_epoch
+            if step % steps_per_epoch == 0 or step == start_step:
+                train_loss.reset_state()  # running means of the epoch (since the restart, after a resume)
+                train_accuracy.reset_state()
+            while step < epoch_end:
+                end = chunk_end(step, epoch_end=epoch_end, log_steps=args.log_steps,
+                                checkpoint_steps=checkpoint_steps)
+                run_steps(step, end)
+                step = end
+                if step % args.log_steps == 0 or step == epoch_end:
+                    values = {"loss": float(train_loss.result()), "accuracy": float(train_accuracy.result())}
+                    if step % args.log_steps == 0:
+                        log.log(epoch=epoch + 1, step=step, **values)
+                        summaries.log_step(step, **values)
+                if termination_requested():
+                    save(step)
+                    print(f"stopped on SIGTERM at step {step}; checkpoint saved", flush=True)
+                    return
+                if step % checkpoint_steps == 0:
+                    save(step)
+                    saved = step
+            result = evaluate(step)
+            log.log(epoch=epoch + 1, step=step, **values, **result)
+            summaries.log_evaluation(step, loss=result["test_loss"], accuracy=result["test_accuracy"])
+        if saved != step:
+            save(step)
+        wall = time.monotonic() - started
+        result = evaluate(step)
+        log.log(step=step, **result, train_seconds=wall)
+        summaries.log_evaluation(step, loss=result["test_loss"], accuracy=result["test_accuracy"])
+    watch.idle()
+    summary = {"steps": step, "resumed_from": start_step, "role": config.role.value,
+               "workers": len(config.workers) or 1, "parameter_servers": len(config.parameter_servers),
+               "batch_size": args.batch_size, **result, "train_seconds": round(wall, 2), "keras": keras_name()}
+    (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if args.save_model:
+        path = save_servable_model(local_copy, env.model_dir)  # holds the weights of the last evaluation
+        print(f"model saved to {path}", flush=True)
+
+
+if __name__ == "__main__":
+    run_entry_point(main)
