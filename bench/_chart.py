@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from smddp_compat.bench._engines import ENGINE_NAMES
+from smddp_compat.bench.engines import ENGINE_NAMES
 
 __all__ = ["write_bandwidth_chart"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from smddp_compat.launcher import reserve_ports
 from smddp_compat.launcher import ProcessSpec, run_process_group
 
-from smddp_compat.bench._config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
-from smddp_compat.bench._jobs import Job, JobRun, Launcher
+from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
+from smddp_compat.bench.jobs import Job, JobRun, Launcher
 
 __all__ = ["run_job", "launch_argv", "job_environment", "console_script"]
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smddp_compat.bench._results import MeasurementResult, Row, Verdict
-from smddp_compat.bench._statistics import MIN_SAMPLES_FOR_SPREAD
+from smddp_compat.bench.results import MeasurementResult, Row, Verdict
+from smddp_compat.bench.stats import MIN_SAMPLES_FOR_SPREAD
 
 __all__ = ["format_table", "format_markdown", "results_json", "write_atomic"]
 

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat.bench._chart import write_bandwidth_chart
-from smddp_compat.bench._config import DEFAULT_OUT_DIR, BenchConfig
-from smddp_compat.bench._jobs import Job, JobRun, merge_jobs
+from smddp_compat.bench.config import DEFAULT_OUT_DIR, BenchConfig
+from smddp_compat.bench.jobs import Job, JobRun, merge_jobs
 from smddp_compat.bench._launch import run_job
 from smddp_compat.bench._machine import describe_machine
 from smddp_compat.bench._report import format_markdown, format_table, results_json, write_atomic
-from smddp_compat.bench._results import MeasurementResult, Row
+from smddp_compat.bench.results import MeasurementResult, Row
 from smddp_compat.bench.errors import BenchUsageError
 from smddp_compat.bench.measurements import MEASUREMENTS
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
 from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, known_instance_types
-from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES
+from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
+from smddp_compat.estimators._validation import check_channel_names, check_job_name
 from smddp_compat.estimators.errors import (
     ConfigurationError,
     EstimatorError,
@@ -38,6 +39,9 @@ __all__ = [
     "plan_distribution",
     "instance_spec",
     "known_instance_types",
+    "check_channel_names",
+    "check_job_name",
+    "stage_driver_dir",
     "ConfigurationError",
     "EstimatorError",
     "JobError",

@@ -46,7 +46,7 @@ from smddp_compat.job_files import (
     link_stays_inside,
     open_job_file,
 )
-from smddp_compat.local_mode._s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
+from smddp_compat.local_mode.s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.errors import ArtifactError
 
 __all__ = ["ArtifactPaths", "pack_tarball", "job_destination", "store_artifacts", "COMPRESSION_TYPES"]

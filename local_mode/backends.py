@@ -109,7 +109,7 @@ class DockerBackend:
     def run(self, job: TrainingJobRequest | JobSpec) -> TwinResult:
         """Replays the request (see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`), or runs the job
         as SageMaker would: the request the kit's estimator sends for it, replayed under the job's own name, output
-        and checkpoint folder (see :func:`smddp_compat.local_mode.docker._from_spec.replay_spec`).
+        and checkpoint folder (see :func:`smddp_compat.local_mode.docker.replay_spec`).
 
         Raises:
             ConfigurationError: For a JobSpec: a setting the estimator refuses, or one of this backend's replay
@@ -122,7 +122,7 @@ class DockerBackend:
 
         stream = self.stream if self.stream is not None else sys.stderr
         if isinstance(job, JobSpec):
-            from smddp_compat.local_mode.docker._from_spec import replay_spec
+            from smddp_compat.local_mode.docker import replay_spec
             from smddp_compat.local_mode.errors import ConfigurationError
 
             for setting in ("gpus_per_host", "job_name", "output", "checkpoints"):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from smddp_compat.local_mode._s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
+from smddp_compat.local_mode.s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.errors import ChannelError
 from smddp_compat.local_mode.layout import HostLayout
 
@@ -155,7 +155,7 @@ def download_s3_channel(
         location: The bucket and prefix.
         destination: The folder to fill (created).
         channel: The channel's name (for errors).
-        client: A boto3 S3 client (one from :func:`smddp_compat.local_mode._s3.make_s3_client` when None).
+        client: A boto3 S3 client (one from :func:`smddp_compat.local_mode.s3.make_s3_client` when None).
 
     Returns:
         The number of files downloaded.
@@ -181,7 +181,7 @@ def download_s3_prefix(
         location: The bucket and prefix.
         destination: The folder to fill (created).
         channel: What is downloaded (named in errors).
-        client: A boto3 S3 client (one from :func:`smddp_compat.local_mode._s3.make_s3_client` when None).
+        client: A boto3 S3 client (one from :func:`smddp_compat.local_mode.s3.make_s3_client` when None).
 
     Returns:
         The number of files downloaded.

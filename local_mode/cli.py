@@ -32,7 +32,7 @@ from typing import Any
 from smddp_compat import errors as kit_errors
 from smddp_compat.distribution_config import mesh_option_text
 from smddp_compat.strategies import NAMES
-from smddp_compat.launcher._option_types import finite_seconds, positive_count, positive_seconds, whole_number
+from smddp_compat.launcher import finite_seconds, positive_count, positive_seconds, whole_number
 
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec

@@ -220,7 +220,7 @@ def emitted_variables() -> frozenset[str]:
     Returns:
         The variable names.
     """
-    from smddp_compat.launcher._rank_settings import stall_watchdog_env
+    from smddp_compat.launcher import stall_watchdog_env
 
     hosts = ["algo-1", "algo-2"]
     addresses = host_addresses(len(hosts))

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from smddp_compat.local_mode._job_claim import claimed_job
-from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, make_s3_client
+from smddp_compat.local_mode.job_claim import claimed_job
+from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, make_s3_client
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from smddp_compat.local_mode.channels import link_channels, stage_channels
 from smddp_compat.local_mode.environment import (
@@ -41,7 +41,7 @@ from smddp_compat.local_mode.spec import JobSpec
 from smddp_compat import contract
 from smddp_compat.cluster import encode_host_addresses
 from smddp_compat.strategies import LocalCluster, ProcessPlan
-from smddp_compat.launcher._console import ConsoleStream
+from smddp_compat.launcher import ConsoleStream
 from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
 from smddp_compat.job_files import iter_regular_files
 from smddp_compat.source_files import copy_source_tree, warn_left_out
@@ -170,8 +170,7 @@ def _run_claimed(
     spec: JobSpec, destination: Path | S3Location, out: IO[str], grace: float, show_tf_logs: bool
 ) -> JobResult:
     from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
-    from smddp_compat.launcher._mpi_group import run_mpi_group
-    from smddp_compat.launcher._rank_settings import stall_watchdog_env
+    from smddp_compat.launcher import run_mpi_group, stall_watchdog_env
 
     assert spec.job_name is not None
     root, temporary = _job_root(spec)
@@ -298,7 +297,7 @@ def _with_script_error(group: Any, failure_files: Mapping[str, Path]) -> str:
     writes to it for a script that fails (``ExecuteUserScriptError``: exit code, the end of the script's output,
     its command: errors.py's ``_CalledProcessError``), so that a script that never ran (a SyntaxError, an import
     that fails) is still explained."""
-    from smddp_compat.launcher._supervisor import describe_failure
+    from smddp_compat.launcher import describe_failure
 
     failed = group.failed
     if failed is None or failed.returncode is None or failed.spec.label not in failure_files:
@@ -337,7 +336,7 @@ def _kept_checkpoints(
         return None, True
     if spec.checkpoint_path is not None or isinstance(destination, Path):
         return f"  checkpoints: {folder} (to resume from them: --checkpoint-dir {folder})", True
-    from smddp_compat.local_mode.docker._sync import FolderSync, S3Target
+    from smddp_compat.local_mode.folder_sync import FolderSync, S3Target
 
     target = destination.child(contract.CHECKPOINTS_DIR)
     sync = FolderSync(S3Target(target, make_s3_client()), what="checkpoints", mirror_deletions=False,
@@ -355,7 +354,7 @@ def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: I
     folder = layout.tensorboard_dir
     if folder.is_symlink() or not any(True for _ in iter_regular_files(folder)):
         return None
-    from smddp_compat.local_mode.docker._sync import FolderSync, sync_target
+    from smddp_compat.local_mode.folder_sync import FolderSync, sync_target
 
     where = destination.child(_TENSORBOARD) if isinstance(destination, S3Location) else destination / _TENSORBOARD
     target = sync_target(where, make_s3_client() if isinstance(where, S3Location) else None)

@@ -28,7 +28,7 @@ from smddp_compat.distribution_config import DistributionConfig, HostCapacity
 from smddp_compat.strategies import NAMES
 from smddp_compat.launcher import usable_cores
 
-from smddp_compat.local_mode._s3 import is_s3_uri, parse_s3_uri
+from smddp_compat.local_mode.s3 import is_s3_uri, parse_s3_uri
 from smddp_compat.local_mode.environment import is_reserved
 from smddp_compat.local_mode.errors import ConfigurationError, HyperparameterError
 from smddp_compat.local_mode.metrics import check_metric_definitions

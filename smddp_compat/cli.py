@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(function(args if keep_name else rest) or 0)
     finally:
-        from smddp_compat.launcher._console import release_stdout
+        from smddp_compat.launcher import release_stdout
 
         release_stdout()  # a closed standard output (`smddp local | head -1`) must not turn into a traceback
 

@@ -105,3 +105,50 @@ def test_the_parts_import_under_the_namespace_from_a_checkout():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("local_mode/__init__.py")
+
+
+def _module_name(path: Path) -> tuple[str, str]:
+    """The module's installed name and its package (a package's ``__init__`` is in itself)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] in smddp_compat.NAMESPACE_PARTS:
+        parts.insert(0, "smddp_compat")
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), ".".join(parts[:-1])
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def _private_imports(path: Path) -> list[str]:
+    """Imports of a private module (a ``_name`` component) that belongs to another package than the importer's."""
+    _, package = _module_name(path)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: `from . import x` is in the importer's package
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if not target.startswith("smddp_compat."):
+                continue
+            components = target.split(".")
+            for index, component in enumerate(components):
+                if component.startswith("_") and not component.startswith("__"):
+                    if ".".join(components[:index]) != package:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {package} imports "
+                                     f"{'.'.join(components[:index + 1])}")
+                    break
+    return sorted(set(found))
+
+
+def test_no_package_imports_another_packages_private_module():
+    """What one package shares with another is public (exported by its ``__init__`` or a module without ``_``):
+    a ``_module`` is imported only by the modules beside it, not by a subpackage, a parent or a sibling."""
+    files = [p for part in ("smddp_compat", *smddp_compat.NAMESPACE_PARTS)
+             for p in (ROOT / part).rglob("*.py") if "__pycache__" not in p.parts]
+    offenders = [line for path in files for line in _private_imports(path)]
+    assert offenders == []

@@ -6,9 +6,9 @@ merge into one job that runs their parts back to back.
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._engines import engine_launcher
-from smddp_compat.bench._jobs import Job
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.engines import engine_launcher
+from smddp_compat.bench.jobs import Job
 
 __all__ = ["collectives_job", "bandwidth_sizes", "sweep_args"]
 

@@ -6,9 +6,9 @@ All run the same script with the same arguments for a given number of processes 
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._engines import default_engine, engine_launcher
-from smddp_compat.bench._jobs import Job, JobRun, Launcher
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.engines import default_engine, engine_launcher
+from smddp_compat.bench.jobs import Job, JobRun, Launcher
 
 __all__ = ["smddprun_training", "local_mode_training", "horovodrun_training", "ranks_of", "LEGACY_KERAS"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._engines import ENGINE_NAMES, default_engine, horovod_engines, mpi_unavailable_reason
-from smddp_compat.bench._jobs import Job, JobRun, Launcher
-from smddp_compat.bench._results import Goal, MeasurementResult, Row, RunsByJob
-from smddp_compat.bench._statistics import paired_ratios, summarise
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.engines import ENGINE_NAMES, default_engine, horovod_engines, mpi_unavailable_reason
+from smddp_compat.bench.jobs import Job, JobRun, Launcher
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements._collectives_job import bandwidth_sizes, collectives_job, sweep_args
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "rank_counts", "size_text"]

@@ -8,11 +8,11 @@ wire format) beside it, which is computed, not measured.
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._engines import ENGINE_NAMES, default_engine, horovod_engines
-from smddp_compat.bench._jobs import Job, JobRun
-from smddp_compat.bench._results import MeasurementResult, Row, RunsByJob
-from smddp_compat.bench._statistics import paired_ratios, summarise
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.engines import ENGINE_NAMES, default_engine, horovod_engines
+from smddp_compat.bench.jobs import Job, JobRun
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements.bandwidth import size_text
 from smddp_compat.bench.measurements._collectives_job import collectives_job
 

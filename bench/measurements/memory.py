@@ -4,10 +4,10 @@ launcher, tf-keras). Goal: at most 1.1x.
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._jobs import Job, JobRun
-from smddp_compat.bench._results import Goal, MeasurementResult, Row, RunsByJob
-from smddp_compat.bench._statistics import summarise
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.jobs import Job, JobRun
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.stats import summarise
 from smddp_compat.bench.measurements._training_jobs import smddprun_training
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]

@@ -8,11 +8,11 @@ training step, the workload the default engine is chosen for).
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._engines import ENGINE_NAMES, default_engine, engine_launcher, horovod_engines
-from smddp_compat.bench._jobs import Job
-from smddp_compat.bench._results import Goal, MeasurementResult, Row, RunsByJob
-from smddp_compat.bench._statistics import paired_ratios, summarise
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.engines import ENGINE_NAMES, default_engine, engine_launcher, horovod_engines
+from smddp_compat.bench.jobs import Job
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.stats import paired_ratios, summarise
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "MODEL_NAMES"]
 

@@ -9,11 +9,11 @@ without them (``hugetlb=0``): the before/after of that tuning.
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._engines import engine_launcher, mpi_unavailable_reason
-from smddp_compat.bench._jobs import Job, JobRun
-from smddp_compat.bench._results import MeasurementResult, Row, RunsByJob
-from smddp_compat.bench._statistics import paired_ratios, summarise
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.engines import engine_launcher, mpi_unavailable_reason
+from smddp_compat.bench.jobs import Job, JobRun
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements.bandwidth import size_text
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "NO_HUGE_PAGES"]

@@ -6,10 +6,10 @@ Each rank trains on its own batch of 32 (weak scaling) with the machine's cores 
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._jobs import Job, JobRun
-from smddp_compat.bench._results import MeasurementResult, Row, RunsByJob
-from smddp_compat.bench._statistics import summarise
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.jobs import Job, JobRun
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.stats import summarise
 from smddp_compat.bench.measurements._training_jobs import local_mode_training, ranks_of, smddprun_training
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]

@@ -6,11 +6,11 @@ Goal: the per-tensor calls take at most 1.2x the grouped call. Separate eager ca
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._engines import ENGINE_NAMES, default_engine
-from smddp_compat.bench._jobs import Job, JobRun
-from smddp_compat.bench._results import Goal, MeasurementResult, Row, RunsByJob
-from smddp_compat.bench._statistics import paired_ratios, summarise
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.engines import ENGINE_NAMES, default_engine
+from smddp_compat.bench.jobs import Job, JobRun
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements._collectives_job import collectives_job
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]

@@ -7,10 +7,10 @@ ended. The split (launcher until the script started; script until its first step
 
 from __future__ import annotations
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._jobs import Job, JobRun
-from smddp_compat.bench._results import MeasurementResult, Row, RunsByJob
-from smddp_compat.bench._statistics import summarise
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.jobs import Job, JobRun
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.stats import summarise
 from smddp_compat.bench.measurements._training_jobs import horovodrun_training, local_mode_training
 
 __all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]

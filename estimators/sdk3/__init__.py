@@ -44,9 +44,7 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
 
-from smddp_compat.estimators._distribution import plan_distribution
-from smddp_compat.estimators._instance_types import instance_spec
-from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
+from smddp_compat.estimators import DEFAULT_SOURCE_EXCLUDES, instance_spec, plan_distribution, stage_driver_dir
 
 __all__ = ["SMDDPCompat", "DTensor", "SOURCE_IGNORE_PATTERNS"]
 

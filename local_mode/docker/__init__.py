@@ -20,6 +20,7 @@ from smddp_compat.local_mode.docker.errors import (
     ImageBuildError,
     ImageNotFoundError,
 )
+from smddp_compat.local_mode.docker._from_spec import replay_spec
 from smddp_compat.local_mode.docker.request import Channel, TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult, replay
 
@@ -34,4 +35,5 @@ __all__ = [
     "TrainingJobRequest",
     "TwinResult",
     "replay",
+    "replay_spec",
 ]

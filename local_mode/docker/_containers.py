@@ -21,7 +21,7 @@ from typing import IO
 from smddp_compat.image.commands import capture, run_command
 from smddp_compat.image.engine import Engine
 from smddp_compat.local_mode.docker.errors import ContainerError
-from smddp_compat.launcher._mpi_group import TaggedLines
+from smddp_compat.launcher import TaggedLines
 
 __all__ = ["TWIN_LABEL", "HOST_LABEL", "Mount", "ContainerState", "TwinEngine"]
 

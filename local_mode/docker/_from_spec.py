@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
+from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.artifacts import job_destination
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ArtifactError, ChannelError
@@ -85,7 +85,7 @@ def cpu_instance_type(processes_per_host: int) -> str:
     Returns:
         e.g. ``ml.c5.xlarge``.
     """
-    from smddp_compat.estimators._instance_types import instance_spec
+    from smddp_compat.estimators import instance_spec
 
     return next((name for name in _CPU_TYPES if instance_spec(name).vcpus >= processes_per_host), _CPU_TYPES[-1])
 
@@ -147,7 +147,7 @@ def check_with_estimator(spec: JobSpec) -> EstimatorJob:
     channels = dict(spec.channels)
     sealed = _boto_session(_NOWHERE, sealed=True)
     with _sdk_sandbox(sealed) as estimator:
-        from smddp_compat.estimators._validation import check_channel_names, check_job_name
+        from smddp_compat.estimators import check_channel_names, check_job_name
 
         check_job_name(spec.job_name)  # fit()'s own checks, before the constructor's
         check_channel_names(channels)
@@ -491,7 +491,7 @@ def upload_results(folder: Path, destination: S3Location, result: Any, client: A
         folder: ``<staging>/<job>``, as the twin left it.
         destination: ``<output>/<job>`` in the user's S3.
         result: The twin's result, with local paths under ``folder``.
-        client: The user's S3 client (:func:`~local_mode._s3.make_s3_client` when None).
+        client: The user's S3 client (:func:`~local_mode.s3.make_s3_client` when None).
 
     Returns:
         ``result`` with its artifacts and logs as ``s3://`` URIs.

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smddp_compat import contract
-from smddp_compat.local_mode._s3 import S3Location
+from smddp_compat.local_mode.s3 import S3Location
 from smddp_compat.local_mode.artifacts import MODEL_TARBALL, UNCOMPRESSED_MODEL
 from smddp_compat.local_mode.layout import HostLayout
 

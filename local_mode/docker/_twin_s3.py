@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from smddp_compat.local_mode._s3 import S3Location
+from smddp_compat.local_mode.s3 import S3Location
 from smddp_compat.local_mode.channels import channel_key_path
-from smddp_compat.local_mode.docker._sync import copy_atomically
+from smddp_compat.local_mode.folder_sync import copy_atomically
 
 __all__ = ["ScriptWrite", "create_buckets", "stage_channel", "snapshot", "script_writes", "KEPT_FOLDER"]
 

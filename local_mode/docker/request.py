@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from smddp_compat.local_mode._s3 import S3Location, parse_s3_uri
+from smddp_compat.local_mode.s3 import S3Location, parse_s3_uri
 from smddp_compat.local_mode.docker._api_model import check_request, describe_only_fields
 from smddp_compat.local_mode.docker._fields import review
 from smddp_compat.local_mode.errors import ConfigurationError

@@ -51,8 +51,8 @@ from typing import IO, Any
 
 import psutil
 
-from smddp_compat.local_mode._job_claim import claimed_job
-from smddp_compat.local_mode._s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
+from smddp_compat.local_mode.job_claim import claimed_job
+from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
 from smddp_compat.local_mode.channels import download_s3_channel
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, Mount, TwinEngine
@@ -65,7 +65,7 @@ from smddp_compat.local_mode.docker._result import (
     model_location,
     training_job_arn,
 )
-from smddp_compat.local_mode.docker._sync import FolderSync, sync_target
+from smddp_compat.local_mode.folder_sync import FolderSync, sync_target
 from smddp_compat.local_mode.docker._fields import config_files
 from smddp_compat.local_mode.docker._twin_s3 import Snapshot, create_buckets, script_writes, snapshot, stage_channel
 from smddp_compat.local_mode.docker.errors import ContainerError, ImageNotFoundError
@@ -77,7 +77,7 @@ from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resourc
 from smddp_compat import contract
 from smddp_compat.image import LATEST_TAG, Engine, find_engine, image_exists
 from smddp_compat.image.commands import run_command
-from smddp_compat.launcher._console import ConsoleStream
+from smddp_compat.launcher import ConsoleStream
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
@@ -647,7 +647,7 @@ class SageMakerTwin:
 
     def _sync_folders(self, layouts: dict[str, HostLayout]) -> None:
         """One sync of every host's checkpoint folder (both ways: new, changed and deleted files) and TensorBoard
-        folder (new and changed files) to their targets (see :mod:`~smddp_compat.local_mode.docker._sync`)."""
+        folder (new and changed files) to their targets (see :mod:`~smddp_compat.local_mode.folder_sync`)."""
         if self._checkpoint_sync is not None:
             self._checkpoint_sync.sync([layout.checkpoints_dir for layout in layouts.values()])
         if self._tensorboard_sync is not None:
@@ -767,7 +767,7 @@ def replay(request: TrainingJobRequest, **options: Any) -> TwinResult:
 
 def _instance_gpus(instance_type: str) -> int:
     """The GPUs of one instance of ``instance_type`` on SageMaker (0 for a CPU type, or one the table does not know)."""
-    from smddp_compat.estimators._instance_types import instance_spec  # the instance-type table
+    from smddp_compat.estimators import instance_spec  # the instance-type table
 
     try:
         return instance_spec(instance_type).gpus

@@ -35,7 +35,7 @@ class HorovodStrategy(Strategy):
         Raises:
             ConfigurationError: ``SMDDP_ENGINE=mpi`` for a job of several hosts.
         """
-        from smddp_compat.launcher._engine import ENGINE_VARIABLE, EngineChoice, choose_engine
+        from smddp_compat.launcher import ENGINE_VARIABLE, EngineChoice, choose_engine
 
         hosts = len(job.hosts)
         if hosts == 1:

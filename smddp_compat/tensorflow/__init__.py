@@ -38,7 +38,7 @@ from smddp_compat.tensorflow._ops import (
 )
 from smddp_compat.tensorflow._optimizer import DistributedOptimizer
 from smddp_compat.tensorflow._stall import watch as stall_watch
-from smddp_compat.tensorflow._state import (
+from smddp_compat.tensorflow.state import (
     cross_rank,
     cross_size,
     gloo_built,

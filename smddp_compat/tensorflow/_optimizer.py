@@ -13,9 +13,9 @@ import tensorflow as tf
 
 from smddp_compat.errors import UsageError
 from smddp_compat.tensorflow._gradients import DEFAULT_BUCKET_CAP_MB, GradientReducer
-from smddp_compat.tensorflow._keras_compat import is_keras3_optimizer
+from smddp_compat.tensorflow.keras_compat import is_keras3_optimizer
 from smddp_compat.tensorflow._ops import Compression, check_device_arguments
-from smddp_compat.tensorflow._state import require_init
+from smddp_compat.tensorflow.state import require_init
 
 __all__ = ["DistributedOptimizer"]
 

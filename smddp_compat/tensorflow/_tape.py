@@ -9,7 +9,7 @@ import tensorflow as tf
 from smddp_compat.errors import UsageError
 from smddp_compat.tensorflow._gradients import GradientReducer
 from smddp_compat.tensorflow._ops import Compression, check_device_arguments
-from smddp_compat.tensorflow._state import require_init
+from smddp_compat.tensorflow.state import require_init
 
 __all__ = ["DistributedGradientTape"]
 

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from smddp_compat.tensorflow._keras_compat import optimizer_variables
+from smddp_compat.tensorflow.keras_compat import optimizer_variables
 from smddp_compat.tensorflow._ops import allreduce, broadcast_variables
-from smddp_compat.tensorflow._state import require_init
+from smddp_compat.tensorflow.state import require_init
 
 __all__ = ["BroadcastGlobalVariablesCallback", "MetricAverageCallback"]
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat.bench._config import BenchConfig
-from smddp_compat.bench._engines import default_engine, engine_launcher
-from smddp_compat.bench._jobs import Job, JobRun, Launcher, merge_jobs
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.engines import default_engine, engine_launcher
+from smddp_compat.bench.jobs import Job, JobRun, Launcher, merge_jobs
 from smddp_compat.bench._report import format_markdown, format_table
-from smddp_compat.bench._results import Goal, MeasurementResult, Row, Verdict
-from smddp_compat.bench._statistics import MIN_SAMPLES_FOR_SPREAD, paired_ratios, summarise
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, Verdict
+from smddp_compat.bench.stats import MIN_SAMPLES_FOR_SPREAD, paired_ratios, summarise
 from smddp_compat.bench.measurements import MEASUREMENTS
 from smddp_compat.bench.run import _schedule, main
 

@@ -95,7 +95,7 @@ def test_override_table_matches_the_face_modules():
     import smddp_compat.horovod.tensorflow as tf_face
     import smddp_compat.horovod.tensorflow.keras as keras_face
     from smddp_compat.horovod import OVERRIDES
-    from smddp_compat.horovod._forward import overridden_names
+    from smddp_compat.horovod.forward import overridden_names
 
     listed = {(module.strip(), o.name) for o in OVERRIDES for module in o.modules.split(",")}
     defined = {("tensorflow", name) for name in overridden_names(tf_face)}
@@ -135,7 +135,7 @@ def test_init_twice_is_allowed_alone(tmp_path):
 
 
 def test_keras2_spellings_work_on_keras3_after_init():
-    """After init(), Keras 3 takes what Horovod's Keras 2-era recipes and tests write (see _keras_compat)."""
+    """After init(), Keras 3 takes what Horovod's Keras 2-era recipes and tests write (see keras_compat)."""
     code = """
 import tensorflow as tf, keras, smddp_compat.horovod.tensorflow as hvd
 hvd.init()

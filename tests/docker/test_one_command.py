@@ -270,7 +270,7 @@ class _Target:
 
 
 def test_an_s3_channel_is_copied_under_the_same_uri(aws: Aws) -> None:
-    from smddp_compat.local_mode._s3 import parse_s3_uri
+    from smddp_compat.local_mode.s3 import parse_s3_uri
     from smddp_compat.local_mode.docker._from_spec import copy_s3_prefix
     from smddp_compat.local_mode.errors import ChannelError
 
@@ -291,7 +291,7 @@ def test_an_s3_channel_is_copied_under_the_same_uri(aws: Aws) -> None:
 def test_results_staged_for_an_s3_output_are_uploaded_and_named(aws: Aws, tmp_path: Path) -> None:
     from datetime import datetime, timezone
 
-    from smddp_compat.local_mode._s3 import parse_s3_uri
+    from smddp_compat.local_mode.s3 import parse_s3_uri
     from smddp_compat.local_mode.docker._from_spec import upload_results
     from smddp_compat.local_mode.docker.twin import TwinResult
 

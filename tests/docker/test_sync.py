@@ -15,8 +15,8 @@ from typing import IO, Any
 
 import pytest
 
-from smddp_compat.local_mode._s3 import S3Location
-from smddp_compat.local_mode.docker._sync import FolderSync, FolderTarget, S3Target
+from smddp_compat.local_mode.s3 import S3Location
+from smddp_compat.local_mode.folder_sync import FolderSync, FolderTarget, S3Target
 
 
 @pytest.fixture

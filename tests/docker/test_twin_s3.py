@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from smddp_compat.local_mode._s3 import S3Location
+from smddp_compat.local_mode.s3 import S3Location
 from smddp_compat.local_mode.channels import download_s3_channel
 from smddp_compat.local_mode.docker._twin_s3 import create_buckets, script_writes, snapshot, stage_channel
 from tests.fake_aws import Aws, _free_port

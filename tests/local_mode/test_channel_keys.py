@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from smddp_compat.local_mode import ChannelError
-from smddp_compat.local_mode._s3 import S3Location
+from smddp_compat.local_mode.s3 import S3Location
 from smddp_compat.local_mode.channels import channel_key_path, download_s3_channel, download_s3_prefix
 
 BUCKET = "smddp-channel-keys"

@@ -143,7 +143,7 @@ def test_a_checkpoint_that_vanishes_during_the_sync_is_not_an_error(tmp_path: Pa
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A script keeping its last checkpoints deletes the oldest while the twin copies the folder: the sync skips what
     has gone, copies the rest, and never reads through a link or blocks on a FIFO planted there."""
-    from smddp_compat.local_mode.docker._sync import FolderSync, FolderTarget
+    from smddp_compat.local_mode.folder_sync import FolderSync, FolderTarget
     from smddp_compat.local_mode.layout import HostLayout, create_host_tree
 
     layout: HostLayout = create_host_tree(tmp_path / "hosts" / "algo-1", "algo-1", encoded_hyperparameters={},
@@ -171,7 +171,7 @@ def test_a_checkpoint_that_vanishes_during_the_sync_is_not_an_error(tmp_path: Pa
             destination.write_bytes(handle.read())
 
     sync = FolderSync(FolderTarget(target), what="checkpoints", mirror_deletions=True)  # the twin's sync alone
-    monkeypatch.setattr("smddp_compat.local_mode.docker._sync.copy_atomically", RotatingCopy())
+    monkeypatch.setattr("smddp_compat.local_mode.folder_sync.copy_atomically", RotatingCopy())
     started = time.monotonic()
     sync.sync([layout.checkpoints_dir])
     assert time.monotonic() - started < 5

@@ -10,12 +10,12 @@ Every name is Horovod's own (``hvd.alltoall``, ``hvd.ProcessSet``, ``hvd.join``,
 listed with the reason for each in :data:`smddp_compat.horovod.OVERRIDES`.
 """
 
-from smddp_compat.horovod._forward import forward_to
-from smddp_compat.horovod._lifecycle import init, shutdown
-from smddp_compat.horovod._optimizer import tensorflow_distributed_optimizer as DistributedOptimizer
-from smddp_compat.horovod._sync_batch_norm import SyncBatchNormalization
-from smddp_compat.horovod._tape import DistributedGradientTape, PartialDistributedGradientTape
-from smddp_compat.horovod._variables import broadcast_variables
+from smddp_compat.horovod.forward import forward_to
+from smddp_compat.horovod.lifecycle import init, shutdown
+from smddp_compat.horovod.optimizer import tensorflow_distributed_optimizer as DistributedOptimizer
+from smddp_compat.horovod.sync_batch_norm import SyncBatchNormalization
+from smddp_compat.horovod.tape import DistributedGradientTape, PartialDistributedGradientTape
+from smddp_compat.horovod.variables import broadcast_variables
 from smddp_compat.horovod.tensorflow import elastic
 
 __getattr__, __dir__, __all__ = forward_to(

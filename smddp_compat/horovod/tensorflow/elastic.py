@@ -1,7 +1,7 @@
 """``horovod.tensorflow.elastic``, with ``TensorFlowKerasState`` working on Keras 3 models.
 
 Horovod's state broadcasts ``model.variables`` with its own ``broadcast_variables``, which fails on Keras 3
-variables; here the broadcast goes through :func:`smddp_compat.horovod._variables.broadcast_variables`. Everything
+variables; here the broadcast goes through :func:`smddp_compat.horovod.variables.broadcast_variables`. Everything
 else (``run``, ``TensorFlowState``, commit/restore/sync) is Horovod's.
 """
 
@@ -13,8 +13,8 @@ from horovod.tensorflow import elastic as _elastic
 from horovod.tensorflow.elastic import TensorFlowState, run
 from horovod.tensorflow.util import _executing_eagerly
 
-from smddp_compat.horovod._variables import broadcast_variables
-from smddp_compat.tensorflow._keras_compat import optimizer_variables
+from smddp_compat.horovod.variables import broadcast_variables
+from smddp_compat.tensorflow.keras_compat import optimizer_variables
 
 __all__ = ["TensorFlowKerasState", "TensorFlowState", "run"]
 

@@ -8,10 +8,10 @@ Every name is Horovod's own, read from ``horovod.tensorflow.keras`` when used, e
 defines, listed with the reason for each in :data:`smddp_compat.horovod.OVERRIDES`.
 """
 
-from smddp_compat.horovod._forward import forward_to
-from smddp_compat.horovod._lifecycle import init, shutdown
-from smddp_compat.horovod._load_model import load_model
-from smddp_compat.horovod._optimizer import DistributedOptimizer, PartialDistributedOptimizer
+from smddp_compat.horovod.forward import forward_to
+from smddp_compat.horovod.lifecycle import init, shutdown
+from smddp_compat.horovod.load_model import load_model
+from smddp_compat.horovod.optimizer import DistributedOptimizer, PartialDistributedOptimizer
 from smddp_compat.horovod.tensorflow.keras import callbacks, elastic
 
 __getattr__, __dir__, __all__ = forward_to(

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from smddp_compat.local_mode._s3 import S3Location
+from smddp_compat.local_mode.s3 import S3Location
 from smddp_compat.local_mode.errors import ConfigurationError
 
 __all__ = ["claimed_job"]

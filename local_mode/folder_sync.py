@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from smddp_compat.job_files import iter_regular_files, open_job_file
-from smddp_compat.local_mode._s3 import S3Location
+from smddp_compat.local_mode.s3 import S3Location
 
 __all__ = [
     "SyncTarget",

@@ -58,7 +58,7 @@ def start(**horovod_init_args: Any) -> None:
     _choose_controller()
     _hvd.init(**horovod_init_args)
     _initialized = True
-    from smddp_compat.tensorflow._keras_compat import adapt_keras3_for_keras2_scripts
+    from smddp_compat.tensorflow.keras_compat import adapt_keras3_for_keras2_scripts
 
     adapt_keras3_for_keras2_scripts()
 

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import horovod.tensorflow as _horovod
 
-from smddp_compat.tensorflow import _state
+from smddp_compat.tensorflow import state as shared_state
 
 __all__ = ["init", "shutdown"]
 
@@ -16,17 +16,17 @@ def init(comm: Any = None, process_sets: Sequence[Any] | None = None) -> None:
 
     On top of Horovod's own init: run alone (no launcher), the job is one process over Gloo even when Horovod
     was built with MPI; and Keras 3 accepts what Horovod's Keras recipes pass (see
-    :mod:`smddp_compat.tensorflow._keras_compat`). The SMDDP face (``smddp_compat.tensorflow``) sees the job as
+    :mod:`smddp_compat.tensorflow.keras_compat`). The SMDDP face (``smddp_compat.tensorflow``) sees the job as
     initialized too.
 
     Args:
         comm: MPI communicator or list of ranks, as in Horovod.
         process_sets: Process sets to register at start-up, as in Horovod.
     """
-    _state.start(comm=comm, process_sets=process_sets)
+    shared_state.start(comm=comm, process_sets=process_sets)
 
 
 def shutdown() -> None:
     """Shuts Horovod down (``init()`` may follow), as ``horovod.tensorflow.shutdown`` does."""
-    _state.shutdown()
+    shared_state.shutdown()
     _horovod.shutdown()

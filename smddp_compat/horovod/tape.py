@@ -13,10 +13,10 @@ from typing import Any
 import horovod.tensorflow as _horovod
 import tensorflow as tf
 
-from smddp_compat.horovod._forward import horovod_arguments, with_signature_of
+from smddp_compat.horovod.forward import horovod_arguments, with_signature_of
 from smddp_compat.horovod._local_layers import local_layer_variables
-from smddp_compat.horovod._variables import unwrap_all, unwrap_groups
-from smddp_compat.tensorflow._keras_compat import unwrap_variable
+from smddp_compat.horovod.variables import unwrap_all, unwrap_groups
+from smddp_compat.tensorflow.keras_compat import unwrap_variable
 
 __all__ = ["DistributedGradientTape", "PartialDistributedGradientTape"]
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from smddp_compat.bench._jobs import Job, JobRun
-from smddp_compat.bench._statistics import Summary
+from smddp_compat.bench.jobs import Job, JobRun
+from smddp_compat.bench.stats import Summary
 
 __all__ = ["Goal", "Verdict", "Row", "MeasurementResult", "RunsByJob"]
 
