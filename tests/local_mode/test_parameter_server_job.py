@@ -1,0 +1,105 @@
+"""``smddp local --distribution parameter_server``: the bundled parameter-server entry point trains on 2 simulated
+hosts with SageMaker's toolkit layout (a parameter server and the script per host), reaches its held-out target,
+resumes from its checkpoints, and a lost process ends the job naming its host and role."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
+TARGET_ACCURACY = 0.90  # held-out accuracy after one epoch (0.93-0.97 measured)
+pytestmark = pytest.mark.timeout(600)
+
+
+def _smddp_local(tmp_path: Path, *extra: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "smddp_compat.cli", "local", "parameter_server_mnist.py", "--source-dir",
+         str(ENTRY_POINTS), "--distribution", "parameter_server", "--instance-count", "2",
+         "--output", str(tmp_path / "out"), *extra],
+        capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+    )
+
+
+def _test_accuracy(output: str) -> float:
+    values = re.findall(r"^\[algo-1,master\] .*test_accuracy=([0-9.]+);", output, flags=re.MULTILINE)
+    assert values, output[-3000:]
+    return float(values[-1])
+
+
+def test_two_hosts_train_to_the_target_and_resume_from_the_checkpoints(tmp_path: Path) -> None:
+    first = _smddp_local(tmp_path, "--job-name", "ps-first", "--hp", "epochs=1")
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    out = first.stdout
+    # The toolkit's layout: per host a parameter server and the script (master on algo-1, worker on algo-2).
+    for label in ("algo-1,ps", "algo-1,master", "algo-2,ps", "algo-2,worker"):
+        assert f"[{label}]" in out, label
+    assert "1 worker(s), 2 parameter server(s)" in out
+    assert _test_accuracy(out) >= TARGET_ACCURACY
+    job = tmp_path / "out" / "ps-first"
+    with tarfile.open(job / "output" / "model.tar.gz") as archive:
+        names = archive.getnames()
+    assert any(name.endswith("saved_model.pb") for name in names), names
+    checkpoints = job / "checkpoints"
+    assert any(checkpoints.iterdir())
+    steps = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=1; step=(\d+);", out, flags=re.MULTILINE)]
+
+    second = _smddp_local(tmp_path, "--job-name", "ps-second", "--hp", "epochs=2", "--checkpoint-dir",
+                          str(checkpoints))
+    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-2000:]
+    resumed = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=2; step=(\d+);", second.stdout,
+                                          flags=re.MULTILINE)]
+    assert resumed and min(resumed) > max(steps), (steps, resumed)  # the step count continued
+    assert not re.search(r"^\[algo-1,master\] epoch=1;", second.stdout, flags=re.MULTILINE)  # epoch 1 not redone
+
+
+def test_a_killed_worker_ends_the_job_naming_its_host_and_role(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "smddp_compat.cli", "local", "parameter_server_mnist.py", "--source-dir",
+         str(ENTRY_POINTS), "--distribution", "parameter_server", "--instance-count", "2", "--output",
+         str(tmp_path / "out"), "--job-name", "ps-killed", "--hp", "epochs=20", "task-timeout=30"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    deadline = time.monotonic() + 300
+    while not any(re.match(r"\[algo-1,master\] epoch=1; step=", line) for line in lines):
+        assert process.poll() is None and time.monotonic() < deadline, "".join(lines)[-4000:]
+        time.sleep(0.5)
+    os.kill(_pid_of_the_worker(), signal.SIGKILL)
+    started = time.monotonic()
+    code = process.wait(timeout=240)
+    reader.join(timeout=10)
+    output = "".join(lines)
+    assert code != 0, output[-3000:]
+    assert time.monotonic() - started < 200
+    assert "algo-2,worker" in output.split("local job ps-killed:")[-1], output[-3000:]
+
+
+def _pid_of_the_worker() -> int:
+    """The worker's script process: TF_CONFIG's task is the worker on algo-2 (found through /proc)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"parameter_server_mnist.py" not in cmdline or not any(b"ps-killed" in entry for entry in environ):
+            continue  # another job's process
+        for entry in environ:
+            if entry.startswith(b"TF_CONFIG=") and json.loads(entry[10:])["task"]["type"] == "worker":
+                return int(proc.name)
+    raise AssertionError("no worker process found")
