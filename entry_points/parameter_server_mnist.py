@@ -24,7 +24,8 @@ server to accept connections (the strategy would wait for ever), and a watch (``
 task refuses connections for ``--task-timeout`` seconds or a phase (a chunk of steps, an evaluation, a checkpoint)
 takes longer than that: ``ParameterServerStrategy`` retries a lost worker without end. The failure names the task
 (``worker 0 at 127.0.0.3:2222 (host algo-2)``) in the log and the failure file. Workers wait at most
-``--start-timeout`` seconds for the coordinator.
+``--start-timeout`` seconds for the coordinator to start, and give up on a started coordinator that stops answering
+(stopped or hung) for ``--task-timeout`` seconds.
 
 Keras version: Keras 3 does not support parameter-server training (keras-team/keras#18624), so the script selects
 tf-keras by setting ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported, unless the variable is already set (to
@@ -145,7 +146,8 @@ class _NoWatch:
 
 def _serve(config: ps.ParameterServerConfig, args: argparse.Namespace) -> None:
     outcome = ps.serve(config, start_timeout=args.start_timeout, timeout_field="--start-timeout",
-                       should_stop=termination_requested)
+                       should_stop=termination_requested, silent_limit=args.task_timeout,
+                       silent_field="--task-timeout")
     if outcome == "stopped":
         print("stopped on SIGTERM", flush=True)
 

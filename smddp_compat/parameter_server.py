@@ -502,12 +502,15 @@ def wait_for_tasks(config: ParameterServerConfig, *, timeout: float, timeout_fie
 
 
 def wait_for_coordinator(config: ParameterServerConfig, *, start_timeout: float, timeout_field: str,
-                         poll_seconds: float = 1.0, should_stop: Callable[[], bool] | None = None) -> str:
+                         poll_seconds: float = 1.0, should_stop: Callable[[], bool] | None = None,
+                         silent_limit: float | None = None, silent_field: str = "the time limit") -> str:
     """On a worker or parameter server: waits until the coordinator has accepted connections and then stopped.
 
     The coordinator listens from the moment it connects to the cluster until its process ends; so the first
     accepted connection means the job has started, and :data:`_GONE_AFTER_MISSES` refused probes in a row after
-    that mean it has finished (its exit code tells how).
+    that mean it has finished (its exit code tells how). How long the job lasts is the coordinator's business (its
+    own waits are bounded by :class:`ClusterWatch`); a coordinator whose process is stopped or hung (it accepts
+    connections without answering, :func:`probe`) is given up after `silent_limit` seconds when one is set.
 
     Args:
         config: This task's config.
@@ -515,12 +518,15 @@ def wait_for_coordinator(config: ParameterServerConfig, *, start_timeout: float,
         timeout_field: The setting `start_timeout` came from, named in the error.
         poll_seconds: Seconds between probes.
         should_stop: Checked between probes; True ends the wait at once (e.g. SIGTERM received).
+        silent_limit: Seconds the coordinator may go without answering once it has started (None: no limit).
+        silent_field: The setting `silent_limit` came from, named in the error.
 
     Returns:
         ``"finished"`` (the coordinator came and went) or ``"stopped"`` (`should_stop` said so).
 
     Raises:
         CoordinatorUnreachableError: The coordinator did not accept a connection within `start_timeout` seconds.
+        TaskLostError: The coordinator accepted connections without answering for `silent_limit` seconds.
     """
     _require_cluster(config, "wait_for_coordinator()")
     coordinator = config.coordinator
@@ -538,17 +544,30 @@ def wait_for_coordinator(config: ParameterServerConfig, *, start_timeout: float,
                 f"an error, or raise {timeout_field}.", task=coordinator)
         time.sleep(poll_seconds)
     misses = 0
+    silent_since: float | None = None
     while misses < _GONE_AFTER_MISSES:
         if stop():
             return "stopped"
         time.sleep(poll_seconds)
-        misses = 0 if accepts_connections(coordinator.address, timeout=min(_PROBE_SECONDS, poll_seconds)) \
-            else misses + 1
+        state = probe(coordinator.address, timeout=min(_PROBE_SECONDS, poll_seconds))
+        misses = misses + 1 if state == REFUSED else 0
+        if state != SILENT:
+            silent_since = None
+            continue
+        now = time.monotonic()
+        silent_since = now if silent_since is None else silent_since
+        if silent_limit is not None and now - silent_since >= silent_limit:
+            me = config.task.describe() if config.task else "this task"
+            raise TaskLostError(
+                f"{me}: the {coordinator.describe()} has accepted connections without answering for "
+                f"{silent_limit:g} s (stopped or hung); this task stops waiting for it. Fix: look at that host's log; "
+                f"if it is merely overloaded, raise {silent_field}.", task=coordinator)
     return "finished"
 
 
 def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field: str, poll_seconds: float = 1.0,
-          should_stop: Callable[[], bool] | None = None, log: Callable[[str], None] | None = None) -> str:
+          should_stop: Callable[[], bool] | None = None, log: Callable[[str], None] | None = None,
+          silent_limit: float | None = None, silent_field: str = "the time limit") -> str:
     """Runs this worker or parameter server until the coordinator is done (:func:`start_server`, then
     :func:`wait_for_coordinator`).
 
@@ -559,6 +578,8 @@ def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field:
         poll_seconds: Seconds between probes of the coordinator.
         should_stop: Checked between probes; True ends the wait (e.g. SIGTERM received).
         log: Where the two progress lines go (default: standard output).
+        silent_limit: Seconds the started coordinator may go without answering (None: no limit).
+        silent_field: The setting `silent_limit` came from, named in the error.
 
     Returns:
         ``"finished"`` or ``"stopped"`` (see :func:`wait_for_coordinator`). Return (or exit) then: the server's
@@ -568,6 +589,7 @@ def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field:
         smddp_compat.errors.ConfigurationError: The role is not ``worker`` or ``ps``.
         ParameterServerError: The server cannot start.
         CoordinatorUnreachableError: The coordinator never accepted a connection in time.
+        TaskLostError: The started coordinator stopped answering for `silent_limit` seconds.
     """
     say = log or (lambda line: print(line, flush=True))
     start_server(config)
@@ -576,7 +598,8 @@ def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field:
     say(f"{task.describe()}: serving; waiting for the {coordinator.describe()} (at most {start_timeout:g} s for it "
         "to start)")
     outcome = wait_for_coordinator(config, start_timeout=start_timeout, timeout_field=timeout_field,
-                                   poll_seconds=poll_seconds, should_stop=should_stop)
+                                   poll_seconds=poll_seconds, should_stop=should_stop, silent_limit=silent_limit,
+                                   silent_field=silent_field)
     say(f"{task.describe()}: " + ("the coordinator has finished; exiting" if outcome == "finished"
                                   else "asked to stop; exiting"))
     return outcome

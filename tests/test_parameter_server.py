@@ -226,6 +226,18 @@ def test_wait_for_coordinator_returns_once_it_came_and_went() -> None:
                                    should_stop=lambda: True) == "stopped"
 
 
+def test_wait_for_coordinator_gives_up_on_a_silent_coordinator() -> None:
+    ports = _free_ports(4)
+    config = ps.read_tf_config({**LOCAL, "TF_CONFIG": _local_tf_config("worker", 0, ports)})
+    with _listening(f"127.0.0.2:{ports[0]}", answer=False), pytest.raises(ps.TaskLostError) as caught:
+        ps.wait_for_coordinator(config, start_timeout=5, timeout_field="--start-timeout", poll_seconds=0.1,
+                                silent_limit=0.5, silent_field="--task-timeout")
+    assert str(caught.value).startswith(
+        f"worker 0 at 127.0.0.3:{ports[1]} (host algo-2): the coordinator (master 0) at 127.0.0.2:{ports[0]} (host "
+        "algo-1) has accepted connections without answering for 0.5 s (stopped or hung)")
+    assert str(caught.value).endswith("raise --task-timeout.")
+
+
 def test_wait_for_coordinator_times_out_naming_its_address() -> None:
     ports = _free_ports(4)
     config = ps.read_tf_config({**LOCAL, "TF_CONFIG": _local_tf_config("ps", 1, ports)})
