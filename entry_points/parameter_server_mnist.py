@@ -21,11 +21,11 @@ beside the script; a plain chief/worker/ps ``TF_CONFIG`` works too):
 
 Every wait is bounded. The coordinator waits at most ``--start-timeout`` seconds for every worker and parameter
 server to accept connections (the strategy would wait for ever), and a watch (``ClusterWatch``) fails the job when a
-task refuses connections for ``--task-timeout`` seconds or a phase (a chunk of steps, an evaluation, a checkpoint)
-takes longer than that: ``ParameterServerStrategy`` retries a lost worker without end. The failure names the task
-(``worker 0 at 127.0.0.3:2222 (host algo-2)``) in the log and the failure file. Workers wait at most
-``--start-timeout`` seconds for the coordinator to start, and give up on a started coordinator that stops answering
-(stopped or hung) for ``--task-timeout`` seconds.
+task's server has not answered for ``--task-timeout`` seconds (its process ended, or is stopped or hung) or a phase
+(a chunk of steps, an evaluation, a checkpoint) takes longer than that: ``ParameterServerStrategy`` retries a lost
+worker without end. The failure names the task (``worker 0 at 127.0.0.3:2222 (host algo-2)``) in the log and the
+failure file. Workers wait at most ``--start-timeout`` seconds for the coordinator to start, and give up on a started
+coordinator that stops answering (stopped or hung) for ``--task-timeout`` seconds.
 
 Keras version: Keras 3 does not support parameter-server training (keras-team/keras#18624), so the script selects
 tf-keras by setting ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported, unless the variable is already set (to
@@ -99,8 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds the coordinator waits for every task to accept connections, and a worker for "
                              "the coordinator")
     parser.add_argument("--task-timeout", type=positive_float, default=120.0,
-                        help="seconds a task may refuse connections, or a chunk of steps (an evaluation, a "
-                             "checkpoint) may take, before the coordinator stops the job")
+                        help="seconds a task may go without answering (ended or hung), or a chunk of steps (an "
+                             "evaluation, a checkpoint) may take, before the coordinator stops the job; a worker "
+                             "gives up on a coordinator that stops answering after as long")
     parser.add_argument("--seed", type=non_negative_int, default=42, help="seed of the initial weights")
     parser.add_argument("--save-model", type=boolean, default=True)
     return parser
