@@ -56,8 +56,19 @@ def latest_step(directory: str | os.PathLike[str]) -> int | None:
     return steps[-1] if steps else None
 
 
+def io_on_this_process(job: str) -> tf.train.CheckpointOptions:
+    """Options that make this process do a checkpoint's file I/O, for variables that live on other hosts (e.g.
+    ParameterServerStrategy's parameter servers): without them each parameter server writes its own shards to its own
+    disk, under a path only this host has, and the write fails (or the checkpoint is scattered over the hosts).
+
+    Args:
+        job: This process's job in the cluster (``chief`` for a parameter-server coordinator).
+    """
+    return tf.train.CheckpointOptions(experimental_io_device=f"/job:{job}/replica:0/task:0/device:CPU:0")
+
+
 def save_checkpoint(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike[str], step: int,
-                    *, keep: int = 3) -> Path:
+                    *, keep: int = 3, options: tf.train.CheckpointOptions | None = None) -> Path:
     """Writes `checkpoint` as ``<directory>/step-<step>`` atomically and keeps the newest `keep` checkpoints.
 
     Call on rank 0 / the chief only.
@@ -67,6 +78,8 @@ def save_checkpoint(checkpoint: tf.train.Checkpoint, directory: str | os.PathLik
         directory: The checkpoint directory (created if missing).
         step: The global step the state corresponds to (number of optimizer steps taken).
         keep: How many checkpoints to keep (>= 1); older ones are deleted after the new one is in place.
+        options: TensorFlow's options of the write (e.g. the device that does the file I/O when the variables live
+            on other hosts: :func:`io_on_this_process`).
 
     Returns:
         The folder of the new checkpoint.
@@ -92,7 +105,7 @@ def save_checkpoint(checkpoint: tf.train.Checkpoint, directory: str | os.PathLik
     final = _step_dir(root, int(step))
     try:
         temp.mkdir()
-        checkpoint.write(str(temp / CHECKPOINT_PREFIX))
+        checkpoint.write(str(temp / CHECKPOINT_PREFIX), options=options)
         (temp / "step.json").write_text(json.dumps({"step": int(step)}) + "\n", encoding="utf-8")
         if final.exists():  # the same step saved again (e.g. on SIGTERM right after a periodic save)
             shutil.rmtree(final)
@@ -108,7 +121,8 @@ def save_checkpoint(checkpoint: tf.train.Checkpoint, directory: str | os.PathLik
     return final
 
 
-def restore_latest(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike[str]) -> int | None:
+def restore_latest(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike[str],
+                   *, options: tf.train.CheckpointOptions | None = None) -> int | None:
     """Restores the newest complete checkpoint of `directory` into `checkpoint`.
 
     Build the model and the optimizer's variables first (e.g. ``optimizer.build(model.trainable_variables)``) so
@@ -117,6 +131,7 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike
     Args:
         checkpoint: The objects to restore into (same structure as when saved).
         directory: The checkpoint directory; a missing or empty one means "fresh start".
+        options: TensorFlow's options of the read (as for :func:`save_checkpoint`).
 
     Returns:
         The restored step, or ``None`` when there is nothing to restore.
@@ -129,7 +144,7 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike
         return None
     prefix = _step_dir(Path(directory), step) / CHECKPOINT_PREFIX
     try:
-        status = checkpoint.read(str(prefix))
+        status = checkpoint.read(str(prefix), options=options)
         status.assert_existing_objects_matched()
     except (tf.errors.OpError, AssertionError, ValueError) as exc:
         raise CheckpointError(

@@ -56,7 +56,7 @@ if "TF_USE_LEGACY_KERAS" not in os.environ:
 import numpy as np
 import tensorflow as tf
 
-from smddp_compat.entry_points.checkpoints import restore_latest, save_checkpoint
+from smddp_compat.entry_points.checkpoints import io_on_this_process, restore_latest, save_checkpoint
 from smddp_compat.entry_points.datasets import load_mnist
 from smddp_compat.entry_points.errors import HyperparameterError
 from smddp_compat.entry_points.keras_flavor import build_optimizer, is_keras3, keras_name
@@ -255,8 +255,11 @@ def _train(args: argparse.Namespace, config: ps.ParameterServerConfig, env: Trai
         train_accuracy = tf.keras.metrics.SparseCategoricalAccuracy("accuracy")
     local_copy = build_cnn(seed=args.seed)  # evaluation and the saved model: no parameter-server placement
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    # The variables live on the parameter servers, each on its own host: the coordinator does the file I/O, into its
+    # own checkpoint folder (else each parameter server writes its shards on its own disk, where the folder is not).
+    io = io_on_this_process("chief") if coordinator is not None else None
     watch.phase("restoring the latest checkpoint", limit)
-    start_step = restore_latest(checkpoint, env.checkpoint_dir) or 0
+    start_step = restore_latest(checkpoint, env.checkpoint_dir, options=io) or 0
     if start_step:
         print(f"resumed from the checkpoint of step {start_step}", flush=True)
 
@@ -313,7 +316,7 @@ def _train(args: argparse.Namespace, config: ps.ParameterServerConfig, env: Trai
 
     def save(step: int) -> None:
         watch.phase(f"the checkpoint of step {step}", limit)
-        save_checkpoint(checkpoint, env.checkpoint_dir, step)
+        save_checkpoint(checkpoint, env.checkpoint_dir, step, options=io)
 
     summaries = TrainingSummaries(env.tensorboard_dir, learning_rate=lambda: learning_rate_of(optimizer))
     with summaries:  # closes the event file however training ends

@@ -9,8 +9,8 @@
         source_code=SourceCode(source_dir="code", entry_script="train.py", ignore_patterns=SOURCE_IGNORE_PATTERNS),
         compute=Compute(instance_type="ml.p4d.24xlarge", instance_count=2),
         distributed=SMDDPCompat(),          # an unchanged SMDDP script, on smddp-compat
-    )                                       # or DTensor(mesh={"batch": 16}) for a DTensor script
-    trainer.train()
+    )                                       # or DTensor(mesh={"batch": 16}) for a DTensor script,
+    trainer.train()                         # or ParameterServer() for a parameter-server script
 
 Each config names its own driver (``driver_dir``/``driver_script``); ModelTrainer ships that directory as the
 ``sm_drivers`` channel and runs the driver on every host with the config's fields in SM_DISTRIBUTED_CONFIG:
@@ -18,7 +18,10 @@ Each config names its own driver (``driver_dir``/``driver_script``); ModelTraine
 - :class:`SMDDPCompat` -> ``smddp_driver.py`` with ``smddp_compat`` beside it: one host runs ``smddprun`` (Horovod
   over Gloo), several hosts mpirun over SSH as SageMaker ran SMDDP; ``import smdistributed.dataparallel.tensorflow``
   resolves to smddp-compat;
-- :class:`DTensor` -> ``dtensor_driver.py``: DTENSOR_JOBS / DTENSOR_CLIENT_ID / DTENSOR_JOB_NAME per client.
+- :class:`DTensor` -> ``dtensor_driver.py``: DTENSOR_JOBS / DTENSOR_CLIENT_ID / DTENSOR_JOB_NAME per client;
+- :class:`ParameterServer` -> ``ps_driver.py``: SDK v3 has no parameter-server launch of its own; the driver does what
+  SageMaker's TensorFlow toolkit does for SDK v2's ``distribution={"parameter_server": {"enabled": True}}`` (a
+  parameter server per host beside the script, ``TF_CONFIG`` with the first host as ``master``).
 
 Install with the ``sdk3`` extra (``pip install 'smddp-compat[sdk3]'``, i.e. ``sagemaker>=3``). This module
 imports only when SDK v3 is installed; importing it elsewhere raises :class:`~estimators.errors.MissingDependencyError`
@@ -28,7 +31,7 @@ with the install command.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from smddp_compat.estimators.errors import MissingDependencyError
 
@@ -46,7 +49,7 @@ from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionC
 
 from smddp_compat.estimators import DEFAULT_SOURCE_EXCLUDES, instance_spec, plan_distribution, stage_driver_dir
 
-__all__ = ["SMDDPCompat", "DTensor", "SOURCE_IGNORE_PATTERNS"]
+__all__ = ["SMDDPCompat", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS"]
 
 #: ``SourceCode(ignore_patterns=...)`` that leaves secrets, VCS, caches and virtual environments out of the upload.
 SOURCE_IGNORE_PATTERNS: list[str] = list(DEFAULT_SOURCE_EXCLUDES)
@@ -55,7 +58,26 @@ SOURCE_IGNORE_PATTERNS: list[str] = list(DEFAULT_SOURCE_EXCLUDES)
 _PLUG_IN_NAMES = FieldNames(kind="distributed", mesh="mesh")
 
 
-class SMDDPCompat(DistributedConfig):
+class _KitDriven(DistributedConfig):
+    """A config whose driver is one of the kit's job drivers, shipped with ``smddp_compat/`` beside it."""
+
+    _driver_files: ClassVar[tuple[str, ...]] = ()  # the driver first, then the sibling scripts it imports
+    _driver_dir: Optional[str] = PrivateAttr(default=None)
+
+    @property
+    def driver_dir(self) -> str:
+        """Directory shipped as the driver: the driver, the scripts it imports, and ``smddp_compat/``."""
+        if self._driver_dir is None or not os.path.isdir(self._driver_dir):
+            self._driver_dir = stage_driver_dir((*self._driver_files, "hyperparameter_args.py"), with_compat=True)
+        return self._driver_dir
+
+    @property
+    def driver_script(self) -> str:
+        """The driver's file name."""
+        return self._driver_files[0]
+
+
+class SMDDPCompat(_KitDriven):
     """Runs an SMDDP (``smdistributed.dataparallel.tensorflow``) or Horovod script on smddp-compat.
 
     Parameters:
@@ -66,25 +88,13 @@ class SMDDPCompat(DistributedConfig):
 
     processes_per_host: Optional[int] = None
     custom_mpi_options: Optional[str] = None
-    _driver_dir: Optional[str] = PrivateAttr(default=None)
+    _driver_files: ClassVar[tuple[str, ...]] = ("smddp_driver.py",)
 
     @model_validator(mode="after")
     def _checked(self) -> "SMDDPCompat":
         DistributionConfig.from_flat("smddp", processes_per_host=self.processes_per_host,
                                      custom_mpi_options=self.custom_mpi_options, names=_PLUG_IN_NAMES)
         return self
-
-    @property
-    def driver_dir(self) -> str:
-        """Directory shipped as the driver: ``smddp_driver.py``, its helper, and ``smddp_compat/``."""
-        if self._driver_dir is None or not os.path.isdir(self._driver_dir):
-            self._driver_dir = stage_driver_dir(("smddp_driver.py", "hyperparameter_args.py"), with_compat=True)
-        return self._driver_dir
-
-    @property
-    def driver_script(self) -> str:
-        """The driver's file name."""
-        return "smddp_driver.py"
 
     def check(self, instance_type: str, instance_count: int = 1) -> None:
         """Checks the config against a cluster (call it before ``train()``; ModelTrainer has no hook for it).
@@ -99,7 +109,7 @@ class SMDDPCompat(DistributedConfig):
                           instance_count=instance_count)
 
 
-class DTensor(DistributedConfig):
+class DTensor(_KitDriven):
     """Runs a DTensor script: every process becomes a DTensor client with DTENSOR_* set.
 
     Parameters:
@@ -118,7 +128,7 @@ class DTensor(DistributedConfig):
     mesh: Optional[dict[str, int]] = None
     port: int = DEFAULT_DTENSOR_PORT
     job_name: str = "worker"
-    _driver_dir: Optional[str] = PrivateAttr(default=None)
+    _driver_files: ClassVar[tuple[str, ...]] = ("dtensor_driver.py", "dtensor_launch.py")
 
     @field_validator("mesh", mode="before")
     @classmethod
@@ -135,20 +145,6 @@ class DTensor(DistributedConfig):
         )
         return self
 
-    @property
-    def driver_dir(self) -> str:
-        """Directory shipped as the driver: ``dtensor_driver.py`` and the launcher it reuses."""
-        if self._driver_dir is None or not os.path.isdir(self._driver_dir):
-            self._driver_dir = stage_driver_dir(
-                ("dtensor_driver.py", "dtensor_launch.py", "hyperparameter_args.py"), with_compat=True
-            )
-        return self._driver_dir
-
-    @property
-    def driver_script(self) -> str:
-        """The driver's file name."""
-        return "dtensor_driver.py"
-
     def check(self, instance_type: str, instance_count: int = 1) -> None:
         """Checks the config against a cluster: the clients share the devices and the mesh fills them.
 
@@ -158,4 +154,24 @@ class DTensor(DistributedConfig):
         """
         config = {k: v for k, v in self.model_dump().items() if v is not None}
         plan_distribution({"dtensor": {"enabled": True, **config}}, spec=instance_spec(instance_type),
+                          instance_count=instance_count)
+
+
+class ParameterServer(_KitDriven):
+    """Runs a parameter-server script (TensorFlow's ``ParameterServerStrategy``) as SageMaker's TensorFlow toolkit
+    runs SDK v2's ``distribution={"parameter_server": {"enabled": True}}``: on two or more hosts a parameter server
+    per host beside the script, whose ``TF_CONFIG`` names the first host's task ``master`` and the others' ``worker``
+    (``smddp_compat.parameter_server`` turns it into what TF 2.21's strategy expects); one host runs the script alone.
+    It has no settings (as the toolkit's strategy has none).
+    """
+
+    _driver_files: ClassVar[tuple[str, ...]] = ("ps_driver.py",)
+
+    def check(self, instance_type: str, instance_count: int = 1) -> None:
+        """Checks the config against a cluster (an instance type SageMaker has).
+
+        Raises:
+            ConfigurationError: Unknown instance type.
+        """
+        plan_distribution({"parameter_server": {"enabled": True}}, spec=instance_spec(instance_type),
                           instance_count=instance_count)

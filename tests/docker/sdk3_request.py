@@ -3,7 +3,8 @@
 Run by the twin's tests with ``.venv-sdk3``'s Python (SDK v3 cannot share an environment with v2), with the fake
 AWS's variables (``AWS_ENDPOINT_URL`` at moto, fake credentials, the telemetry opt-out) in the environment:
 
-    .venv-sdk3/bin/python tests/docker/sdk3_request.py OUT.json IMAGE {smddp|dtensor} SOURCE_DIR ENTRY_SCRIPT
+    .venv-sdk3/bin/python tests/docker/sdk3_request.py OUT.json IMAGE {smddp|dtensor|parameter_server} SOURCE_DIR \
+        ENTRY_SCRIPT [HYPERPARAMETERS_JSON]
 """
 
 import json
@@ -19,7 +20,7 @@ from sagemaker.core.helper.session_helper import Session  # noqa: E402
 from sagemaker.train import ModelTrainer  # noqa: E402
 from sagemaker.train.configs import Compute, SourceCode  # noqa: E402
 
-from smddp_compat.estimators.sdk3 import SOURCE_IGNORE_PATTERNS, DTensor, SMDDPCompat  # noqa: E402
+from smddp_compat.estimators.sdk3 import SOURCE_IGNORE_PATTERNS, DTensor, ParameterServer, SMDDPCompat  # noqa: E402
 
 out, image, kind, source_dir, entry_script = sys.argv[1:6]
 # The SDK builds its STS client with a regional endpoint that ignores AWS_ENDPOINT_URL (FACTS.md): point it at moto.
@@ -37,8 +38,11 @@ def _recording(self, operation_name, api_params):
 
 
 BaseClient._make_api_call = _recording
+hyperparameters = json.loads(sys.argv[6]) if len(sys.argv) > 6 else ({"kind": "smddp"} if kind == "smddp" else {})
 if kind == "smddp":
     distributed, instance_type = SMDDPCompat(), "ml.p4d.24xlarge"
+elif kind == "parameter_server":
+    distributed, instance_type = ParameterServer(), "ml.c5.xlarge"
 else:
     distributed, instance_type = DTensor(mesh={"batch": 4}, devices_per_process=2), "ml.c5.xlarge"
 trainer = ModelTrainer(
@@ -48,8 +52,8 @@ trainer = ModelTrainer(
     source_code=SourceCode(source_dir=source_dir, entry_script=entry_script, ignore_patterns=SOURCE_IGNORE_PATTERNS),
     compute=Compute(instance_type=instance_type, instance_count=2),
     distributed=distributed,
-    hyperparameters={"kind": "smddp"} if kind == "smddp" else {},
-    base_job_name=f"twin-sdk3-{kind}",
+    hyperparameters=hyperparameters,
+    base_job_name=f"twin-sdk3-{kind.replace('_', '-')}",
 )
 trainer.train(wait=False)
 with open(out, "w", encoding="utf-8") as handle:

@@ -1,0 +1,72 @@
+"""SageMaker SDK v3 driver of ``smddp_compat.estimators.sdk3.ParameterServer``: runs a parameter-server script as
+SageMaker's TensorFlow toolkit runs ``distribution={"parameter_server": {"enabled": True}}`` (SDK v3's ModelTrainer
+has no parameter-server launch of its own, and does not start the toolkit).
+
+ModelTrainer copies this directory (with ``smddp_compat/`` beside it) to
+``/opt/ml/input/data/sm_drivers/distributed_drivers/`` and runs this script on every host, with SM_ENTRY_SCRIPT the
+user's script and SM_HPS its hyperparameters. As the toolkit does:
+
+- one host: the script alone, without ``TF_CONFIG``;
+- two or more hosts: a parameter server on every host (``python -m smddp_compat.parameter_server``, ``ps`` task
+  ``i`` on host ``i``, port 2223) beside the script, whose ``TF_CONFIG`` names the first host's task ``master`` and
+  the others' ``worker`` (port 2222), hosts in SM_HOSTS order. Both run supervised
+  (``smddp_compat.launcher.run_process_group``): a failure of either stops the other and this host's job fails
+  with its code; the parameter server and a worker's script end once the master is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import hyperparameter_args  # noqa: E402  (a sibling script, found through the line above)
+from smddp_compat.cluster import Cluster, parameter_server_tf_config  # noqa: E402  (shipped beside this script)
+from smddp_compat.errors import ConfigurationError  # noqa: E402
+
+_TAG = "[smddp-compat parameter-server driver]"
+
+
+def main() -> int:
+    """Reads the v3 environment and runs this host's parameter server and script."""
+    environ = dict(os.environ)
+    try:
+        script = environ["SM_ENTRY_SCRIPT"]
+        args = hyperparameter_args.from_environment(environ)
+        cluster = Cluster.from_environ(environ, required=True)
+    except (KeyError, ValueError) as exc:  # ConfigurationError is a ValueError
+        print(f"{_TAG} error: bad container environment: {exc}", file=sys.stderr, flush=True)
+        return 2
+    argv = [sys.executable, script, *args]
+    hosts, current = list(cluster.hosts), cluster.current_host
+    if len(hosts) == 1:
+        print(f"{_TAG} one host: the script runs alone, without parameter servers or TF_CONFIG", flush=True)
+        os.execve(sys.executable, argv, environ)
+    python_path = os.pathsep.join([HERE, *[p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    shared = {**environ, "PYTHONPATH": python_path}
+    try:
+        task = parameter_server_tf_config(hosts, current, addresses=cluster.addresses)
+        ps = parameter_server_tf_config(hosts, current, ps_task=True, addresses=cluster.addresses)
+    except ConfigurationError as exc:
+        print(f"{_TAG} error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    from smddp_compat.launcher import ProcessSpec, run_process_group  # shipped beside this script
+
+    role = task["task"]["type"]
+    print(f"{_TAG} {current}: parameter server {ps['task']['index']} and the {role}'s script", flush=True)
+    specs = [
+        ProcessSpec([sys.executable, "-m", "smddp_compat.parameter_server"],
+                    {**shared, "TF_CONFIG": json.dumps(ps)}, label=f"{current},ps", host=current),
+        ProcessSpec(argv, {**shared, "TF_CONFIG": json.dumps(task)}, label=f"{current},{role}", host=current),
+    ]
+    result = run_process_group(specs)
+    if not result.ok:
+        print(f"{_TAG} failed: {result.reason}", file=sys.stderr, flush=True)
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

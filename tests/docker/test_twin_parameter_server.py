@@ -1,0 +1,82 @@
+"""The estimator's ``parameter_server`` request, replayed by the twin on 2 hosts in the kit's image: SageMaker's
+TensorFlow toolkit starts a parameter server on every host and runs the script with its own ``TF_CONFIG`` (the
+master on algo-1, a worker on algo-2); the bundled entry point trains under TF 2.21's ParameterServerStrategy to its
+held-out target, and its artifacts and metrics are the job's answer."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from smddp_compat.local_mode.docker import SageMakerTwin, TrainingJobRequest
+from tests.fake_aws import ROLE, Aws
+
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("no_leftovers")]
+
+ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
+TARGET_ACCURACY = 0.90
+METRICS = [{"Name": "test_accuracy", "Regex": r"test_accuracy=([0-9.]+);"}]
+
+
+def test_the_estimators_parameter_server_request_trains_on_two_hosts(aws: Aws, kit_image: str,
+                                                                      tmp_path: Path) -> None:
+    from smddp_compat.estimators import TensorFlow
+
+    est = TensorFlow(
+        entry_point="parameter_server_mnist.py", source_dir=str(ENTRY_POINTS), role=ROLE,
+        instance_type="ml.c5.xlarge", instance_count=2, framework_version="2.21", py_version="py311",
+        image_uri=kit_image, sagemaker_session=aws.sagemaker_session(), disable_profiler=True,
+        debugger_hook_config=False, hyperparameters={"epochs": 1}, metric_definitions=METRICS,
+        distribution={"parameter_server": {"enabled": True}},
+    )
+    est.fit(wait=False, job_name="twin-ps")
+    request = TrainingJobRequest.from_params(aws.requests[-1])
+    assert request.hyperparameters["sagemaker_parameter_server_enabled"] == "true"
+    import io
+
+    stream = io.StringIO()
+    result = SageMakerTwin(request, stream=stream, job_name=request.job_name, output=request.output_path.uri).run()
+    printed = stream.getvalue()
+    assert result.status == "Completed", printed[-5000:]
+    # The toolkit's own launch: a parameter server per host, the master's script coordinating.
+    assert "Launching parameter server process" in printed, printed[-5000:]
+    assert "1 worker(s), 2 parameter server(s)" in printed
+    final = {m["MetricName"]: m["Value"] for m in result.describe()["FinalMetricDataList"]}
+    assert final["test_accuracy"] >= TARGET_ACCURACY, final
+    model = aws.download(result.model_artifacts, str(tmp_path / "model.tar.gz"))
+    with tarfile.open(model) as archive:
+        assert any(name.endswith("saved_model.pb") for name in archive.getnames())
+
+
+SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"
+
+
+def test_the_sdk_v3_plug_in_runs_it_as_the_toolkit_does(aws: Aws, kit_image: str, tmp_path: Path) -> None:
+    """SDK v3's ModelTrainer with ParameterServer() (its request built in .venv-sdk3): the kit's driver starts the
+    toolkit's layout on each of 2 hosts, and the entry point trains to its target."""
+    import io
+    import json
+    import os
+    import re
+    import subprocess
+
+    if not SDK3_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{SDK3_PYTHON} is missing: CI builds it with estimators/sdk3/setup_venv.sh")
+        pytest.skip(f"{SDK3_PYTHON} is missing (bash estimators/sdk3/setup_venv.sh)")
+    out = tmp_path / "request.json"
+    done = subprocess.run([str(SDK3_PYTHON), str(Path(__file__).with_name("sdk3_request.py")), str(out), kit_image,
+                           "parameter_server", str(ENTRY_POINTS), "parameter_server_mnist.py",
+                           json.dumps({"epochs": 1})], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    request = TrainingJobRequest.from_file(out)
+    assert request.entrypoint  # SDK v3 starts its own driver script, not `train`
+    stream = io.StringIO()
+    result = SageMakerTwin(request, stream=stream, job_name=request.job_name, output=request.output_path.uri).run()
+    printed = stream.getvalue()
+    assert result.status == "Completed", printed[-5000:]
+    assert "parameter server 1 and the worker's script" in printed, printed[-5000:]
+    accuracy = [float(v) for v in re.findall(r"test_accuracy=([0-9.]+);", printed)]
+    assert accuracy and accuracy[-1] >= TARGET_ACCURACY, printed[-3000:]
