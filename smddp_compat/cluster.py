@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from smddp_compat.contract import SM_CURRENT_HOST, SM_HOSTS
-from smddp_compat.errors import ConfigurationError
+from smddp_compat.errors import ConfigurationError, UsageError
 
 __all__ = [
     "ClusterConfigError",
     "Cluster",
+    "HostSlots",
     "Placement",
     "HOSTS_VARIABLE",
     "CURRENT_HOST_VARIABLE",
@@ -240,56 +241,79 @@ class Cluster:
 
 
 @dataclass(frozen=True)
+class HostSlots:
+    """A host and how many processes (slots) it runs: the one host-slots type of every launcher.
+
+    Attributes:
+        name: Host name, as processes report it (``HOROVOD_HOSTNAME``).
+        slots: Number of processes on the host (>= 1).
+        address: Address of the host.
+    """
+
+    name: str
+    slots: int
+    address: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if not self.name or any(c in self.name for c in ":, \t"):
+            raise UsageError(f"host name {self.name!r} is invalid: give a plain name such as 'algo-1' or 'localhost'.")
+        if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
+            raise UsageError(f"host {self.name!r} has {self.slots!r} slots: every host needs at least 1 slot.")
+
+
+@dataclass(frozen=True)
 class Placement:
-    """One process of a job, numbered as Horovod numbers it.
+    """One process of a job, numbered as Horovod numbers it (the one vocabulary of every strategy: a process's
+    ``rank`` is also its MultiWorkerMirroredStrategy worker index and its DTensor client id).
 
     Attributes:
         host: Its host.
         host_index: Position of the host in the host list.
-        local_index: Its index among its host's processes (local rank).
-        index: Its global index (rank, worker index, client id).
+        local_rank: Its index among its host's processes.
+        rank: Its global index.
         size: Processes in the job.
         local_size: Processes on its host.
-        cross_rank: Its host's position among the hosts that run a process of this local index.
-        cross_size: How many hosts run a process of this local index.
+        cross_rank: Its host's position among the hosts that run a process of this local rank.
+        cross_size: How many hosts run a process of this local rank.
     """
 
     host: str
     host_index: int
-    local_index: int
-    index: int
+    local_rank: int
+    rank: int
     size: int
     local_size: int
     cross_rank: int
     cross_size: int
 
 
-def assign(host_slots: Sequence[tuple[str, int]]) -> list[Placement]:
-    """Host-major placement of ``slots`` processes on each host, with Horovod's local and cross numbering.
+def assign(hosts: Sequence[HostSlots]) -> list[Placement]:
+    """Host-major placement of each host's slots, with Horovod's local and cross numbering (its
+    ``get_host_assignments``): the one assigner of every launcher.
 
     Args:
-        host_slots: ``(host, processes)`` in host order.
+        hosts: The hosts, in host order.
 
     Returns:
-        One placement per process, in global order.
+        One placement per process, in rank order.
     """
-    size = sum(slots for _, slots in host_slots)
+    size = sum(h.slots for h in hosts)
     hosts_at_local: dict[int, list[str]] = {}
-    for host, slots in host_slots:
-        for local in range(slots):
-            hosts_at_local.setdefault(local, []).append(host)
+    for host in hosts:
+        for local in range(host.slots):
+            hosts_at_local.setdefault(local, []).append(host.name)
     placements = []
-    for host_index, (host, slots) in enumerate(host_slots):
-        for local in range(slots):
+    for host_index, host in enumerate(hosts):
+        for local in range(host.slots):
             peers = hosts_at_local[local]
-            placements.append(Placement(host, host_index, local, len(placements), size, slots, peers.index(host),
-                                        len(peers)))
+            placements.append(Placement(host.name, host_index, local, len(placements), size, host.slots,
+                                        peers.index(host.name), len(peers)))
     return placements
 
 
 def uniform_placements(hosts: Sequence[str], per_host: int) -> list[Placement]:
     """:func:`assign` with ``per_host`` processes on every host."""
-    return assign([(host, per_host) for host in hosts])
+    return assign([HostSlots(host, per_host) for host in hosts])
 
 
 def endpoints(
@@ -370,9 +394,9 @@ def horovod_gloo_environments(
         {
             **common,
             "HOROVOD_HOSTNAME": p.host,
-            "HOROVOD_RANK": str(p.index),
+            "HOROVOD_RANK": str(p.rank),
             "HOROVOD_SIZE": str(p.size),
-            "HOROVOD_LOCAL_RANK": str(p.local_index),
+            "HOROVOD_LOCAL_RANK": str(p.local_rank),
             "HOROVOD_LOCAL_SIZE": str(p.local_size),
             "HOROVOD_CROSS_RANK": str(p.cross_rank),
             "HOROVOD_CROSS_SIZE": str(p.cross_size),
@@ -437,7 +461,7 @@ def mwms_environments(placements: Sequence[Placement], workers: Sequence[str]) -
         placements: The workers.
         workers: Their endpoints (:func:`endpoints`).
     """
-    return [{"TF_CONFIG": json.dumps(mwms_tf_config(workers, p.index))} for p in placements]
+    return [{"TF_CONFIG": json.dumps(mwms_tf_config(workers, p.rank))} for p in placements]
 
 
 def parameter_server_tf_config(
@@ -527,9 +551,9 @@ def dtensor_environments(
         shared["SMDDP_DTENSOR_DEVICE_TYPE"] = device_type
     envs = []
     for p in placements:
-        env = {**shared, "DTENSOR_CLIENT_ID": str(p.index)}
+        env = {**shared, "DTENSOR_CLIENT_ID": str(p.rank)}
         if device_type == "GPU" and devices_per_client and p.local_size > 1:
-            first = p.local_index * devices_per_client
+            first = p.local_rank * devices_per_client
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(first + d) for d in range(devices_per_client))
         envs.append(env)
     return envs

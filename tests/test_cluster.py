@@ -75,10 +75,10 @@ def test_assignment_matches_horovods(slots: list[tuple[str, int]]) -> None:
     size = sum(n for _, n in slots)
     theirs = [(s.hostname, s.rank, s.local_rank, s.cross_rank, s.size, s.local_size, s.cross_size)
               for s in get_host_assignments([HostInfo(h, n) for h, n in slots], size)]
-    ours = [(p.host, p.index, p.local_index, p.cross_rank, p.size, p.local_size, p.cross_size)
-            for p in cluster.assign(slots)]
+    ours = [(p.host, p.rank, p.local_rank, p.cross_rank, p.size, p.local_size, p.cross_size)
+            for p in cluster.assign([cluster.HostSlots(h, n) for h, n in slots])]
     assert ours == theirs
-    assert [p.host_index for p in cluster.assign(slots)] == [i for i, (_, n) in enumerate(slots) for _ in range(n)]
+    assert [p.host_index for p in cluster.assign([cluster.HostSlots(h, n) for h, n in slots])] == [i for i, (_, n) in enumerate(slots) for _ in range(n)]
 
 
 def test_ports_follow_one_rule() -> None:
@@ -103,7 +103,7 @@ def test_ports_follow_one_rule() -> None:
 
 
 def test_horovod_over_gloo() -> None:
-    envs = cluster.horovod_gloo_environments(cluster.assign([("algo-1", 2), ("algo-2", 1)]),
+    envs = cluster.horovod_gloo_environments(cluster.assign([cluster.HostSlots("algo-1", 2), cluster.HostSlots("algo-2", 1)]),
                                              rendezvous_address="127.0.0.2", rendezvous_port=4000,
                                              timeout_seconds=45.0, iface="lo")
     common = {"HOROVOD_GLOO_RENDEZVOUS_ADDR": "127.0.0.2", "HOROVOD_GLOO_RENDEZVOUS_PORT": "4000",
@@ -127,7 +127,7 @@ def test_the_rendezvous_hands_out_the_plan_its_server_holds() -> None:
         envs, port = rendezvous.rank_envs(), rendezvous.port
         served = [(s.hostname, s.rank, s.local_rank, s.cross_rank, s.local_size, s.cross_size)
                   for s in rendezvous._plan]
-    assert envs == cluster.horovod_gloo_environments(cluster.assign([("algo-1", 1), ("algo-2", 3)]),
+    assert envs == cluster.horovod_gloo_environments(cluster.assign([cluster.HostSlots("algo-1", 1), cluster.HostSlots("algo-2", 3)]),
                                                      rendezvous_address="127.0.0.1", rendezvous_port=port,
                                                      timeout_seconds=20, iface="lo")
     assert served == [(e["HOROVOD_HOSTNAME"], int(e["HOROVOD_RANK"]), int(e["HOROVOD_LOCAL_RANK"]),
@@ -337,8 +337,8 @@ def test_horovod_launchers_agree_on_each_ranks_identity() -> None:
     for plan in gloo:
         # The same rank started by mpirun with two slots per host (SageMaker's SMDDP / MPI launch).
         mpi = cluster.horovod_mpi_environment({
-            "OMPI_COMM_WORLD_RANK": str(plan.index), "OMPI_COMM_WORLD_SIZE": "4",
-            "OMPI_COMM_WORLD_LOCAL_RANK": str(plan.local_index), "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
+            "OMPI_COMM_WORLD_RANK": str(plan.rank), "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(plan.local_rank), "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
         assert {k: mpi[k] for k in identity} == {k: plan.env[k] for k in identity}
         assert plan.env["HOROVOD_HOSTNAME"] == plan.host
     # SMDDP = Horovod + the smdistributed alias first on PYTHONPATH, in local mode as under smddprun.

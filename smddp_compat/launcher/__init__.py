@@ -20,7 +20,8 @@ from smddp_compat.launcher._mpi_group import TaggedLines, mpirun_unavailable_rea
 from smddp_compat.launcher._option_types import finite_seconds, positive_count, positive_seconds, whole_number
 from smddp_compat.launcher._ports import reserve_ports
 from smddp_compat.launcher._rank_settings import stall_watchdog_env
-from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
+from smddp_compat.cluster import HostSlots
+from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous
 from smddp_compat.launcher._supervisor import (
     GroupResult,
     ProcessResult,

@@ -36,7 +36,8 @@ from smddp_compat.launcher._mpi_group import run_mpi_group
 from smddp_compat.launcher._option_types import positive_seconds, whole_number
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
 from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
-from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous, HostSlots
+from smddp_compat.cluster import HostSlots
+from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous
 from smddp_compat.launcher._supervisor import GroupResult, ProcessSpec, run_process_group
 
 #: Seconds between SIGTERM and SIGKILL when the ranks are stopped (``--grace``).

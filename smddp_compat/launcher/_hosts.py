@@ -7,7 +7,7 @@ import socket
 
 from smddp_compat.cluster import HOST_ADDRESSES_VARIABLE, parse_host_addresses
 from smddp_compat.errors import UsageError
-from smddp_compat.launcher._rendezvous import HostSlots
+from smddp_compat.cluster import HostSlots
 
 __all__ = ["parse_hosts", "assign_ranks", "is_this_machine", "usable_cores", "oversubscription_warning"]
 

@@ -9,38 +9,16 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Sequence
 
-from smddp_compat.cluster import assign, horovod_gloo_environments
+from smddp_compat.cluster import HostSlots, assign, horovod_gloo_environments
 from smddp_compat.errors import UsageError
 
-__all__ = ["HostSlots", "HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS"]
+__all__ = ["HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS"]
 
 #: How long a rank waits for its peers during Gloo set-up and collectives before it gives up.
 DEFAULT_GLOO_TIMEOUT_SECONDS = 60
-
-@dataclass(frozen=True)
-class HostSlots:
-    """A host and how many ranks it runs.
-
-    Attributes:
-        name: Host name, as ranks report it (``HOROVOD_HOSTNAME``).
-        slots: Number of ranks on the host (>= 1).
-        address: Address of the host (informational for Gloo, which uses the ``lo`` interface here).
-    """
-
-    name: str
-    slots: int
-    address: str = "127.0.0.1"
-
-    def __post_init__(self) -> None:
-        if not self.name or any(c in self.name for c in ":, \t"):
-            raise UsageError(f"host name {self.name!r} is invalid: give a plain name such as 'algo-1' or 'localhost'.")
-        if not isinstance(self.slots, int) or self.slots < 1:
-            raise UsageError(f"host {self.name!r} has {self.slots!r} slots: every host needs at least 1 slot.")
-
 
 class HorovodRendezvous:
     """Context manager running Horovod's Gloo rendezvous server for one job.
@@ -134,7 +112,7 @@ class HorovodRendezvous:
         if self._plan is None or self._httpd is None:
             raise RuntimeError("rank_envs() needs a running server; call it inside the `with` block.")
         return horovod_gloo_environments(
-            assign([(h.name, h.slots) for h in self.hosts]),
+            assign(self.hosts),
             rendezvous_address=self.bind_address,
             rendezvous_port=self.port,
             timeout_seconds=self.timeout,

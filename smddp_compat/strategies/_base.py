@@ -34,8 +34,8 @@ class ProcessPlan:
     Attributes:
         host: Its host (``algo-N``).
         host_index: N - 1.
-        local_index: Its index among its host's processes.
-        index: Its global index (rank / worker index / client id).
+        local_rank: Its index among its host's processes.
+        rank: Its global index (Horovod rank, MWMS worker index, DTensor client id).
         env: The strategy's variables for this process (added to the host's environment).
         python_path: Folders to put first on ``PYTHONPATH``.
         role: What the process is, when the strategy's processes differ (``master``, ``worker``, ``ps``); it
@@ -45,8 +45,8 @@ class ProcessPlan:
 
     host: str
     host_index: int
-    local_index: int
-    index: int
+    local_rank: int
+    rank: int
     env: Mapping[str, str] = field(default_factory=dict)
     python_path: tuple[str, ...] = ()
     role: str = ""
@@ -54,13 +54,13 @@ class ProcessPlan:
 
     @property
     def label(self) -> str:
-        """The output prefix: ``algo-N,index`` (``algo-N,role`` for a process with a role)."""
-        return f"{self.host},{self.role or self.index}"
+        """The output prefix: ``algo-N,rank`` (``algo-N,role`` for a process with a role)."""
+        return f"{self.host},{self.role or self.rank}"
 
     @classmethod
     def at(cls, placement: cluster.Placement, env: Mapping[str, str] | None = None, **extra: Any) -> ProcessPlan:
         """The plan of a placed process."""
-        return cls(placement.host, placement.host_index, placement.local_index, placement.index, dict(env or {}),
+        return cls(placement.host, placement.host_index, placement.local_rank, placement.rank, dict(env or {}),
                    **extra)
 
 

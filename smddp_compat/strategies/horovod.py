@@ -52,12 +52,13 @@ class HorovodStrategy(Strategy):
     def local_launch(self, job: LocalCluster) -> Iterator[LocalLaunch]:
         """Every rank with the variables of Horovod's Gloo rendezvous (held open while they run); one host's
         ranks run as one mpirun group when the engine is MPI."""
-        from smddp_compat.launcher import HorovodRendezvous, HostSlots
+        from smddp_compat.cluster import HostSlots
+        from smddp_compat.launcher import HorovodRendezvous
 
         engine = self.local_engine(job)
         slots = [HostSlots(host, job.processes_per_host, job.addresses[host]) for host in job.hosts]
         with HorovodRendezvous(slots, bind_address=job.addresses[job.hosts[0]]) as rendezvous:
             rank_envs = rendezvous.rank_envs()
             placements = cluster.uniform_placements(job.hosts, job.processes_per_host)
-            plans = [ProcessPlan.at(p, rank_envs[p.index], python_path=self.rank_python_path()) for p in placements]
+            plans = [ProcessPlan.at(p, rank_envs[p.rank], python_path=self.rank_python_path()) for p in placements]
             yield LocalLaunch(plans, note=engine.describe(), mpi=engine.engine == "mpi")  # type: ignore[attr-defined]

@@ -173,7 +173,7 @@ def test_host_addresses_are_one_loopback_address_per_host() -> None:
 
 def test_plan_single() -> None:
     plans = local_launch("none", 2).plans
-    assert [(p.label, p.host, p.index, dict(p.env)) for p in plans] == [("algo-1,0", "algo-1", 0, {}), ("algo-2,1", "algo-2", 1, {})]
+    assert [(p.label, p.host, p.rank, dict(p.env)) for p in plans] == [("algo-1,0", "algo-1", 0, {}), ("algo-2,1", "algo-2", 1, {})]
 
 
 def test_plan_horovod_is_host_major_and_carries_the_shim() -> None:
@@ -181,7 +181,7 @@ def test_plan_horovod_is_host_major_and_carries_the_shim() -> None:
 
     launch = local_launch("smddp", 2, 2)
     plans = launch.plans
-    assert [(p.label, p.host_index, p.local_index) for p in plans] == [
+    assert [(p.label, p.host_index, p.local_rank) for p in plans] == [
         ("algo-1,0", 0, 0), ("algo-1,1", 0, 1), ("algo-2,2", 1, 0), ("algo-2,3", 1, 1)
     ]
     assert [p.env["HOROVOD_RANK"] for p in plans] == ["0", "1", "2", "3"]
