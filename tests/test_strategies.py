@@ -104,3 +104,13 @@ def test_the_strategies_import_without_tensorflow_or_the_sdk() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
     for name in NAMES:
         importlib.import_module(type(STRATEGIES[name]).__module__)
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("tpu", "needs Cloud TPUs"), ("mirrored", "keras_mwms.py --strategy mirrored"),
+    ("central-storage", "keras_mwms.py --strategy central_storage"), ("estimator", "removed in TensorFlow 2.16"),
+    ("horovod", "--distribution mpi"), ("nonsense", "use one of: none, smddp, mpi, mwms, dtensor, parameter_server"),
+])
+def test_a_strategy_that_is_not_a_distribution_says_why_and_what_to_use(name: str, says: str) -> None:
+    with pytest.raises(Exception, match=re.escape(says)):
+        strategy_named(name)

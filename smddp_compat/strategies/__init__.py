@@ -45,13 +45,38 @@ NAMES: tuple[str, ...] = tuple(STRATEGIES)
 _BY_SDK_KEY = {s.sdk_key: s for s in STRATEGIES.values() if s.sdk_key}
 
 
+#: Names users try that are not a distribution of a job: why, and where what they want does run.
+_NOT_A_DISTRIBUTION: dict[str, tuple[str, str]] = {
+    "tpu": ("TPUStrategy needs Cloud TPUs, which neither SageMaker nor this machine has",
+            "train on GPUs with smddp, mpi, mwms or dtensor"),
+    "mirrored": ("MirroredStrategy runs inside one process (all of one host's devices), not as a distribution of "
+                 "processes", "use distribution 'none' with a script that builds it (entry_points/keras_mwms.py "
+                 "--strategy mirrored), or 'mwms' across hosts"),
+    "central_storage": ("CentralStorageStrategy runs inside one process (one host), not as a distribution of "
+                        "processes", "use distribution 'none' with a script that builds it "
+                        "(entry_points/keras_mwms.py --strategy central_storage)"),
+    "estimator": ("tf.estimator was removed in TensorFlow 2.16",
+                  "port the model to Keras or a custom loop, then use one of the distributions"),
+    "horovod": ("Horovod is distribution 'mpi' (or 'smddp' for the smdistributed API)", "use --distribution mpi"),
+    "smdistributed": ("SMDDP is distribution 'smddp' here", "use --distribution smddp"),
+    "multi_worker_mirrored_strategy": ("MultiWorkerMirroredStrategy is distribution 'mwms' here",
+                                       "use --distribution mwms"),
+}
+_NOT_A_DISTRIBUTION["tpu_strategy"] = _NOT_A_DISTRIBUTION["tpu"]
+_NOT_A_DISTRIBUTION["multi_worker_mirrored"] = _NOT_A_DISTRIBUTION["multi_worker_mirrored_strategy"]
+
+
 def strategy_named(name: object, field: str = "distribution") -> Strategy:
-    """The strategy called ``name`` (any case, surrounding blanks ignored).
+    """The strategy called ``name`` (any case, surrounding blanks and ``-`` for ``_`` allowed).
 
     Raises:
-        ConfigurationError: No strategy has that name.
+        ConfigurationError: No strategy has that name (for a TensorFlow strategy that is not a distribution of a
+            job, or another name of one, the message says why and what to use).
     """
-    spelled = name.strip().lower() if isinstance(name, str) else name
+    spelled = name.strip().lower().replace("-", "_") if isinstance(name, str) else name
+    if spelled in _NOT_A_DISTRIBUTION:
+        problem, fix = _NOT_A_DISTRIBUTION[spelled]  # type: ignore[index]
+        raise ConfigurationError(field, name, f"not a distribution of this kit: {problem}", fix)
     if spelled not in STRATEGIES:
         raise ConfigurationError(field, name, "unknown distribution", f"use one of: {', '.join(NAMES)}")
     return STRATEGIES[spelled]  # type: ignore[index]
