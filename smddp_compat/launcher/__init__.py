@@ -7,7 +7,13 @@ Importing this package does not import TensorFlow (Horovod's runner is imported 
 """
 
 from smddp_compat.launcher._cli import main
-from smddp_compat.launcher._console import ConsoleStream, is_tensorflow_log_line, release_stdout, tensorflow_log_filter
+from smddp_compat.launcher._console import (
+    ConsoleStream,
+    TensorFlowLogFilter,
+    is_tensorflow_log_line,
+    release_stdout,
+    tensorflow_log_filter,
+)
 from smddp_compat.launcher._engine import ENGINE_VARIABLE, EngineChoice, choose_engine
 from smddp_compat.launcher._hosts import (
     assign_ranks,
@@ -41,6 +47,7 @@ __all__ = [
     "HostSlots",
     "ProcessResult",
     "ProcessSpec",
+    "TensorFlowLogFilter",
     "TaggedLines",
     "assign_ranks",
     "choose_engine",

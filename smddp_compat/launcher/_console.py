@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import IO
 
-__all__ = ["is_tensorflow_log_line", "tensorflow_log_filter", "ConsoleStream", "notice", "why", "release_stdout"]
+__all__ = ["is_tensorflow_log_line", "tensorflow_log_filter", "TensorFlowLogFilter", "ConsoleStream", "notice", "why", "release_stdout"]
 
 # An optional mpirun --tag-output prefix, then one of TensorFlow's C++ log formats (absl's ``I0000 00:00:... pid
 # file.cc:N] ...`` and TF's own ``2026-01-01 00:00:00.000000: I path/file.cc:N] ...``) at level I, W or E, or one of
@@ -45,12 +45,35 @@ def tensorflow_log_filter(environ: Mapping[str, str], *, show: bool) -> Callable
         show: The user asked to see TensorFlow's C++ log lines (``--show-tf-logs``).
 
     Returns:
-        :func:`is_tensorflow_log_line`, or None (hide nothing) when ``show`` is set or the environment sets
-        ``TF_CPP_MIN_LOG_LEVEL``.
+        A :class:`TensorFlowLogFilter` of its own, or None (hide nothing) when ``show`` is set or the environment
+        sets ``TF_CPP_MIN_LOG_LEVEL``.
     """
     if show or "TF_CPP_MIN_LOG_LEVEL" in environ:
         return None
-    return is_tensorflow_log_line
+    return TensorFlowLogFilter()
+
+
+# The body of a protocol buffer printed as text (``name {``, ``key: "CPU"``, ``}``), which TensorFlow's distributed
+# runtime appends to some of its log lines (a server's ``SessionOptions: ...``).
+_PROTO_TEXT_LINE = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?\s*(?:\w+ \{|\}|\w+: .*)?$")
+
+
+class TensorFlowLogFilter:
+    """Hides TensorFlow's C++ log lines (:func:`is_tensorflow_log_line`) and the protocol-buffer text some of them
+    continue with, up to the first line that is not such text. One per process: it remembers its last line."""
+
+    def __init__(self) -> None:
+        self._continuing = False
+
+    def __call__(self, text: str) -> bool:
+        """True for a line to keep off the console."""
+        if is_tensorflow_log_line(text):
+            self._continuing = True
+            return True
+        if self._continuing and _PROTO_TEXT_LINE.match(text):
+            return True
+        self._continuing = False
+        return False
 
 
 # -- a console that a closed pipe cannot break ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat.launcher import is_tensorflow_log_line, tensorflow_log_filter
+from smddp_compat.launcher import TensorFlowLogFilter, is_tensorflow_log_line, tensorflow_log_filter
 
 # Lines TensorFlow 2.21 prints when it starts on a machine without a GPU (the pids and clocks vary).
 STARTUP_LINES = [
@@ -47,9 +47,25 @@ def test_other_lines_and_fatal_ones_are_kept(line: str) -> None:
 
 
 def test_the_filter_is_off_when_asked_or_when_the_user_sets_the_log_level() -> None:
-    assert tensorflow_log_filter({}, show=False) is is_tensorflow_log_line
+    assert isinstance(tensorflow_log_filter({}, show=False), TensorFlowLogFilter)
     assert tensorflow_log_filter({}, show=True) is None
     assert tensorflow_log_filter({"TF_CPP_MIN_LOG_LEVEL": "0"}, show=False) is None
+
+
+def test_the_protocol_buffer_a_log_line_continues_with_is_hidden_too() -> None:
+    """A TensorFlow server's "SessionOptions:" line goes on with its options as protocol-buffer text."""
+    lines = [
+        "I0000 00:00:1795524285.648589    5481 eager_service_impl.cc:355] SessionOptions: goo.gle/debugonly   ",
+        "device_count {", '  key: "CPU"', "  value: 1", "}", "gpu_options {", "  experimental {", "  }", "}",
+        "allow_soft_placement: true", "",
+        "worker 0: serving",
+        "epoch=1; step=50; loss=1.1;",
+        "  indented user output",
+    ]
+    hides = TensorFlowLogFilter()
+    assert [line for line in lines if not hides(line)] == lines[-3:]
+    # Without a log line before it, protocol-buffer-looking text is the script's own.
+    assert not TensorFlowLogFilter()("allow_soft_placement: true")
 
 
 PRINTS_STARTUP_LINES = (
