@@ -28,7 +28,7 @@ def test_the_estimators_parameter_server_request_trains_on_two_hosts(aws: Aws, k
         entry_point="parameter_server_mnist.py", source_dir=str(ENTRY_POINTS), role=ROLE,
         instance_type="ml.c5.xlarge", instance_count=2, framework_version="2.21", py_version="py311",
         image_uri=kit_image, sagemaker_session=aws.sagemaker_session(), disable_profiler=True,
-        debugger_hook_config=False, hyperparameters={"epochs": 1}, metric_definitions=METRICS,
+        debugger_hook_config=False, hyperparameters={"epochs": 2}, metric_definitions=METRICS,
         distribution={"parameter_server": {"enabled": True}},
     )
     est.fit(wait=False, job_name="twin-ps")
@@ -69,7 +69,7 @@ def test_the_sdk_v3_plug_in_runs_it_as_the_toolkit_does(aws: Aws, kit_image: str
     out = tmp_path / "request.json"
     done = subprocess.run([str(SDK3_PYTHON), str(Path(__file__).with_name("sdk3_request.py")), str(out), kit_image,
                            "parameter_server", str(ENTRY_POINTS), "parameter_server_mnist.py",
-                           json.dumps({"epochs": 1})], capture_output=True, text=True, timeout=300)
+                           json.dumps({"epochs": 2})], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     request = TrainingJobRequest.from_file(out)
     assert request.entrypoint  # SDK v3 starts its own driver script, not `train`

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
-TARGET_ACCURACY = 0.90  # held-out accuracy after one epoch (0.93-0.97 measured)
+TARGET_ACCURACY = 0.90  # held-out accuracy after two epochs (0.95-0.97 measured; one epoch gives 0.91-0.94)
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -38,7 +38,7 @@ def _test_accuracy(output: str) -> float:
 
 
 def test_two_hosts_train_to_the_target_and_resume_from_the_checkpoints(tmp_path: Path) -> None:
-    first = _smddp_local(tmp_path, "--job-name", "ps-first", "--hp", "epochs=1")
+    first = _smddp_local(tmp_path, "--job-name", "ps-first", "--hp", "epochs=2")
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
     out = first.stdout
     # The toolkit's layout: per host a parameter server and the script (master on algo-1, worker on algo-2).
@@ -52,15 +52,15 @@ def test_two_hosts_train_to_the_target_and_resume_from_the_checkpoints(tmp_path:
     assert any(name.endswith("saved_model.pb") for name in names), names
     checkpoints = job / "checkpoints"
     assert any(checkpoints.iterdir())
-    steps = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=1; step=(\d+);", out, flags=re.MULTILINE)]
+    steps = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=2; step=(\d+);", out, flags=re.MULTILINE)]
 
-    second = _smddp_local(tmp_path, "--job-name", "ps-second", "--hp", "epochs=2", "--checkpoint-dir",
+    second = _smddp_local(tmp_path, "--job-name", "ps-second", "--hp", "epochs=3", "--checkpoint-dir",
                           str(checkpoints))
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-2000:]
-    resumed = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=2; step=(\d+);", second.stdout,
+    resumed = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=3; step=(\d+);", second.stdout,
                                           flags=re.MULTILINE)]
     assert resumed and min(resumed) > max(steps), (steps, resumed)  # the step count continued
-    assert not re.search(r"^\[algo-1,master\] epoch=1;", second.stdout, flags=re.MULTILINE)  # epoch 1 not redone
+    assert not re.search(r"^\[algo-1,master\] epoch=[12];", second.stdout, flags=re.MULTILINE)  # not redone
 
 
 def test_a_killed_worker_ends_the_job_naming_its_host_and_role(tmp_path: Path) -> None:
