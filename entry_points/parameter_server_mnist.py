@@ -56,13 +56,13 @@ if "TF_USE_LEGACY_KERAS" not in os.environ:
 import numpy as np
 import tensorflow as tf
 
-from smddp_compat.entry_points.checkpoints import io_on_this_process, restore_latest, save_checkpoint
-from smddp_compat.entry_points.datasets import load_mnist
-from smddp_compat.entry_points.errors import HyperparameterError
-from smddp_compat.entry_points.keras_flavor import build_optimizer, is_keras3, keras_name
-from smddp_compat.entry_points.mnist_model import build_cnn
-from smddp_compat.entry_points.model_artifacts import save_servable_model
-from smddp_compat.entry_points.sagemaker_contract import (
+from smddp_compat.entry_points.common.checkpoints import io_on_this_process, restore_latest, save_checkpoint
+from smddp_compat.entry_points.common.datasets import load_mnist
+from smddp_compat.entry_points.common.errors import HyperparameterError
+from smddp_compat.entry_points.common.keras_flavor import build_optimizer, is_keras3, keras_name
+from smddp_compat.entry_points.common.mnist_model import build_cnn
+from smddp_compat.entry_points.common.model_artifacts import save_servable_model
+from smddp_compat.entry_points.common.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     add_tensorboard_dir_argument,
@@ -75,7 +75,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     termination_requested,
     write_failure,
 )
-from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
+from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 from smddp_compat.errors import ConfigurationError
 
 __all__ = ["build_parser", "chunk_end", "main"]

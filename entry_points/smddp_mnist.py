@@ -13,8 +13,8 @@ Data: each rank trains on its shard ``x[rank::size]`` of the train set (``SM_CHA
 real MNIST digits) and rank 0 evaluates on the test set (``SM_CHANNEL_TEST`` or the bundled 1,000).
 Hyperparameters (all optional): see ``build_parser``. Metrics: ``epoch=; step=; loss=; accuracy=;`` lines, plus
 ``test_loss=; test_accuracy=;`` at each epoch end; rank 0 also writes them, with the learning rate and the time per
-step, as TensorBoard summaries (``smddp_compat.entry_points.tensorboard_summaries``). SIGTERM: every rank stops at the
-same step, rank 0 checkpoints, all exit 0; the next run resumes from that step.
+step, as TensorBoard summaries (``smddp_compat.entry_points.common.tensorboard_summaries``). SIGTERM: every rank stops
+at the same step, rank 0 checkpoints, all exit 0; the next run resumes from that step.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ import numpy as np
 import tensorflow as tf
 
 import smddp_compat.tensorflow as sdp
-from smddp_compat.entry_points.checkpoints import restore_latest, save_checkpoint
-from smddp_compat.entry_points.datasets import load_mnist
-from smddp_compat.entry_points.errors import HyperparameterError
-from smddp_compat.entry_points.keras_flavor import build_optimizer, keras_name, optimizer_variables
-from smddp_compat.entry_points.mnist_model import build_cnn
-from smddp_compat.entry_points.model_artifacts import save_servable_model, write_weights_digest
-from smddp_compat.entry_points.sagemaker_contract import (
+from smddp_compat.entry_points.common.checkpoints import restore_latest, save_checkpoint
+from smddp_compat.entry_points.common.datasets import load_mnist
+from smddp_compat.entry_points.common.errors import HyperparameterError
+from smddp_compat.entry_points.common.keras_flavor import build_optimizer, keras_name, optimizer_variables
+from smddp_compat.entry_points.common.mnist_model import build_cnn
+from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_weights_digest
+from smddp_compat.entry_points.common.sagemaker_contract import (
     MetricLogger,
     TrainingEnv,
     add_tensorboard_dir_argument,
@@ -53,7 +53,7 @@ from smddp_compat.entry_points.sagemaker_contract import (
     run_entry_point,
     termination_requested,
 )
-from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries, learning_rate_of
+from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 
 def build_parser() -> argparse.ArgumentParser:

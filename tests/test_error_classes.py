@@ -97,8 +97,9 @@ EXCEPTION_CLASSES = [
 def test_the_walk_finds_every_package_errors():
     found = {f"{module.name}.{name}" for module, name in EXCEPTION_CLASSES}
     for expected in ("smddp_compat.local_mode.errors.LocalModeError", "smddp_compat.estimators.errors.EstimatorError",
-                     "smddp_compat.entry_points.errors.EntryPointError", "smddp_compat.image.errors.DockerError",
-                     "smddp_compat.bench.errors.BenchError", "smddp_compat.entry_points.dtensor_mesh.MeshConfigError"):
+                     "smddp_compat.entry_points.common.errors.EntryPointError",
+                     "smddp_compat.image.errors.DockerError", "smddp_compat.bench.errors.BenchError",
+                     "smddp_compat.entry_points.common.dtensor_mesh.MeshConfigError"):
         assert expected in found
 
 
@@ -134,7 +135,7 @@ def test_only_the_shared_module_builds_the_field_value_problem_fix_message(modul
 
 
 def test_package_configuration_errors_are_the_shared_ones_marked_with_their_package():
-    import smddp_compat.entry_points.errors as entry_points_errors
+    import smddp_compat.entry_points.common.errors as entry_points_errors
     import smddp_compat.estimators.errors as estimators_errors
     import smddp_compat.local_mode.errors as local_mode_errors
 

@@ -1,7 +1,7 @@
 """Rank program: step time of the same training loop on raw ``horovod.tensorflow`` and on ``smddp_compat``.
 
-Models: the MNIST CNN of the entry points (``smddp_compat.entry_points.mnist_model.build_cnn``) and an MLP (784-700-500-10, the
-DTensor seeds' shape, built without DTensor). Each API gets its own copy of the model (same seed) and its own
+Models: the MNIST CNN of the entry points (``smddp_compat.entry_points.common.mnist_model.build_cnn``) and an MLP
+(784-700-500-10, the DTensor seeds' shape, built without DTensor). Each API gets its own copy of the model (same seed) and its own
 ``tf.function`` step: forward, ``DistributedGradientTape``, Adam update. Blocks of ``--steps`` steps of the two APIs
 run in turns; every step's time is recorded.
 
@@ -23,8 +23,8 @@ import tensorflow as tf
 
 import horovod.tensorflow as hvd
 import smddp_compat.tensorflow as sdp
-from smddp_compat.entry_points.datasets import load_mnist
-from smddp_compat.entry_points.mnist_model import build_cnn
+from smddp_compat.entry_points.common.datasets import load_mnist
+from smddp_compat.entry_points.common.mnist_model import build_cnn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _alternation import alternate  # noqa: E402

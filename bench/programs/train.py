@@ -32,8 +32,8 @@ if os.environ.get("BENCH_REPO"):
 import tensorflow as tf  # noqa: E402
 
 from _rank_result import peak_rss_bytes, progress, write_rank_result  # noqa: E402
-from smddp_compat.entry_points.datasets import load_mnist  # noqa: E402
-from smddp_compat.entry_points.mnist_model import build_cnn  # noqa: E402
+from smddp_compat.entry_points.common.datasets import load_mnist  # noqa: E402
+from smddp_compat.entry_points.common.mnist_model import build_cnn  # noqa: E402
 
 APIS = {"smddp_compat": "smddp_compat.tensorflow", "horovod": "horovod.tensorflow"}
 

@@ -41,7 +41,7 @@ def test_a_shipped_package_leaves_out_the_installed_kits_parts(tmp_path: Path, m
 
     installed = tmp_path / "site-packages" / "smddp_compat"
     for name in ("__init__.py", "cluster.py", "launcher/__init__.py", "local_mode/__init__.py",
-                 "estimators/cli.py", "bench/run.py", "entry_points/errors.py", "__pycache__/x.pyc"):
+                 "estimators/cli.py", "bench/run.py", "entry_points/common/errors.py", "__pycache__/x.pyc"):
         (installed / name).parent.mkdir(parents=True, exist_ok=True)
         (installed / name).write_text("")
     monkeypatch.setattr(_source_bundle, "compat_package_dir", lambda: str(installed))

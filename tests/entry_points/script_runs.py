@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat.entry_points.sagemaker_contract import parse_metric_line
+from smddp_compat.entry_points.common.sagemaker_contract import parse_metric_line
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "entry_points"
@@ -177,7 +177,7 @@ def one_writers_scalars(folder: Path, steps: list[int]) -> dict[str, list[tuple[
     """`read_scalars` of a run's TensorBoard `folder`, after checking that one process alone wrote it (each writer
     creates its own event file, named by its pid: a run whose every rank wrote leaves one per rank) and that it holds
     the four training scalars at each of `steps`."""
-    from smddp_compat.entry_points.tensorboard_summaries import TRAIN_TAGS
+    from smddp_compat.entry_points.common.tensorboard_summaries import TRAIN_TAGS
 
     files = sorted(folder.glob("events.out.tfevents.*"))
     assert len(files) == 1, f"one writer expected, found {[f.name for f in files]}"

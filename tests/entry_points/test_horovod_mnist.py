@@ -9,8 +9,8 @@ import signal
 import numpy as np
 import pytest
 
-from smddp_compat.entry_points.checkpoints import list_steps
-from smddp_compat.entry_points.datasets import load_mnist
+from smddp_compat.entry_points.common.checkpoints import list_steps
+from smddp_compat.entry_points.common.datasets import load_mnist
 from tests.entry_points.script_runs import (
     Layout,
     assert_ok,
@@ -50,7 +50,7 @@ def test_sigkill_mid_epoch_then_resume(layout: Layout) -> None:
 
     import tensorflow as tf
 
-    from smddp_compat.entry_points.model_artifacts import load_serving_function
+    from smddp_compat.entry_points.common.model_artifacts import load_serving_function
 
     _, (x_test, y_test) = load_mnist()
     serve = load_serving_function(layout.model_dir / "1")

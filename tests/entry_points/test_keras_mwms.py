@@ -11,9 +11,9 @@ import socket
 
 import pytest
 
-from smddp_compat.entry_points.checkpoints import list_steps
-from smddp_compat.entry_points.errors import HyperparameterError
-from smddp_compat.entry_points.sagemaker_contract import TrainingEnv
+from smddp_compat.entry_points.common.checkpoints import list_steps
+from smddp_compat.entry_points.common.errors import HyperparameterError
+from smddp_compat.entry_points.common.sagemaker_contract import TrainingEnv
 from tests.entry_points.script_runs import (
     Layout,
     assert_ok,

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from smddp_compat.entry_points.checkpoints import list_steps
-from smddp_compat.entry_points.errors import EntryPointError, HyperparameterError
+from smddp_compat.entry_points.common.checkpoints import list_steps
+from smddp_compat.entry_points.common.errors import EntryPointError, HyperparameterError
 
 from tests.entry_points.script_runs import (
     REPO,
@@ -185,8 +185,8 @@ def test_refusal(case: str, layout: Layout, no_tensorflow: Path) -> None:
 
 KERAS3_UNDER_CENTRAL_STORAGE = """
 import numpy as np, tensorflow as tf
-from smddp_compat.entry_points.keras_flavor import is_keras3
-from smddp_compat.entry_points.mnist_model import build_cnn
+from smddp_compat.entry_points.common.keras_flavor import is_keras3
+from smddp_compat.entry_points.common.mnist_model import build_cnn
 assert is_keras3()
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat.entry_points.checkpoints import list_steps
+from smddp_compat.entry_points.common.checkpoints import list_steps
 from smddp_compat.launcher import GroupResult, ProcessSpec, run_process_group
 from tests.entry_points.script_runs import (
     REPO,

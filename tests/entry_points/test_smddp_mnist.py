@@ -10,8 +10,8 @@ import signal
 import numpy as np
 import pytest
 
-from smddp_compat.entry_points.checkpoints import list_steps
-from smddp_compat.entry_points.datasets import load_mnist
+from smddp_compat.entry_points.common.checkpoints import list_steps
+from smddp_compat.entry_points.common.datasets import load_mnist
 from tests.entry_points.script_runs import (
     Layout,
     Run,
@@ -29,7 +29,7 @@ METRIC_LINE = re.compile(r"^(?:[a-z_]+=(?:[-+0-9.e]+|nan|inf); )*[a-z_]+=(?:[-+0
 def _held_out_accuracy(saved_model_dir: str) -> float:
     import tensorflow as tf
 
-    from smddp_compat.entry_points.model_artifacts import load_serving_function
+    from smddp_compat.entry_points.common.model_artifacts import load_serving_function
 
     _, (x_test, y_test) = load_mnist()
     serve = load_serving_function(saved_model_dir)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from smddp_compat import contract
-from smddp_compat.entry_points.errors import EntryPointError
-from smddp_compat.entry_points.sagemaker_contract import TrainingEnv, resolve_tensorboard_dir
+from smddp_compat.entry_points.common.errors import EntryPointError
+from smddp_compat.entry_points.common.sagemaker_contract import TrainingEnv, resolve_tensorboard_dir
 from tests.entry_points.script_runs import read_scalars
 
 
@@ -64,7 +64,7 @@ def test_a_malformed_tensorboard_config_names_the_file_and_the_fix(tmp_path: Pat
 def test_the_writer_records_the_four_training_scalars_and_only_where_enabled(tmp_path: Path) -> None:
     import time
 
-    from smddp_compat.entry_points.tensorboard_summaries import TEST_TAGS, TRAIN_TAGS, TrainingSummaries
+    from smddp_compat.entry_points.common.tensorboard_summaries import TEST_TAGS, TRAIN_TAGS, TrainingSummaries
 
     with TrainingSummaries(None, learning_rate=lambda: pytest.fail("a disabled writer reads nothing")) as off:
         off.start(0)

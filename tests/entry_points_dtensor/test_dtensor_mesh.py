@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from smddp_compat.entry_points.dtensor_mesh import DEFAULT_TOTAL_DEVICES, ClientTopology, resolve_total_devices
-from smddp_compat.entry_points.errors import ClusterConfigError
+from smddp_compat.entry_points.common.dtensor_mesh import DEFAULT_TOTAL_DEVICES, ClientTopology, resolve_total_devices
+from smddp_compat.entry_points.common.errors import ClusterConfigError
 
 
 def test_no_jobs_means_one_client() -> None:

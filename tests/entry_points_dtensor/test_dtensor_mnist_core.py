@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from smddp_compat.entry_points.checkpoints import list_steps
+from smddp_compat.entry_points.common.checkpoints import list_steps
 from smddp_compat.launcher import reserve_ports
-from smddp_compat.entry_points.datasets import load_mnist
+from smddp_compat.entry_points.common.datasets import load_mnist
 from tests.entry_points.script_runs import (
     REPO,
     SCRIPTS,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from smddp_compat.entry_points.checkpoints import list_steps
-from smddp_compat.entry_points.datasets import load_rotten_tomatoes
+from smddp_compat.entry_points.common.checkpoints import list_steps
+from smddp_compat.entry_points.common.datasets import load_rotten_tomatoes
 from tests.entry_points.script_runs import (
     Layout,
     Run,

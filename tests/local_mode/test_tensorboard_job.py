@@ -64,7 +64,7 @@ def test_the_folder_of_a_job_with_an_s3_output_is_uploaded_beside_its_logs(
 
 
 def test_smddp_mnist_job_keeps_the_summaries_rank_0_wrote(tmp_path: Path, no_leftover_job_dirs: None) -> None:
-    from smddp_compat.entry_points.tensorboard_summaries import TRAIN_TAGS
+    from smddp_compat.entry_points.common.tensorboard_summaries import TRAIN_TAGS
 
     spec = JobSpec(entry_point=str(SCRIPTS / "smddp_mnist.py"), instance_count=2, distribution="smddp",
                    hyperparameters={"max-steps": 12, "log-steps": 4, "save-model": "false"},

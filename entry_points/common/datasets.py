@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from smddp_compat.entry_points.errors import DatasetError
+from smddp_compat.entry_points.common.errors import DatasetError
 
 __all__ = [
     "MNIST_SPLIT_SEED",
@@ -172,7 +172,8 @@ def _pick(
             raise DatasetError(
                 f"the train channel {str(train_channel)!r} holds no {filenames[0]} "
                 f"(found: {sorted(p.name for p in Path(train_channel).iterdir())[:10]}); "
-                f"write the data with entry_points.datasets.write_channel or name the file {filenames[0]}.",
+                "write the data with smddp_compat.entry_points.common.datasets.write_channel or name the file "
+                f"{filenames[0]}.",
                 path=str(train_channel),
             )
     for channel in (test_channel, train_channel):

@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from smddp_compat.entry_points.errors import ClusterConfigError, EntryPointError
+from smddp_compat.entry_points.common.errors import ClusterConfigError, EntryPointError
 
 __all__ = [
     "MeshConfigError",

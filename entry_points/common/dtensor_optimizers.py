@@ -3,7 +3,8 @@
 Each slot (first and second moment) is a DVariable with its model variable's layout, so a sharded weight has sharded
 slots and the update runs shard by shard without communication. The step count is a replicated scalar variable, so
 it is checkpointed with the slots and the bias correction stays right across restarts. Given plain ``tf.Variable``s
-the same class builds plain slots: the host twin used for checkpoints (see `smddp_compat.entry_points.dtensor_mesh.HostCopy`).
+the same class builds plain slots: the host twin used for checkpoints (see
+`smddp_compat.entry_points.common.dtensor_mesh.HostCopy`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from smddp_compat.entry_points.dtensor_layers import make_variable
+from smddp_compat.entry_points.common.dtensor_layers import make_variable
 
 __all__ = ["Adam"]
 

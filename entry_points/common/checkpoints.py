@@ -24,7 +24,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from smddp_compat.entry_points.errors import CheckpointError
+from smddp_compat.entry_points.common.errors import CheckpointError
 
 __all__ = ["save_checkpoint", "restore_latest", "latest_step", "list_steps", "CHECKPOINT_PREFIX"]
 

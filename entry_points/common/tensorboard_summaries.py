@@ -8,7 +8,7 @@ held-out loss and accuracy. Tags (:data:`TRAIN_TAGS`, :data:`TEST_TAGS`)::
 
 The folder is `TrainingEnv.tensorboard_dir`: on SageMaker the job's ``TensorBoardOutputConfig.LocalPath`` (default
 ``/opt/ml/output/tensorboard``), which SageMaker syncs to its ``S3OutputPath`` (see
-:func:`smddp_compat.entry_points.sagemaker_contract.resolve_tensorboard_dir`). Only one process writes: every other
+:func:`smddp_compat.entry_points.common.sagemaker_contract.resolve_tensorboard_dir`). Only one process writes: every other
 rank holds a disabled `TrainingSummaries` whose methods do nothing and which creates no file. Each record is flushed
 at once, so a job stopped by SIGTERM, or killed, keeps every step it logged; closing (the ``with`` block a script
 runs in, which ends whether main returns after SIGTERM or raises) flushes and closes the event file. A resumed run

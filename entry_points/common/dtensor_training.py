@@ -1,9 +1,9 @@
 """The training loop shared by the DTensor scripts: batches packed onto a mesh, resumable checkpoints, evaluation.
 
-* `MeshCheckpoint` saves a mesh model through its host twin (`smddp_compat.entry_points.dtensor_mesh.HostCopy`): every client
-  gathers the values (a collective), client 0 alone writes an ordinary checkpoint with
-  `smddp_compat.entry_points.checkpoints.save_checkpoint`. Restoring reads that checkpoint on every client and sends each device
-  its shard, so a checkpoint written on one mesh and layout restores on any other (data -> model -> spatial
+* `MeshCheckpoint` saves a mesh model through its host twin (`smddp_compat.entry_points.common.dtensor_mesh.HostCopy`):
+  every client gathers the values (a collective), client 0 alone writes an ordinary checkpoint with
+  `smddp_compat.entry_points.common.checkpoints.save_checkpoint`. Restoring reads that checkpoint on every client and
+  sends each device its shard, so a checkpoint written on one mesh and layout restores on any other (data -> model -> spatial
   parallel), and on any number of clients. All clients must see the checkpoint directory (shared storage, or
   SageMaker's checkpoint sync); a restore checks that they all found the same step.
   (A ``tf.train.Checkpoint`` of the DVariables themselves also restores on another mesh in TF 2.21, but it is a
@@ -33,11 +33,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from smddp_compat.entry_points.checkpoints import restore_latest, save_checkpoint
-from smddp_compat.entry_points.dtensor_mesh import HostCopy, fetch_global, mesh_max, mesh_min, pack_global
-from smddp_compat.entry_points.errors import CheckpointError
-from smddp_compat.entry_points.sagemaker_contract import MetricLogger, termination_requested
-from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries
+from smddp_compat.entry_points.common.checkpoints import restore_latest, save_checkpoint
+from smddp_compat.entry_points.common.dtensor_mesh import HostCopy, fetch_global, mesh_max, mesh_min, pack_global
+from smddp_compat.entry_points.common.errors import CheckpointError
+from smddp_compat.entry_points.common.sagemaker_contract import MetricLogger, termination_requested
+from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries
 
 __all__ = ["MeshCheckpoint", "LoopResult", "TrainStep", "EvalStep", "classifier_steps", "epoch_order",
            "train_epochs", "evaluate", "stop_agreed", "write_summary"]

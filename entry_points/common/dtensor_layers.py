@@ -6,8 +6,8 @@ the weight's last axis, so ``x @ W + b`` needs no relayout. For a matmul chain t
 ``["model", unsharded]`` for model parallelism); DTensor inserts the collectives the layouts imply.
 
 Passing ``None`` for a layout gives the same layer with plain ``tf.Variable``s: that host twin of a mesh model holds
-checkpoints and the exported SavedModel (see `smddp_compat.entry_points.dtensor_mesh.HostCopy`). Weights start Xavier-uniform
-(deterministic from a seed), biases at zero.
+checkpoints and the exported SavedModel (see `smddp_compat.entry_points.common.dtensor_mesh.HostCopy`). Weights start
+Xavier-uniform (deterministic from a seed), biases at zero.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from smddp_compat.entry_points.keras_flavor import is_keras3
+from smddp_compat.entry_points.common.keras_flavor import is_keras3
 
 __all__ = ["SAVED_MODEL_VERSION", "save_servable_model", "load_serving_function", "weights_digest",
            "write_weights_digest"]

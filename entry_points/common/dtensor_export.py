@@ -1,9 +1,9 @@
 """A DTensor model as a servable SavedModel: written from its host twin, checked by reloading it.
 
 A SavedModel's signatures take ordinary tensors, so the scripts export the plain-variable twin of the mesh model
-(filled by `smddp_compat.entry_points.dtensor_mesh.HostCopy.pull`) wrapped in a ``tf.Module`` that holds the serving function.
-The folder layout is the one `smddp_compat.entry_points.model_artifacts` uses for every script: ``<model_dir>/1`` with a
-``serving_default`` signature, written under a temporary name and renamed into place.
+(filled by `smddp_compat.entry_points.common.dtensor_mesh.HostCopy.pull`) wrapped in a ``tf.Module`` that holds the
+serving function. The folder layout is the one `smddp_compat.entry_points.common.model_artifacts` uses for every
+script: ``<model_dir>/1`` with a ``serving_default`` signature, written under a temporary name and renamed into place.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from smddp_compat.entry_points.errors import EntryPointError
-from smddp_compat.entry_points.model_artifacts import SAVED_MODEL_VERSION, load_serving_function
+from smddp_compat.entry_points.common.errors import EntryPointError
+from smddp_compat.entry_points.common.model_artifacts import SAVED_MODEL_VERSION, load_serving_function
 
 __all__ = ["ExportError", "write_saved_model", "check_reloaded"]
 

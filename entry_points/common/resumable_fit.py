@@ -4,9 +4,9 @@
 batch, not repeat or skip some. `fit_from_step` does it by (1) drawing each epoch's batch order from a seed, so
 that the order is known without replaying it, and (2) finishing a partial epoch with a first ``fit`` call of the
 remaining steps before the ordinary one. `StepCheckpoint` counts global steps across both calls, writes
-checkpoints with `smddp_compat.entry_points.checkpoints`, and agrees with the other workers (through a caller-given collective)
-on stopping when any of them got SIGTERM. `MetricLines` prints the ``name=value;`` lines and records the same values
-as TensorBoard summaries.
+checkpoints with `smddp_compat.entry_points.common.checkpoints`, and agrees with the other workers (through a
+caller-given collective) on stopping when any of them got SIGTERM. `MetricLines` prints the ``name=value;`` lines and
+records the same values as TensorBoard summaries.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from smddp_compat.entry_points.checkpoints import save_checkpoint
-from smddp_compat.entry_points.sagemaker_contract import MetricLogger, termination_requested
-from smddp_compat.entry_points.tensorboard_summaries import TrainingSummaries
+from smddp_compat.entry_points.common.checkpoints import save_checkpoint
+from smddp_compat.entry_points.common.sagemaker_contract import MetricLogger, termination_requested
+from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries
 
 __all__ = ["epoch_dataset", "StepCheckpoint", "MetricLines", "fit_from_step"]
 

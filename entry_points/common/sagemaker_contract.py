@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from smddp_compat.entry_points.errors import ClusterConfigError, EntryPointError, HyperparameterError
+from smddp_compat.entry_points.common.errors import ClusterConfigError, EntryPointError, HyperparameterError
 from smddp_compat import contract
 from smddp_compat.cluster import Cluster
 from smddp_compat.cluster import ClusterConfigError as ClusterDescriptionError  # the base of ClusterConfigError
