@@ -71,18 +71,17 @@ from smddp_compat.entry_points.common.dtensor_training import (
     write_summary,
 )
 from smddp_compat.entry_points.common.errors import CheckpointError, HyperparameterError
-from smddp_compat.entry_points.common.sagemaker_contract import (
-    MetricLogger,
-    TrainingEnv,
-    add_tensorboard_dir_argument,
+from smddp_compat.entry_points.common.hyperparameters import (
     boolean,
     non_negative_int,
     parse_hyperparameters,
     positive_float,
     positive_int,
-    run_entry_point,
 )
+from smddp_compat.entry_points.common.lifecycle import run_entry_point
+from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
+from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
 
 __all__ = ["ParallelMode", "MODES", "TfIdfFeatures", "SentimentServer", "build_parser", "main"]
 

@@ -81,18 +81,16 @@ from smddp_compat.entry_points.common.errors import (
     EntryPointError,
     HyperparameterError,
 )
-from smddp_compat.entry_points.common.sagemaker_contract import (
-    MetricLogger,
-    TrainingEnv,
-    add_tensorboard_dir_argument,
+from smddp_compat.entry_points.common.hyperparameters import (
     boolean,
     non_negative_int,
     parse_hyperparameters,
     positive_float,
     positive_int,
-    run_entry_point,
-    write_failure,
 )
+from smddp_compat.entry_points.common.lifecycle import run_entry_point, write_failure
+from smddp_compat.entry_points.common.metric_lines import MetricLogger
+from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
 
 from smddp_compat.cluster import Cluster, endpoints, mwms_tf_config, uniform_placements
 from smddp_compat.errors import SmddpError

@@ -59,23 +59,20 @@ import tensorflow as tf
 from smddp_compat.entry_points.common.checkpoints import io_on_this_process, restore_latest, save_checkpoint
 from smddp_compat.entry_points.common.datasets import load_mnist
 from smddp_compat.entry_points.common.errors import HyperparameterError
-from smddp_compat.entry_points.common.keras_flavor import build_optimizer, is_keras3, keras_name
-from smddp_compat.entry_points.common.mnist_model import build_cnn
-from smddp_compat.entry_points.common.model_artifacts import save_servable_model
-from smddp_compat.entry_points.common.sagemaker_contract import (
-    MetricLogger,
-    TrainingEnv,
-    add_tensorboard_dir_argument,
+from smddp_compat.entry_points.common.hyperparameters import (
     boolean,
     non_negative_int,
     parse_hyperparameters,
     positive_float,
     positive_int,
-    run_entry_point,
-    termination_requested,
-    write_failure,
 )
+from smddp_compat.entry_points.common.keras_flavor import build_optimizer, is_keras3, keras_name
+from smddp_compat.entry_points.common.lifecycle import run_entry_point, termination_requested, write_failure
+from smddp_compat.entry_points.common.metric_lines import MetricLogger
+from smddp_compat.entry_points.common.mnist_model import build_cnn
+from smddp_compat.entry_points.common.model_artifacts import save_servable_model
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
+from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
 from smddp_compat.errors import ConfigurationError
 
 __all__ = ["build_parser", "chunk_end", "main"]

@@ -207,14 +207,14 @@ def _smddp_driver_order(hosts: list[str], monkeypatch: pytest.MonkeyPatch) -> li
 
 
 def _training_env_order(hosts: list[str]) -> list[str]:
-    from smddp_compat.entry_points.common.sagemaker_contract import TrainingEnv
+    from smddp_compat.entry_points.common.training_env import TrainingEnv
 
     return list(TrainingEnv.from_environ(_sm_environ(hosts, hosts[-1])).hosts)
 
 
 def _keras_mwms_order(hosts: list[str]) -> list[str]:
     from smddp_compat.entry_points.keras_mwms import tf_config_from_env
-    from smddp_compat.entry_points.common.sagemaker_contract import TrainingEnv
+    from smddp_compat.entry_points.common.training_env import TrainingEnv
 
     config = tf_config_from_env(TrainingEnv.from_environ(_sm_environ(hosts, hosts[0])), 12345)
     return [worker.rsplit(":", 1)[0] for worker in config["cluster"]["worker"]]
@@ -271,7 +271,7 @@ def test_host_addresses_absent_or_empty_map_names_to_themselves() -> None:
 @pytest.mark.parametrize("raw", MALFORMED_ADDRESSES)
 def test_malformed_host_addresses_fail_the_same_way_at_every_entry(raw: str, monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from smddp_compat.entry_points.common.sagemaker_contract import TrainingEnv
+    from smddp_compat.entry_points.common.training_env import TrainingEnv
     from smddp_compat.estimators.job_drivers.dtensor_launch import client_environments
     from smddp_compat.launcher import main as smddprun
     from smddp_compat.launcher._hosts import is_this_machine
@@ -318,7 +318,7 @@ def test_dtensor_local_mode_and_container_launcher_agree() -> None:
 
 def test_mwms_local_mode_and_the_entry_points_fallback_agree() -> None:
     from smddp_compat.entry_points.keras_mwms import tf_config_from_env
-    from smddp_compat.entry_points.common.sagemaker_contract import TrainingEnv
+    from smddp_compat.entry_points.common.training_env import TrainingEnv
     from tests.strategy_plans import local_launch
 
     local = local_launch("mwms", 2, 1, ports=[12345, 12345]).plans

@@ -100,7 +100,7 @@ def test_no_code_imports_a_part_by_its_bare_folder_name():
 
 
 def test_the_parts_import_under_the_namespace_from_a_checkout():
-    code = ("import smddp_compat.local_mode, smddp_compat.estimators, smddp_compat.entry_points.common.sagemaker_contract; "
+    code = ("import smddp_compat.local_mode, smddp_compat.estimators, smddp_compat.entry_points.common.training_env; "
             "print(smddp_compat.local_mode.__file__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
     assert out.returncode == 0, out.stderr

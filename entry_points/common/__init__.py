@@ -1,8 +1,17 @@
 """The modules the entry-point scripts share (``smddp_compat.entry_points.common``).
 
+The SageMaker training-container contract as a script sees it, one module per job (no TensorFlow in them):
+
+* ``training_env``: `TrainingEnv`, where the script reads and writes (``SM_*`` folders, channels, hosts, checkpoint
+  and TensorBoard folders; local fallbacks for a plain run).
+* ``hyperparameters``: `parse_hyperparameters` (SageMaker's ``--name value``) and the argparse types of the values.
+* ``metric_lines``: `MetricLogger`'s ``name=value;`` lines and the regular expressions that read them back.
+* ``lifecycle``: `run_entry_point` (exceptions become the failure file and a non-zero exit), SIGTERM as a flag
+  (`termination_requested`), `write_failure`.
+
+The rest:
+
 * ``datasets``: offline MNIST and Rotten Tomatoes, and SageMaker data channels (no TensorFlow).
-* ``sagemaker_contract``: the SageMaker training-container contract as a script sees it: directories,
-  hyperparameters, metric lines, failure file, SIGTERM (no TensorFlow).
 * ``errors``: the scripts' error classes (`EntryPointError` and its kinds).
 * ``checkpoints``: atomic TensorFlow checkpoints, written by one process.
 * ``keras_flavor``: the differences between Keras 3 and tf-keras the scripts meet.
@@ -25,10 +34,13 @@ __all__ = [
     "dtensor_optimizers",
     "dtensor_training",
     "errors",
+    "hyperparameters",
     "keras_flavor",
+    "lifecycle",
+    "metric_lines",
     "mnist_model",
     "model_artifacts",
     "resumable_fit",
-    "sagemaker_contract",
     "tensorboard_summaries",
+    "training_env",
 ]

@@ -3,9 +3,9 @@
 * `MeshCheckpoint` saves a mesh model through its host twin (`smddp_compat.entry_points.common.dtensor_mesh.HostCopy`):
   every client gathers the values (a collective), client 0 alone writes an ordinary checkpoint with
   `smddp_compat.entry_points.common.checkpoints.save_checkpoint`. Restoring reads that checkpoint on every client and
-  sends each device its shard, so a checkpoint written on one mesh and layout restores on any other (data -> model -> spatial
-  parallel), and on any number of clients. All clients must see the checkpoint directory (shared storage, or
-  SageMaker's checkpoint sync); a restore checks that they all found the same step.
+  sends each device its shard, so a checkpoint written on one mesh and layout restores on any other (data -> model
+  -> spatial parallel), and on any number of clients. All clients must see the checkpoint directory (shared storage,
+  or SageMaker's checkpoint sync); a restore checks that they all found the same step.
   (A ``tf.train.Checkpoint`` of the DVariables themselves also restores on another mesh in TF 2.21, but it is a
   collective write in which every client writes its own shards into the same path, which needs storage shared by
   all hosts at save time; writing from the host copy lets client 0 write alone, atomically.)
@@ -36,7 +36,8 @@ from tensorflow.experimental import dtensor
 from smddp_compat.entry_points.common.checkpoints import restore_latest, save_checkpoint
 from smddp_compat.entry_points.common.dtensor_mesh import HostCopy, fetch_global, mesh_max, mesh_min, pack_global
 from smddp_compat.entry_points.common.errors import CheckpointError
-from smddp_compat.entry_points.common.sagemaker_contract import MetricLogger, termination_requested
+from smddp_compat.entry_points.common.lifecycle import termination_requested
+from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries
 
 __all__ = ["MeshCheckpoint", "LoopResult", "TrainStep", "EvalStep", "classifier_steps", "epoch_order",

@@ -21,7 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 from smddp_compat.entry_points.common.checkpoints import save_checkpoint
-from smddp_compat.entry_points.common.sagemaker_contract import MetricLogger, termination_requested
+from smddp_compat.entry_points.common.lifecycle import termination_requested
+from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries
 
 __all__ = ["epoch_dataset", "StepCheckpoint", "MetricLines", "fit_from_step"]

@@ -8,11 +8,11 @@ held-out loss and accuracy. Tags (:data:`TRAIN_TAGS`, :data:`TEST_TAGS`)::
 
 The folder is `TrainingEnv.tensorboard_dir`: on SageMaker the job's ``TensorBoardOutputConfig.LocalPath`` (default
 ``/opt/ml/output/tensorboard``), which SageMaker syncs to its ``S3OutputPath`` (see
-:func:`smddp_compat.entry_points.common.sagemaker_contract.resolve_tensorboard_dir`). Only one process writes: every other
-rank holds a disabled `TrainingSummaries` whose methods do nothing and which creates no file. Each record is flushed
-at once, so a job stopped by SIGTERM, or killed, keeps every step it logged; closing (the ``with`` block a script
-runs in, which ends whether main returns after SIGTERM or raises) flushes and closes the event file. A resumed run
-adds an event file to the same folder and its steps continue where the checkpoint left off, so TensorBoard shows
+:func:`smddp_compat.entry_points.common.training_env.resolve_tensorboard_dir`). Only one process writes: every
+other rank holds a disabled `TrainingSummaries` whose methods do nothing and which creates no file. Each record is
+flushed at once, so a job stopped by SIGTERM, or killed, keeps every step it logged; closing (the ``with`` block a
+script runs in, which ends whether main returns after SIGTERM or raises) flushes and closes the event file. A resumed
+run adds an event file to the same folder and its steps continue where the checkpoint left off, so TensorBoard shows
 one curve.
 
 The events are what ``tf.summary.scalar`` writes (a float32 tensor with the ``scalars`` plugin's metadata), written

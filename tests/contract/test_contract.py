@@ -149,7 +149,7 @@ def test_only_the_contract_module_spells_the_failure_file() -> None:
     assert spelled == ["smddp_compat/contract.py"]
 
 
-@pytest.mark.parametrize("module", ["entry_points/common/sagemaker_contract.py", "smddp_compat/tensorflow/_stall.py"])
+@pytest.mark.parametrize("module", ["entry_points/common/lifecycle.py", "smddp_compat/tensorflow/_stall.py"])
 def test_every_writer_of_the_failure_file_calls_the_contract_writer(module: str) -> None:
     names = {
         node.attr if isinstance(node, ast.Attribute) else node.id
@@ -160,9 +160,9 @@ def test_every_writer_of_the_failure_file_calls_the_contract_writer(module: str)
 
 
 def test_run_entry_point_writes_the_failure_through_the_contract(tmp_path: Path, monkeypatch) -> None:
-    from smddp_compat.entry_points.common import sagemaker_contract
+    from smddp_compat.entry_points.common import lifecycle
 
-    monkeypatch.setattr(sagemaker_contract, "install_termination_handler", lambda: None)  # keep pytest's SIGTERM
+    monkeypatch.setattr(lifecycle, "install_termination_handler", lambda: None)  # keep pytest's SIGTERM
     calls: list[tuple[Path, str]] = []
     real = contract.write_failure_file
     monkeypatch.setattr(contract, "write_failure_file", lambda folder, reason: (calls.append((folder, reason)),
@@ -172,7 +172,7 @@ def test_run_entry_point_writes_the_failure_through_the_contract(tmp_path: Path,
         raise ValueError("the loss became NaN")
 
     with pytest.raises(SystemExit) as ended:
-        sagemaker_contract.run_entry_point(main, output_dir=tmp_path)
+        lifecycle.run_entry_point(main, output_dir=tmp_path)
     assert ended.value.code == 1
     assert len(calls) == 1 and calls[0][0] == tmp_path
     assert (tmp_path / "failure").read_text().startswith("ValueError: the loss became NaN\n")

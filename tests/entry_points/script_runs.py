@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat.entry_points.common.sagemaker_contract import parse_metric_line
+from smddp_compat.entry_points.common.metric_lines import parse_metric_line
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "entry_points"

@@ -13,7 +13,7 @@ import pytest
 
 from smddp_compat.entry_points.common.checkpoints import list_steps
 from smddp_compat.entry_points.common.errors import HyperparameterError
-from smddp_compat.entry_points.common.sagemaker_contract import TrainingEnv
+from smddp_compat.entry_points.common.training_env import TrainingEnv
 from tests.entry_points.script_runs import (
     Layout,
     assert_ok,

@@ -16,17 +16,19 @@ import pytest
 
 from smddp_compat.entry_points.common import datasets
 from smddp_compat.entry_points.common.errors import ClusterConfigError, DatasetError, HyperparameterError
-from smddp_compat.entry_points.common.sagemaker_contract import (
-    MetricLogger,
-    TrainingEnv,
+from smddp_compat.entry_points.common.hyperparameters import (
     boolean,
-    metric_definitions,
-    metric_regex,
     parse_hyperparameters,
-    parse_metric_line,
     positive_float,
     positive_int,
 )
+from smddp_compat.entry_points.common.metric_lines import (
+    MetricLogger,
+    metric_definitions,
+    metric_regex,
+    parse_metric_line,
+)
+from smddp_compat.entry_points.common.training_env import TrainingEnv
 from smddp_compat import cluster
 
 # ------------------------------------------------------------------------------------------------ datasets
@@ -185,7 +187,7 @@ def test_metric_lines_are_stable_and_parse() -> None:
 def test_run_entry_point_writes_failure_file_and_exits_non_zero(tmp_path: Path) -> None:
     program = tmp_path / "fails.py"
     program.write_text(
-        "from smddp_compat.entry_points.common.sagemaker_contract import run_entry_point\n"
+        "from smddp_compat.entry_points.common.lifecycle import run_entry_point\n"
         "from smddp_compat.entry_points.common.errors import HyperparameterError\n"
         "def main():\n"
         "    raise HyperparameterError('--epochs', 0, 'must be >= 1', 'pass --epochs 1 or more')\n"
@@ -204,7 +206,7 @@ def test_sigterm_sets_the_flag_and_a_second_one_kills(tmp_path: Path) -> None:
     program = tmp_path / "loop.py"
     program.write_text(
         "import os, signal, time\n"
-        "from smddp_compat.entry_points.common.sagemaker_contract import run_entry_point, termination_requested\n"
+        "from smddp_compat.entry_points.common.lifecycle import run_entry_point, termination_requested\n"
         "def main():\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    deadline = time.monotonic() + 20\n"
@@ -253,7 +255,9 @@ def test_checkpoints_are_atomic_pruned_and_restored(tmp_path: Path) -> None:
 
 def test_data_and_contract_modules_do_not_import_tensorflow() -> None:
     code = ("import sys, smddp_compat.entry_points, smddp_compat.entry_points.common.datasets, "
-            "smddp_compat.entry_points.common.sagemaker_contract, smddp_compat.entry_points.common.errors; "
+            "smddp_compat.entry_points.common.training_env, smddp_compat.entry_points.common.hyperparameters, "
+            "smddp_compat.entry_points.common.metric_lines, smddp_compat.entry_points.common.lifecycle, "
+            "smddp_compat.entry_points.common.errors; "
             "heavy = [m for m in ('tensorflow', 'keras', 'horovod', 'boto3', 'sagemaker') if m in sys.modules]; "
             "print(heavy); sys.exit(1 if heavy else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -10,7 +10,7 @@ import pytest
 
 from smddp_compat import contract
 from smddp_compat.entry_points.common.errors import EntryPointError
-from smddp_compat.entry_points.common.sagemaker_contract import TrainingEnv, resolve_tensorboard_dir
+from smddp_compat.entry_points.common.training_env import TrainingEnv, resolve_tensorboard_dir
 from tests.entry_points.script_runs import read_scalars
 
 

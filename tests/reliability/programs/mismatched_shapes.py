@@ -5,7 +5,7 @@ Had the collective succeeded, rank 0 would save a model; it must fail instead, w
 
 import os
 
-from smddp_compat.entry_points.common.sagemaker_contract import run_entry_point
+from smddp_compat.entry_points.common.lifecycle import run_entry_point
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from smddp_compat.entry_points.common.sagemaker_contract import run_entry_point
+from smddp_compat.entry_points.common.lifecycle import run_entry_point
 
 
 def main() -> None:
