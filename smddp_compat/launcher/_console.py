@@ -53,26 +53,32 @@ def tensorflow_log_filter(environ: Mapping[str, str], *, show: bool) -> Callable
     return TensorFlowLogFilter()
 
 
-# The body of a protocol buffer printed as text (``name {``, ``key: "CPU"``, ``}``), which TensorFlow's distributed
-# runtime appends to some of its log lines (a server's ``SessionOptions: ...``).
-_PROTO_TEXT_LINE = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?\s*(?:\w+ \{|\}|\w+: .*)?$")
+# A protocol buffer printed as text (``name {``, ``key: "CPU"``, ``}``), which TensorFlow's distributed runtime
+# appends to some of its log lines (a server's ``SessionOptions: ...``): it opens with ``name {`` on the next line.
+_PREFIX = r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?"
+_PROTO_OPENS = re.compile(_PREFIX + r"\w+ \{$")
+_PROTO_TEXT_LINE = re.compile(_PREFIX + r"\s*(?:\w+ \{|\}|\w+: .*)?$")
 
 
 class TensorFlowLogFilter:
-    """Hides TensorFlow's C++ log lines (:func:`is_tensorflow_log_line`) and the protocol-buffer text some of them
-    continue with, up to the first line that is not such text. One per process: it remembers its last line."""
+    """Hides TensorFlow's C++ log lines (:func:`is_tensorflow_log_line`) and a protocol-buffer text that one of them
+    continues with (from a ``name {`` right after it to the first line that is not such text). One per process: it
+    remembers its last lines."""
 
     def __init__(self) -> None:
-        self._continuing = False
+        self._after_log_line = False
+        self._in_proto = False
 
     def __call__(self, text: str) -> bool:
         """True for a line to keep off the console."""
+        after, self._after_log_line = self._after_log_line, False
         if is_tensorflow_log_line(text):
-            self._continuing = True
+            self._after_log_line, self._in_proto = True, False
             return True
-        if self._continuing and _PROTO_TEXT_LINE.match(text):
+        if (after and _PROTO_OPENS.match(text)) or (self._in_proto and _PROTO_TEXT_LINE.match(text)):
+            self._in_proto = bool(text.strip())  # a blank line ends the text
             return True
-        self._continuing = False
+        self._in_proto = False
         return False
 
 

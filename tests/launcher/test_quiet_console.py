@@ -64,8 +64,11 @@ def test_the_protocol_buffer_a_log_line_continues_with_is_hidden_too() -> None:
     ]
     hides = TensorFlowLogFilter()
     assert [line for line in lines if not hides(line)] == lines[-3:]
-    # Without a log line before it, protocol-buffer-looking text is the script's own.
+    # Without a log line and a `name {` before it, protocol-buffer-looking text is the script's own.
     assert not TensorFlowLogFilter()("allow_soft_placement: true")
+    hides = TensorFlowLogFilter()
+    assert hides("E0000 00:00:1795524283.194854    5273 cuda_platform.cc:52] failed call to cuInit: (303)")
+    assert not hides("smddp_mnist: 2 rank(s), batch 64")
 
 
 PRINTS_STARTUP_LINES = (
