@@ -117,7 +117,8 @@ def test_fetch_refuses_a_path_traversal_archive(aws, tiny_script, tmp_path, caps
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--distribution", "horovod"], "unknown distribution"),
+        (["--distribution", "horovod"], "not a distribution of this kit: Horovod is distribution 'mpi'"),
+        (["--distribution", "hvd"], "unknown distribution"),
         (["--channel", "train"], "NAME=VALUE"),
         (["--channel", "train=/no/such/dir"], "no such file"),
         (["--processes-per-host", "2"], "one process per host"),
