@@ -56,6 +56,7 @@ __all__ = [
     "mwms_tf_config",
     "mwms_environments",
     "parameter_server_tf_config",
+    "parameter_server_host_environments",
     "dtensor_environments",
 ]
 
@@ -515,6 +516,33 @@ def parameter_server_tf_config(
     else:
         task = {"index": list(hosts).index(current_host) - 1, "type": "worker"}
     return {"cluster": cluster, "environment": "cloud", "task": task}
+
+
+def parameter_server_host_environments(
+    hosts: Sequence[str],
+    current_host: str,
+    *,
+    addresses: Mapping[str, str] | None = None,
+    ports: Mapping[str, tuple[int, int]] | None = None,
+) -> tuple[str, dict[str, str], dict[str, str]]:
+    """A host's two processes under the parameter-server distribution, as SageMaker's TensorFlow toolkit starts
+    them: its parameter server and its script, each with its ``TF_CONFIG`` (:func:`parameter_server_tf_config`).
+
+    Args:
+        hosts: The hosts, in order (two or more).
+        current_host: This host.
+        addresses: Host name -> address (names are their own address when missing).
+        ports: Host name -> (script's port, parameter server's port); the toolkit's 2222 and 2223 when None.
+
+    Returns:
+        The script's role (``master`` or ``worker``), the parameter server's variables and the script's.
+
+    Raises:
+        ClusterConfigError: One host only, or ``current_host`` is unknown.
+    """
+    task = parameter_server_tf_config(hosts, current_host, addresses=addresses, ports=ports)
+    ps = parameter_server_tf_config(hosts, current_host, ps_task=True, addresses=addresses, ports=ports)
+    return task["task"]["type"], {"TF_CONFIG": json.dumps(ps)}, {"TF_CONFIG": json.dumps(task)}
 
 
 def dtensor_environments(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from smddp_compat.errors import ConfigurationError
@@ -53,8 +53,6 @@ KINDS: dict[str, str | None] = {name: strategy.sdk_key for name, strategy in STR
 DEFAULT_DTENSOR_PORT = dtensor.DEFAULT_PORT
 DEFAULT_DTENSOR_JOB_NAME = dtensor.DEFAULT_JOB_NAME
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DEFAULTS = {"processes_per_host": None, "custom_mpi_options": "", "mesh": None, "devices_per_process": None,
-             "device_type": None, "port": DEFAULT_DTENSOR_PORT, "job_name": DEFAULT_DTENSOR_JOB_NAME}
 
 Mesh = tuple[tuple[str, int], ...]
 """A DTensor mesh: its dimensions in order, e.g. ``(("batch", 4), ("model", 2))``."""
@@ -309,7 +307,8 @@ class DistributionConfig:
 
     def given_settings(self) -> dict[str, Any]:
         """The settings other than ``processes_per_host`` that differ from their defaults."""
-        return {name: getattr(self, name) for name in ALL_SETTINGS[1:] if getattr(self, name) != _DEFAULTS[name]}
+        defaults = {f.name: f.default for f in fields(self)}
+        return {name: getattr(self, name) for name in ALL_SETTINGS[1:] if getattr(self, name) != defaults[name]}
 
     # Parsers ---------------------------------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ user's script and SM_HPS its hyperparameters. As the toolkit does:
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -24,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import hyperparameter_args  # noqa: E402  (a sibling script, found through the line above)
-from smddp_compat.cluster import Cluster, parameter_server_tf_config  # noqa: E402  (shipped beside this script)
+from smddp_compat.cluster import Cluster, parameter_server_host_environments  # noqa: E402  (shipped beside this script)
 from smddp_compat.errors import ConfigurationError  # noqa: E402
 
 _TAG = "[smddp-compat parameter-server driver]"
@@ -48,19 +47,17 @@ def main() -> int:
     python_path = os.pathsep.join([HERE, *[p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
     shared = {**environ, "PYTHONPATH": python_path}
     try:
-        task = parameter_server_tf_config(hosts, current, addresses=cluster.addresses)
-        ps = parameter_server_tf_config(hosts, current, ps_task=True, addresses=cluster.addresses)
+        role, ps_env, script_env = parameter_server_host_environments(hosts, current, addresses=cluster.addresses)
     except ConfigurationError as exc:
         print(f"{_TAG} error: {exc}", file=sys.stderr, flush=True)
         return 2
     from smddp_compat.launcher import ProcessSpec, run_process_group  # shipped beside this script
 
-    role = task["task"]["type"]
-    print(f"{_TAG} {current}: parameter server {ps['task']['index']} and the {role}'s script", flush=True)
+    print(f"{_TAG} {current}: parameter server {hosts.index(current)} and the {role}'s script", flush=True)
     specs = [
-        ProcessSpec([sys.executable, "-m", "smddp_compat.parameter_server"],
-                    {**shared, "TF_CONFIG": json.dumps(ps)}, label=f"{current},ps", host=current),
-        ProcessSpec(argv, {**shared, "TF_CONFIG": json.dumps(task)}, label=f"{current},{role}", host=current),
+        ProcessSpec([sys.executable, "-m", "smddp_compat.parameter_server"], {**shared, **ps_env},
+                    label=f"{current},ps", host=current),
+        ProcessSpec(argv, {**shared, **script_env}, label=f"{current},{role}", host=current),
     ]
     result = run_process_group(specs)
     if not result.ok:

@@ -9,7 +9,6 @@ parameter server here as the toolkit runs it in a container."""
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,21 +41,16 @@ class ParameterServer(Strategy):
         task on its host's loopback address and a port reserved for it. One host: the script alone."""
         hosts = list(job.hosts)
         if len(hosts) == 1:
-            yield LocalLaunch(self._plans_alone(job), note="one host: SageMaker's toolkit runs the script alone, "
+            yield LocalLaunch(self.local_plans(job), note="one host: SageMaker's toolkit runs the script alone, "
                               "without parameter servers or TF_CONFIG (give --instance-count 2 or more)")
             return
         reserved = job.free_ports([job.addresses[host] for host in hosts for _ in range(2)])
         ports = {host: (reserved[2 * i], reserved[2 * i + 1]) for i, host in enumerate(hosts)}
         plans = []
         for placement in cluster.uniform_placements(hosts, 1):
-            host = placement.host
-            task = cluster.parameter_server_tf_config(hosts, host, addresses=job.addresses, ports=ports)
-            ps = cluster.parameter_server_tf_config(hosts, host, ps_task=True, addresses=job.addresses, ports=ports)
-            role = task["task"]["type"]
-            plans.append(ProcessPlan.at(placement, {"TF_CONFIG": json.dumps(ps)}, role="ps", module=PS_MODULE))
-            plans.append(ProcessPlan.at(placement, {"TF_CONFIG": json.dumps(task)}, role=role))
+            role, ps_env, script_env = cluster.parameter_server_host_environments(
+                hosts, placement.host, addresses=job.addresses, ports=ports)
+            plans.append(ProcessPlan.at(placement, ps_env, role="ps", module=PS_MODULE))
+            plans.append(ProcessPlan.at(placement, script_env, role=role))
         yield LocalLaunch(plans, note=f"parameter servers on {len(hosts)} hosts; the master is {hosts[0]}, its "
                           "script coordinates, the workers' scripts serve until it is done")
-
-    def _plans_alone(self, job: LocalCluster) -> list[ProcessPlan]:
-        return super().local_plans(job)
