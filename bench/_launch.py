@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from smddp_compat.launcher import reserve_ports
 from smddp_compat.launcher import ProcessSpec, run_process_group
@@ -24,6 +26,28 @@ from smddp_compat.bench.jobs import Job, JobRun, Launcher
 __all__ = ["run_job", "launch_argv", "job_environment", "console_script"]
 
 _GRACE_SECONDS = 5.0
+
+#: Where a TWIN job's ranks write their results: inside each container, so they end up in its output.tar.gz.
+TWIN_RESULT_DIR = "/opt/ml/output/data/bench"
+
+
+class _MarkedLog:
+    """The job's log file, noting when a line matching each of the job's marks first went through it."""
+
+    def __init__(self, log: IO[str], marks: Sequence[tuple[str, str]]) -> None:
+        self.log = log
+        self.patterns = [(name, re.compile(pattern)) for name, pattern in marks]
+        self.seen: dict[str, float] = {}
+
+    def write(self, text: str) -> int:
+        now = time.time()
+        for name, pattern in self.patterns:
+            if name not in self.seen and pattern.search(text):
+                self.seen[name] = now
+        return self.log.write(text)
+
+    def flush(self) -> None:
+        self.log.flush()
 
 
 def console_script(name: str) -> str | None:
@@ -70,17 +94,24 @@ def launch_argv(job: Job, run_dir: Path, timeout: float, env: dict[str, str]) ->
         if horovodrun is None:
             raise FileNotFoundError("horovodrun is not installed beside this Python nor on PATH")
         return [horovodrun, "-np", str(job.ranks), "-H", f"localhost:{job.ranks}", "--gloo", *_program(job)]
-    if job.launcher is Launcher.LOCAL_MODE:
+    if job.launcher in (Launcher.LOCAL_MODE, Launcher.TWIN):
         smddp = console_script("smddp")
         command = [smddp] if smddp else [sys.executable, "-c", "import sys; from smddp_compat.cli import main; "
                                                              "sys.exit(main())"]
         hyperparameters = [f"{name.removeprefix('--')}={value}" for name, value in job.args_dict().items()]
-        passed = [f"{name}={env[name]}" for name, _ in job.env] + [
-            f"BENCH_RESULT_DIR={env['BENCH_RESULT_DIR']}", f"BENCH_REPO={env['BENCH_REPO']}",
-            "TF_CPP_MIN_LOG_LEVEL=3", "PYTHONUNBUFFERED=1",
-        ]
+        if job.launcher is Launcher.TWIN:  # the ranks run in containers: the bench's folders are not there
+            where = [f"BENCH_RESULT_DIR={TWIN_RESULT_DIR}"]
+            backend = ["--backend", "docker"]
+        else:
+            where = [f"BENCH_RESULT_DIR={env['BENCH_RESULT_DIR']}", f"BENCH_REPO={env['BENCH_REPO']}"]
+            backend = []
+        passed = [f"{name}={env[name]}" for name, _ in job.env] + where + ["TF_CPP_MIN_LOG_LEVEL=3",
+                                                                          "PYTHONUNBUFFERED=1"]
+        options = list(job.local_options)
+        if "--distribution" not in options:
+            options += ["--distribution", "smddp"]
         return [*command, "local", job.program, "--source-dir", str(PROGRAMS_DIR),
-                "--instance-count", str(job.ranks), "--processes-per-host", "1", "--distribution", "smddp",
+                "--instance-count", str(job.ranks), "--processes-per-host", "1", *options, *backend,
                 "--output", str(run_dir / "local-output"), "--max-run", str(int(timeout)),
                 "--hyperparameters", *hyperparameters, "--env", *passed]
     raise ValueError(f"no single launcher command for {job.launcher}")
@@ -124,7 +155,8 @@ def run_job(job: Job, config: BenchConfig, round_index: int, *, timeout: float |
     log_path = run_dir / "output.log"
     env = job_environment(job, result_dir)
     started = time.time()
-    with open(log_path, "w", encoding="utf-8") as log:
+    with open(log_path, "w", encoding="utf-8") as log_file:
+        log = _MarkedLog(log_file, job.marks)
         try:
             if job.launcher is Launcher.MWMS:
                 specs: Sequence[ProcessSpec] = _mwms_specs(job, env)
@@ -139,8 +171,14 @@ def run_job(job: Job, config: BenchConfig, round_index: int, *, timeout: float |
     duration = time.time() - started
     if not group.ok:
         reason = f"timed out after {limit:.0f} s" if group.timed_out else group.reason
-        return JobRun(job, round_index, False, f"{reason} (log: {log_path})", started, duration, [], str(log_path))
-    ranks, missing = _read_ranks(result_dir, job.ranks)
+        return JobRun(job, round_index, False, f"{reason} (log: {log_path})", started, duration, [], str(log_path),
+                      log.seen)
+    if job.rank_results:
+        ranks, missing = _read_ranks(result_dir, job.ranks)
+    else:
+        absent = [name for name, _ in job.marks if name not in log.seen]
+        ranks, missing = [], (f"no line of its output said {', '.join(absent)}" if absent else "")
     if missing:
-        return JobRun(job, round_index, False, f"{missing} (log: {log_path})", started, duration, [], str(log_path))
-    return JobRun(job, round_index, True, "", started, duration, ranks, str(log_path))
+        return JobRun(job, round_index, False, f"{missing} (log: {log_path})", started, duration, [], str(log_path),
+                      log.seen)
+    return JobRun(job, round_index, True, "", started, duration, ranks, str(log_path), log.seen)

@@ -21,6 +21,7 @@ class Launcher(str, enum.Enum):
     SMDDPRUN_MPI = "smddprun-mpi"
     HOROVODRUN = "horovodrun"
     LOCAL_MODE = "smddp-local"
+    TWIN = "smddp-local-docker"
     MWMS = "tf-mwms"
 
 
@@ -37,6 +38,12 @@ class Job:
         parts: The program's parts to run (passed as ``--parts a,b``; empty: the program has no parts).
         repeat: Run in every round (its result is compared with another job's), not only in the first.
         repeat_parts: The parts to run again in later rounds (empty: all of ``parts``).
+        local_options: For LOCAL_MODE and TWIN: ``smddp local`` options, e.g. ``("--distribution", "mwms")``
+            (default distribution: smddp).
+        marks: Output lines to time: (name, regular expression) pairs; the run records when a line matching each
+            first appeared in the job's output (``JobRun.marks``).
+        rank_results: Whether every rank writes ``rank<N>.json`` (a TWIN job's ranks write inside its containers,
+            so it is judged by its exit code and its marks instead).
     """
 
     program: str
@@ -47,16 +54,22 @@ class Job:
     parts: frozenset[str] = field(default_factory=frozenset)
     repeat: bool = False
     repeat_parts: frozenset[str] = field(default_factory=frozenset)
+    local_options: tuple[str, ...] = ()
+    marks: tuple[tuple[str, str], ...] = ()
+    rank_results: bool = True
 
     @property
     def key(self) -> tuple[Any, ...]:
         """What identifies the job (parts and repeat left out: they are merged)."""
-        return (self.program, self.launcher, self.ranks, self.args, self.env)
+        return (self.program, self.launcher, self.ranks, self.args, self.env, self.local_options, self.marks)
 
     @property
     def label(self) -> str:
         """A short unique-enough name for logs, e.g. ``collectives-smddprun-gloo-2``."""
-        tag = "-".join(value for name, value in self.args_dict().items() if name in ("--api", "--variant"))
+        tag = "-".join(value for name, value in self.args_dict().items()
+                       if name in ("--api", "--variant", "--strategy", "--model"))
+        if ("TF_USE_LEGACY_KERAS", "0") in self.env:
+            tag += "-keras3"
         base = f"{self.program.removesuffix('.py')}-{self.launcher.value}-{self.ranks}"
         return f"{base}-{tag}" if tag else base
 
@@ -89,6 +102,7 @@ class JobRun:
         duration: Seconds until the launcher exited.
         ranks: Each rank's result (its ``rank<N>.json``), in rank order.
         log_path: The job's output.
+        marks: ``time.time()`` at which a line matching each of the job's marks first appeared in its output.
     """
 
     job: Job
@@ -99,6 +113,7 @@ class JobRun:
     duration: float
     ranks: list[dict[str, Any]]
     log_path: str
+    marks: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The run's metadata and rank results, for results.json."""
@@ -109,6 +124,7 @@ class JobRun:
             "reason": self.reason,
             "duration": round(self.duration, 2),
             "log": self.log_path,
+            **({"marks": {name: round(at - self.started, 2) for name, at in self.marks.items()}} if self.marks else {}),
         }
 
 

@@ -13,14 +13,16 @@ from smddp_compat.bench.measurements import (
     scaling,
     small_tensors,
     startup,
+    strategies,
 )
 
 __all__ = [
     "MEASUREMENTS", "bandwidth", "compression", "memory", "overhead", "profile", "scaling", "small_tensors", "startup",
+    "strategies",
 ]
 
 #: Name -> module, in the order of the table.
 MEASUREMENTS = {
     module.NAME: module
-    for module in (overhead, bandwidth, small_tensors, compression, scaling, startup, memory, profile)
+    for module in (overhead, bandwidth, small_tensors, compression, scaling, startup, memory, profile, strategies)
 }

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-__all__ = ["build_cnn"]
+__all__ = ["build_cnn", "build_mlp", "MLP_SIZES"]
+
+#: Layer widths of the MLP: the DTensor seeds' 784-700-500-10.
+MLP_SIZES = (784, 700, 500, 10)
 
 
 def build_cnn(seed: int = 0, dropout: float = 0.25) -> tf.keras.Model:
@@ -43,3 +46,24 @@ def build_cnn(seed: int = 0, dropout: float = 0.25) -> tf.keras.Model:
         name="mnist_cnn",
     )
     return model
+
+
+def build_mlp(seed: int = 0) -> tf.keras.Model:
+    """Builds the 784-700-500-10 MLP (ReLU, softmax output) for flattened images in [0, 1], the Keras twin of the
+    DTensor Core-API MLP.
+
+    Args:
+        seed: Seed of the weight initialisers (identical on every rank).
+
+    Returns:
+        An uncompiled, built Keras model taking ``[batch, 784]``.
+    """
+    init = tf.keras.initializers
+    hidden = [
+        tf.keras.layers.Dense(width, activation="relu", kernel_initializer=init.GlorotUniform(seed=seed * 10 + i))
+        for i, width in enumerate(MLP_SIZES[1:-1])
+    ]
+    output = tf.keras.layers.Dense(MLP_SIZES[-1], activation="softmax",
+                                   kernel_initializer=init.GlorotUniform(seed=seed * 10 + len(hidden)),
+                                   name="probabilities")
+    return tf.keras.Sequential([tf.keras.Input(shape=(MLP_SIZES[0],), name="image"), *hidden, output], name="mnist_mlp")
