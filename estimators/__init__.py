@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
+from smddp_compat.estimators._images import CpuImageWarning, check_image_for_instance_type, image_cuda
 from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, known_instance_types
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 from smddp_compat.estimators._validation import check_channel_names, check_job_name
@@ -39,6 +40,9 @@ __all__ = [
     "plan_distribution",
     "instance_spec",
     "known_instance_types",
+    "CpuImageWarning",
+    "check_image_for_instance_type",
+    "image_cuda",
     "check_channel_names",
     "check_job_name",
     "stage_driver_dir",

@@ -32,7 +32,7 @@ from sagemaker.utils import name_from_base
 
 from smddp_compat.estimators import _local_process
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
-from smddp_compat.estimators._images import resolve_training_image
+from smddp_compat.estimators._images import check_image_for_instance_type, resolve_training_image
 from smddp_compat.estimators._instance_types import instance_spec, is_local
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
 from smddp_compat.estimators._validation import (
@@ -103,6 +103,10 @@ class TensorFlow(_SdkTensorFlow):
                 ``output_path`` that is not ``s3://`` (for SageMaker jobs), no training image for the framework
                 version, or (checked last) no region, or one SageMaker does not run in. Raised before any upload or
                 AWS call.
+
+        Warns:
+            CpuImageWarning: A GPU instance type with an image without CUDA (every rank would train on the CPU),
+                by :func:`smddp_compat.estimators.check_image_for_instance_type`'s rule; before any upload.
         """
         if kwargs.get("instance_groups"):
             raise ConfigurationError(
@@ -173,6 +177,8 @@ class TensorFlow(_SdkTensorFlow):
         )
         if image is not None:
             kwargs["image_uri"] = image
+            # A GPU type with an image without CUDA: every rank on the CPU. Said now, before any upload.
+            check_image_for_instance_type(image, instance_type, instance_count, stacklevel=2)  # type: ignore[arg-type]
         if session is None:  # every check passed: only now the SDK's session and its AWS clients
             if instance_type == "local_process":
                 kwargs["sagemaker_session"] = _offline_session(job_region)

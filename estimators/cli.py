@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from typing import Any, Sequence
 
 from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
@@ -46,6 +47,7 @@ from smddp_compat.estimators._validation import (
     check_s3_uri,
     resolve_region,
 )
+from smddp_compat.estimators._images import CpuImageWarning
 from smddp_compat.estimators._instance_types import LOCAL_INSTANCE_TYPES
 from smddp_compat import errors as kit_errors
 
@@ -202,21 +204,28 @@ def _submit(args: argparse.Namespace) -> int:
         kwargs["max_run"] = args.max_run
     try:
         # The estimator checks the job, then the region, and only then makes the SDK's session (telemetry off).
-        estimator = TensorFlow(
-            entry_point=args.entry_point,
-            source_dir=args.source_dir,
-            role=args.role,
-            instance_type=args.instance_type,
-            instance_count=args.instance_count,
-            image_uri=args.image_uri,
-            framework_version=args.framework_version,
-            py_version=args.py_version,
-            hyperparameters=hyperparameters,
-            output_path=args.output,
-            distribution=distribution,
-            region=args.region,
-            **kwargs,
-        )
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", CpuImageWarning)
+            estimator = TensorFlow(
+                entry_point=args.entry_point,
+                source_dir=args.source_dir,
+                role=args.role,
+                instance_type=args.instance_type,
+                instance_count=args.instance_count,
+                image_uri=args.image_uri,
+                framework_version=args.framework_version,
+                py_version=args.py_version,
+                hyperparameters=hyperparameters,
+                output_path=args.output,
+                distribution=distribution,
+                region=args.region,
+                **kwargs,
+            )
+        for warning in said:  # a GPU type with an image without CUDA: said before any upload, in our words
+            if issubclass(warning.category, CpuImageWarning):
+                print(f"smddp submit: warning: {warning.message}", file=sys.stderr)
+            else:
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     except ConfigurationError as exc:
         if exc.field == "region":
             _region(args.region)  # the same refusal, in the command line's words

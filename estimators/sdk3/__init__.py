@@ -47,7 +47,13 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
 
-from smddp_compat.estimators import DEFAULT_SOURCE_EXCLUDES, instance_spec, plan_distribution, stage_driver_dir
+from smddp_compat.estimators import (
+    DEFAULT_SOURCE_EXCLUDES,
+    check_image_for_instance_type,
+    instance_spec,
+    plan_distribution,
+    stage_driver_dir,
+)
 
 __all__ = ["SMDDPCompat", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS"]
 
@@ -96,17 +102,22 @@ class SMDDPCompat(_KitDriven):
                                      custom_mpi_options=self.custom_mpi_options, names=_PLUG_IN_NAMES)
         return self
 
-    def check(self, instance_type: str, instance_count: int = 1) -> None:
+    def check(self, instance_type: str, instance_count: int = 1, training_image: Optional[str] = None) -> None:
         """Checks the config against a cluster (call it before ``train()``; ModelTrainer has no hook for it).
 
         Raises:
             ConfigurationError: Unknown instance type, or more processes per host than it has devices.
+
+        Warns:
+            CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
+                every rank would train on the CPU (the rule of ``smddp_compat.estimators.image_cuda``).
         """
         config: dict[str, Any] = {"enabled": True}
         if self.processes_per_host is not None:
             config["processes_per_host"] = self.processes_per_host
         plan_distribution({"smdistributed": {"dataparallel": config}}, spec=instance_spec(instance_type),
                           instance_count=instance_count)
+        check_image_for_instance_type(training_image, instance_type, instance_count)
 
 
 class DTensor(_KitDriven):
@@ -145,16 +156,21 @@ class DTensor(_KitDriven):
         )
         return self
 
-    def check(self, instance_type: str, instance_count: int = 1) -> None:
+    def check(self, instance_type: str, instance_count: int = 1, training_image: Optional[str] = None) -> None:
         """Checks the config against a cluster: the clients share the devices and the mesh fills them.
 
         Raises:
             ConfigurationError: Unknown instance type, clients that cannot share the GPUs evenly, or a mesh that does
                 not match the clients' devices (the rules of ``smddp_compat.distribution_config``).
+
+        Warns:
+            CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
+                every rank would train on the CPU (the rule of ``smddp_compat.estimators.image_cuda``).
         """
         config = {k: v for k, v in self.model_dump().items() if v is not None}
         plan_distribution({"dtensor": {"enabled": True, **config}}, spec=instance_spec(instance_type),
                           instance_count=instance_count)
+        check_image_for_instance_type(training_image, instance_type, instance_count)
 
 
 class ParameterServer(_KitDriven):
@@ -167,11 +183,16 @@ class ParameterServer(_KitDriven):
 
     _driver_files: ClassVar[tuple[str, ...]] = ("ps_driver.py",)
 
-    def check(self, instance_type: str, instance_count: int = 1) -> None:
+    def check(self, instance_type: str, instance_count: int = 1, training_image: Optional[str] = None) -> None:
         """Checks the config against a cluster (an instance type SageMaker has).
 
         Raises:
             ConfigurationError: Unknown instance type.
+
+        Warns:
+            CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
+                every rank would train on the CPU (the rule of ``smddp_compat.estimators.image_cuda``).
         """
         plan_distribution({"parameter_server": {"enabled": True}}, spec=instance_spec(instance_type),
                           instance_count=instance_count)
+        check_image_for_instance_type(training_image, instance_type, instance_count)

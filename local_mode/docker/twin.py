@@ -164,6 +164,7 @@ class SageMakerTwin:
             if not image_exists(self.engine, image):
                 raise ImageNotFoundError(image)
         self.gpus_per_host = _granted_gpus(request, gpus_per_host)
+        self._image_problems = _cpu_image_on_gpu(self.engine, request)  # said when the job starts, before any upload
         self.job_id = f"{name[:40].lower()}-{uuid.uuid4().hex[:6]}"
         self.docker = TwinEngine(self.engine, self.job_id)
         self._stop_reason: str | None = None
@@ -253,7 +254,7 @@ class SageMakerTwin:
                         f"{world['SageMaker']} on SageMaker ({request.instance_count} x "
                         f"{_instance_gpus(request.instance_type)})"
                     )
-                for warning in [*request.warnings, *self._metric_problems]:  # each said once
+                for warning in [*request.warnings, *self._metric_problems, *self._image_problems]:  # each said once
                     self._say(f"warning: {warning}")
                 log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -773,6 +774,27 @@ def _instance_gpus(instance_type: str) -> int:
         return instance_spec(instance_type).gpus
     except Exception:  # noqa: BLE001 - an instance type the table does not know is treated as a CPU type
         return 0
+
+
+def _cpu_image_on_gpu(engine: Engine, request: TrainingJobRequest) -> list[str]:
+    """What SageMaker would do with a GPU instance type and an image without CUDA (the image's
+    ``org.smddp-compat.cuda`` label, else its name; see ``smddp_compat.estimators.image_cuda``), as one warning."""
+    from smddp_compat.estimators import check_image_for_instance_type
+    from smddp_compat.image.commands import capture
+
+    if _instance_gpus(request.instance_type) == 0:
+        return []
+    code, text = capture([engine.docker, "image", "inspect", "--format", "{{json .Config.Labels}}", request.image],
+                         timeout=60)
+    try:
+        labels = json.loads(text) if code == 0 else None
+    except ValueError:
+        labels = None
+    problem = check_image_for_instance_type(request.image, request.instance_type, request.instance_count,
+                                            labels=labels if isinstance(labels, dict) else None, warn=False)
+    if problem is None:
+        return []
+    return [f"on SageMaker, {problem}; here every host runs on the CPU anyway, with stand-in GPUs"]
 
 
 def _granted_gpus(request: TrainingJobRequest, wanted: int | None) -> int:
