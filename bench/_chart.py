@@ -1,4 +1,5 @@
-"""The PNG chart: allreduce bandwidth vs. message size per engine, with the memory copy, one panel per rank count."""
+"""The PNG charts: allreduce bandwidth vs. message size per engine (one panel per rank count), and the strategy
+comparison."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from smddp_compat.bench.engines import ENGINE_NAMES
 
-__all__ = ["write_bandwidth_chart"]
+__all__ = ["write_bandwidth_chart", "write_strategy_chart"]
 
 
 def _size_label(nbytes: int) -> str:
@@ -59,6 +60,52 @@ def write_bandwidth_chart(bandwidth_raw: dict[str, Any], path: Path) -> bool:
     figure.tight_layout()
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
     figure.savefig(temporary, dpi=110)
+    plt.close(figure)
+    os.replace(temporary, path)
+    return True
+
+
+def write_strategy_chart(strategies_raw: dict[str, Any], path: Path) -> bool:
+    """Draws the strategy comparison (samples/s vs. the fastest with its IQR, and seconds to the target accuracy;
+    one row of panels per model) into ``path`` (written atomically).
+
+    Returns:
+        False when no strategy was measured.
+    """
+    models = {model: [cell for cell in table if "ratio" in cell]
+              for model, table in strategies_raw.get("models", {}).items()}
+    models = {model: measured for model, measured in models.items() if measured}
+    if not models:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tallest = max(len(measured) for measured in models.values())
+    figure, axes = plt.subplots(len(models), 2, figsize=(13, 1.2 + 0.45 * tallest * len(models)), squeeze=False)
+    for (model, measured), (speed_axis, target_axis) in zip(models.items(), axes):
+        labels = [f"{cell['label'].split(' (')[0]}, {cell['keras']}" for cell in measured]
+        positions = list(range(len(measured)))
+        medians = [cell["ratio"]["median"] for cell in measured]
+        errors = [[cell["ratio"]["median"] - cell["ratio"]["low"] for cell in measured],
+                  [cell["ratio"]["high"] - cell["ratio"]["median"] for cell in measured]]
+        speed_axis.barh(positions, medians, xerr=errors, color="tab:blue", capsize=3)
+        speed_axis.set_yticks(positions, labels, fontsize=8)
+        speed_axis.invert_yaxis()
+        speed_axis.axvline(1.0, color="black", linewidth=0.8)
+        speed_axis.set_xlabel("samples/s / fastest (median, IQR)")
+        speed_axis.set_title(f"{model.upper()}: throughput, 2 hosts x 1 process")
+        seconds = [cell["seconds_to_target"] or 0.0 for cell in measured]
+        target_axis.barh(positions, seconds, color="tab:green")
+        target_axis.set_yticks(positions, [""] * len(positions))
+        target_axis.invert_yaxis()
+        target_axis.set_xlabel(f"training seconds to {strategies_raw.get('target_accuracy', 0):.2f} held-out "
+                               "accuracy (0: not reached)")
+        target_axis.set_title(f"{model.upper()}: time to target")
+    figure.tight_layout()
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
+    figure.savefig(temporary, dpi=100)
     plt.close(figure)
     os.replace(temporary, path)
     return True

@@ -28,7 +28,7 @@ __all__ = ["run_job", "launch_argv", "job_environment", "console_script"]
 _GRACE_SECONDS = 5.0
 
 #: Where a TWIN job's ranks write their results: inside each container, so they end up in its output.tar.gz.
-TWIN_RESULT_DIR = "/opt/ml/output/data/bench"
+TWIN_RESULT_DIR = "/opt/ml/output/data"
 
 
 class _MarkedLog:

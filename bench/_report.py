@@ -11,7 +11,7 @@ from typing import Any
 from smddp_compat.bench.results import MeasurementResult, Row, Verdict
 from smddp_compat.bench.stats import MIN_SAMPLES_FOR_SPREAD
 
-__all__ = ["format_table", "format_markdown", "results_json", "write_atomic"]
+__all__ = ["format_table", "format_markdown", "results_json", "write_atomic", "strategy_markdown"]
 
 _HEADERS = ("comparison", "ratio median [IQR]", "n", "goal", "met", "figures")
 
@@ -93,6 +93,33 @@ def format_markdown(results: Sequence[MeasurementResult], machine: dict[str, Any
             status = "NOT met" if row.verdict is Verdict.NOT_MET else row.verdict.value
             out.append(f"- {status}: {row.comparison} = {value} (goal {row.goal.text()})")
     return "\n".join(out) + "\n"
+
+
+def strategy_markdown(strategies_raw: dict[str, Any]) -> str:
+    """The strategy comparison as one Markdown table per model (the strategies measurement's raw numbers)."""
+    target = strategies_raw.get("target_accuracy", 0.0)
+    headers = ("strategy", "Keras", "engine (its default here)", "samples/s / fastest [IQR]", "samples/s",
+               f"s to {target:.2f} held-out", "first step after launch (s)", "peak RSS / process (MiB)",
+               "final accuracy")
+    out: list[str] = []
+    for model, table in strategies_raw.get("models", {}).items():
+        out += [f"**{model.upper()}**", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        for cell in table:
+            first = [cell["label"], cell["keras"], cell["engine"]]
+            if "why_not" in cell or "failed" in cell:
+                why = f"cannot run: {cell['why_not']}" if "why_not" in cell else f"n/a: {cell['failed']}"
+                out.append("| " + " | ".join([*first, why.replace("|", "/")] + [""] * (len(headers) - 4)) + " |")
+                continue
+            ratio = cell["ratio"]
+            reached = (f"{cell['seconds_to_target']:.1f}" if cell["reached_target"] == cell["runs"] else
+                       f"not reached in {cell['runs'] - cell['reached_target']} of {cell['runs']} runs")
+            out.append("| " + " | ".join([
+                *first, f"{ratio['median']:.2f} [{ratio['low']:.2f}-{ratio['high']:.2f}]",
+                f"{cell['samples_per_second']:.0f}", reached, f"{cell['first_step_seconds']:.1f}",
+                f"{cell['peak_rss_mib']:.0f}", f"{cell['final_accuracy']:.3f}",
+            ]) + " |")
+        out.append("")
+    return "\n".join(out)
 
 
 def write_atomic(path: Path, text: str) -> None:

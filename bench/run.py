@@ -22,12 +22,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smddp_compat.bench._chart import write_bandwidth_chart
+from smddp_compat.bench._chart import write_bandwidth_chart, write_strategy_chart
 from smddp_compat.bench.config import DEFAULT_OUT_DIR, BenchConfig
 from smddp_compat.bench.jobs import Job, JobRun, merge_jobs
 from smddp_compat.bench._launch import run_job
 from smddp_compat.bench._machine import describe_machine
-from smddp_compat.bench._report import format_markdown, format_table, results_json, write_atomic
+from smddp_compat.bench._report import (
+    format_markdown,
+    format_table,
+    results_json,
+    strategy_markdown,
+    write_atomic,
+)
 from smddp_compat.bench.results import MeasurementResult, Row
 from smddp_compat.bench.errors import BenchUsageError
 from smddp_compat.bench.measurements import MEASUREMENTS
@@ -132,21 +138,34 @@ def run_bench(config: BenchConfig, stream: Any = sys.stdout) -> tuple[list[Measu
     jobs = merge_jobs(job for module in modules for job in module.jobs(config))
     print(f"smddp bench: {len(jobs)} jobs, {config.rounds} round(s), results in {config.out_dir}", file=stream,
           flush=True)
-    runs = run_jobs(config, jobs, started + config.budget, stream)
+    for module in modules:  # what a measurement needs before its jobs are timed (the twin's image)
+        prepare = getattr(module, "prepare", None)
+        if prepare is not None:
+            prepare(config, stream)
+    runs = run_jobs(config, jobs, time.time() + config.budget, stream)  # the budget is for the jobs
     results = _summarise(config, runs)
     duration = time.time() - started
     command = "smddp bench" + (" --quick" if config.quick else "")
     all_runs = [run.to_json() for job_runs in runs.values() for run in job_runs]
     write_atomic(config.out_dir / "results.json", results_json(results, machine, date, duration, all_runs))
-    write_atomic(config.out_dir / "report.md", format_markdown(results, machine, date, duration, command))
-    charted = False
-    bandwidth = next((result for result in results if result.name == "bandwidth"), None)
-    if bandwidth is not None:
-        charted = write_bandwidth_chart(bandwidth.raw, config.out_dir / "bandwidth.png")
+    report = format_markdown(results, machine, date, duration, command)
+    charts = []
+    by_name = {result.name: result for result in results}
+    if "bandwidth" in by_name and write_bandwidth_chart(by_name["bandwidth"].raw, config.out_dir / "bandwidth.png"):
+        charts.append("bandwidth.png")
+    if "strategies" in by_name:
+        report += "\n## Strategies\n\n" + strategy_markdown(by_name["strategies"].raw)
+        if write_strategy_chart(by_name["strategies"].raw, config.out_dir / "strategies.png"):
+            charts.append("strategies.png")
+            report += "\n![strategies](strategies.png)\n"
+    write_atomic(config.out_dir / "report.md", report)
     print("", file=stream)
     print(format_table(results), file=stream)
+    if "strategies" in by_name:
+        print("", file=stream)
+        print(strategy_markdown(by_name["strategies"].raw), file=stream)
     print("", file=stream)
-    outputs = ["results.json", "report.md"] + (["bandwidth.png"] if charted else [])
+    outputs = ["results.json", "report.md", *charts]
     print(f"Wrote {', '.join(outputs)} to {config.out_dir}. Total bench time {duration:.0f} s "
           f"({duration / 60:.1f} min).", file=stream, flush=True)
     all_ok = all(run.ok for job_runs in runs.values() for run in job_runs)

@@ -10,9 +10,13 @@ from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import default_engine, engine_launcher
 from smddp_compat.bench.jobs import Job, JobRun, Launcher
 
-__all__ = ["smddprun_training", "local_mode_training", "horovodrun_training", "ranks_of", "LEGACY_KERAS"]
+__all__ = ["smddprun_training", "local_mode_training", "horovodrun_training", "ranks_of", "LEGACY_KERAS",
+           "FIRST_STEP_MARK"]
 
 LEGACY_KERAS = (("TF_USE_LEGACY_KERAS", "1"),)
+
+#: Rank 0's progress line when its first training step has ended (timed as it reaches the job's output).
+FIRST_STEP_MARK = ("first step", r"bench: .* first step done")
 
 
 def _args(config: BenchConfig, processes: int, api: str) -> tuple[str, ...]:
@@ -30,13 +34,13 @@ def smddprun_training(config: BenchConfig, ranks: int, api: str = "smddp_compat"
 def local_mode_training(config: BenchConfig, hosts: int, repeat: bool = False) -> Job:
     """``smddp local`` with ``hosts`` hosts x 1 process (distribution smddp) running train.py."""
     return Job("train.py", Launcher.LOCAL_MODE, hosts, _args(config, hosts, "smddp_compat"), LEGACY_KERAS,
-               repeat=repeat)
+               repeat=repeat, marks=(FIRST_STEP_MARK,))
 
 
 def horovodrun_training(config: BenchConfig, ranks: int, repeat: bool = False) -> Job:
     """A bare ``horovodrun -np ranks --gloo`` running train.py (smddp_compat API, like the local-mode job)."""
     return Job("train.py", Launcher.HOROVODRUN, ranks, _args(config, ranks, "smddp_compat"), LEGACY_KERAS,
-               repeat=repeat)
+               repeat=repeat, marks=(FIRST_STEP_MARK,))
 
 
 def ranks_of(runs: list[JobRun]) -> list[tuple[int, dict]]:

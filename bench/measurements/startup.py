@@ -1,69 +1,154 @@
-"""6. Start-up: from starting ``smddp local`` (2 hosts x 1) to the end of the first training step, vs. a bare
-``horovodrun -np 2`` of the same script.
+"""6. Start-up: a 2-host SMDDP job (train.py, 2 hosts x 1 process) from its start to the end of its first training
+step and to ``Completed``, in the SageMaker twin (``smddp local --backend docker``: SageMaker's start sequence in the
+kit's image, the toolkit's own launch) against the process backend (``smddp local``), and the process backend against
+a bare ``horovodrun -np 2`` of the same script.
 
-Both clocks are the machine's wall clock: the bench notes when it starts the launcher, rank 0 when its first step
-ended. The split (launcher until the script started; script until its first step) shows where the time goes.
+Every clock is the machine's wall clock, started when the bench starts the launcher: the first step ends when rank
+0's line ``first step done`` reaches the job's output, ``Completed`` when the launcher exits (the job's artifacts
+written). The toolkit's fixed waits are shown apart: after ``mpirun`` returns, SageMaker's training toolkit
+(``sagemaker_training``'s SMDDP and MPI runners) sleeps 30 s on the leader between writing the workers' status
+files and finishing, and 30 s on each worker after its ``orted`` exits; the twin runs that toolkit unchanged, and so
+does SageMaker. The leader's wait is measured from its log lines.
 """
 
 from __future__ import annotations
 
+import sys
+from typing import IO
+
 from smddp_compat.bench.config import BenchConfig
-from smddp_compat.bench.jobs import Job, JobRun
+from smddp_compat.bench.jobs import Job, JobRun, Launcher
 from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
 from smddp_compat.bench.stats import summarise
-from smddp_compat.bench.measurements._training_jobs import horovodrun_training, local_mode_training
+from smddp_compat.bench.measurements._training_jobs import (
+    FIRST_STEP_MARK,
+    horovodrun_training,
+    local_mode_training,
+)
 
-__all__ = ["NAME", "TITLE", "jobs", "summarise_runs"]
+__all__ = ["NAME", "TITLE", "jobs", "prepare", "summarise_runs", "TOOLKIT_WAIT_MARKS"]
 
 NAME = "startup"
-TITLE = "6. Start-up: launch to first training step"
+TITLE = "6. Start-up: launch to first training step, and to Completed"
+
+#: The leader's fixed wait in SageMaker's training toolkit: from the first line to the second (30 s of sleep after
+#: the status files are written).
+TOOLKIT_WAIT_MARKS = (
+    ("toolkit wait begins", r"Begin writing status file from leader node"),
+    ("toolkit wait ends", r"Finished writing status file from leader node"),
+)
+
+
+#: The twin's phases before the first step: the toolkit's first line in a container, and its launch of the script.
+TWIN_PHASE_MARKS = (
+    ("toolkit up", r"sagemaker-training-toolkit INFO +Imported framework"),
+    ("script invoked", r"sagemaker-training-toolkit INFO +Invoking user script"),
+)
+
+
+def _twin_job(config: BenchConfig) -> Job:
+    process = local_mode_training(config, 2, repeat=True)
+    return Job(process.program, Launcher.TWIN, process.ranks, process.args, process.env, repeat=True,
+               marks=(*process.marks, *TWIN_PHASE_MARKS, *TOOLKIT_WAIT_MARKS), rank_results=False)
 
 
 def _jobs(config: BenchConfig) -> dict[str, Job]:
     return {"smddp local": local_mode_training(config, 2, repeat=True),
-            "horovodrun": horovodrun_training(config, 2, repeat=True)}
+            "horovodrun": horovodrun_training(config, 2, repeat=True),
+            "twin": _twin_job(config)}
 
 
 def jobs(config: BenchConfig) -> list[Job]:
-    """train.py in local mode (2 hosts) and under horovodrun (2 ranks)."""
+    """train.py in local mode (2 hosts), in the twin (2 hosts) and under horovodrun (2 ranks)."""
     return list(_jobs(config).values())
+
+
+def prepare(config: BenchConfig, stream: IO[str] = sys.stdout) -> None:
+    """Builds the twin's image before any job is timed (when it is missing or stale), so that no start-up counts a
+    build. Without a Docker engine the twin's job fails fast with the engine's own message, and its rows say so."""
+    from smddp_compat.image import DockerError, ensure_image, find_engine, host_base_recipe
+
+    try:
+        engine = find_engine(need_compose=False)
+        build = ensure_image(engine, base=host_base_recipe(), progress=stream)
+    except DockerError as exc:
+        print(f"startup: the twin's rows will be n/a: {exc}", file=stream, flush=True)
+        return
+    if build.built:
+        print(f"startup: built the twin's image {build.tag} in {build.seconds:.0f} s (not timed)", file=stream,
+              flush=True)
 
 
 def _timings(runs: list[JobRun]) -> dict[int, dict[str, float]]:
     out = {}
     for run in runs:
-        if not run.ok:
+        if not run.ok or FIRST_STEP_MARK[0] not in run.marks:
             continue
-        first = run.ranks[0]
-        out[run.round] = {
-            "to_first_step": first["first_step_done"] - run.started,
-            "launcher": min(rank["process_started"] for rank in run.ranks) - run.started,
-            "script": first["first_step_done"] - first["process_started"],
-        }
+        timing = {"to_first_step": run.marks[FIRST_STEP_MARK[0]] - run.started, "to_completed": run.duration}
+        if run.ranks:
+            timing["launcher"] = min(rank["process_started"] for rank in run.ranks) - run.started
+            timing["script"] = run.marks[FIRST_STEP_MARK[0]] - run.ranks[0]["process_started"]
+        for name, _ in TWIN_PHASE_MARKS:
+            if name in run.marks:
+                timing[name] = run.marks[name] - run.started
+        begins, ends = (run.marks.get(name) for name, _ in TOOLKIT_WAIT_MARKS)
+        if begins is not None and ends is not None:
+            timing["toolkit_wait"] = ends - begins
+        out[run.round] = timing
     return out
 
 
+def _median(values: dict[int, dict[str, float]], key: str) -> float:
+    return summarise([value[key] for value in values.values() if key in value]).median
+
+
+def _failed(runs: RunsByJob, jobs_: list[Job]) -> str:
+    return next((run.reason for job in jobs_ for run in runs(job) if not run.ok), "not run")
+
+
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
-    """Local mode's start-up over horovodrun's, round by round."""
+    """Round by round: local mode over horovodrun, and the twin over local mode (to the first step, to Completed,
+    and to Completed less the toolkit's fixed wait)."""
     result = MeasurementResult(NAME, TITLE)
     layouts = _jobs(config)
     timings = {name: _timings(list(runs(job))) for name, job in layouts.items()}
     result.raw = {name: {"timings": values, "runs": [run.to_json() for run in runs(layouts[name])]}
                   for name, values in timings.items()}
-    local, bare = timings["smddp local"], timings["horovodrun"]
-    rounds = sorted(set(local) & set(bare))
+    local, bare, twin = timings["smddp local"], timings["horovodrun"], timings["twin"]
+
     comparison = "start to first step: smddp local (2 hosts x 1) / horovodrun -np 2"
+    rounds = sorted(set(local) & set(bare))
+    if rounds:
+        ratio = summarise([local[r]["to_first_step"] / bare[r]["to_first_step"] for r in rounds])
+        detail = (f"{_median(local, 'to_first_step'):.1f} s vs {_median(bare, 'to_first_step'):.1f} s "
+                  f"(launcher {_median(local, 'launcher'):.1f} vs {_median(bare, 'launcher'):.1f} s, "
+                  f"script {_median(local, 'script'):.1f} vs {_median(bare, 'script'):.1f} s)")
+        result.rows.append(Row(comparison, ratio, None, detail))
+    else:
+        result.rows.append(Row(comparison, None, None,
+                               f"n/a: {_failed(runs, [layouts['smddp local'], layouts['horovodrun']])}"))
+
+    rounds = sorted(set(twin) & set(local))
+    twin_rows = (
+        ("to_first_step", "start to first step: twin (smddp local --backend docker) / process backend, 2-host SMDDP"),
+        ("to_completed", "start to Completed: twin / process backend, 2-host SMDDP"),
+        ("without_wait", "start to Completed less the toolkit's fixed wait: twin / process backend"),
+    )
     if not rounds:
-        failed = next((run.reason for job in layouts.values() for run in runs(job) if not run.ok), "not run")
-        result.rows.append(Row(comparison, None, None, f"n/a: {failed}"))
+        reason = _failed(runs, [layouts["twin"], layouts["smddp local"]])
+        result.rows += [Row(comparison, None, None, f"n/a: {reason}") for _, comparison in twin_rows]
         return result
-    ratio = summarise([local[r]["to_first_step"] / bare[r]["to_first_step"] for r in rounds])
-
-    def median(values: dict[int, dict[str, float]], key: str) -> float:
-        return summarise([v[key] for v in values.values()]).median
-
-    detail = (f"{median(local, 'to_first_step'):.1f} s vs {median(bare, 'to_first_step'):.1f} s "
-              f"(launcher {median(local, 'launcher'):.1f} vs {median(bare, 'launcher'):.1f} s, "
-              f"script {median(local, 'script'):.1f} vs {median(bare, 'script'):.1f} s)")
-    result.rows.append(Row(comparison, ratio, None, detail))
+    for timing in twin.values():
+        timing["without_wait"] = timing["to_completed"] - timing.get("toolkit_wait", 0.0)
+    for value in local.values():
+        value["without_wait"] = value["to_completed"]
+    for key, comparison in twin_rows:
+        ratio = summarise([twin[r][key] / local[r][key] for r in rounds])
+        detail = f"{_median(twin, key):.1f} s vs {_median(local, key):.1f} s"
+        if key == "to_first_step" and all(name in value for value in twin.values() for name, _ in TWIN_PHASE_MARKS):
+            detail += (f" (twin: the toolkit's first line at {_median(twin, 'toolkit up'):.1f} s, the script "
+                       f"invoked at {_median(twin, 'script invoked'):.1f} s)")
+        if key == "to_completed" and any("toolkit_wait" in value for value in twin.values()):
+            detail += f", of which the toolkit's fixed wait {_median(twin, 'toolkit_wait'):.1f} s in the twin"
+        result.rows.append(Row(comparison, ratio, None, detail))
     return result

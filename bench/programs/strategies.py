@@ -336,7 +336,7 @@ def train(args: argparse.Namespace, trainer: Trainer) -> dict[str, Any]:
 
 def main() -> None:
     """Trains under ``--strategy`` and writes this process's result."""
-    args = build_parser().parse_args()
+    args, _ = build_parser().parse_known_args()  # SageMaker adds hyperparameters of its own (--model_dir)
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(max(2, args.threads))

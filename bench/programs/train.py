@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=32, help="per-rank batch size")
     parser.add_argument("--threads", type=int, default=0, help="TF intra-op threads per rank (0: TF's default)")
-    args = parser.parse_args()
+    args, _ = parser.parse_known_args()  # SageMaker adds hyperparameters of its own (--model_dir)
     api = importlib.import_module(APIS[args.api])
     imported = time.time()
     if args.threads:

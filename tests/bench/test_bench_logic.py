@@ -48,9 +48,10 @@ def test_every_measurement_asks_for_jobs_in_full_and_quick_mode(tmp_path):
         config = BenchConfig(out_dir=tmp_path, measurements=tuple(MEASUREMENTS), quick=quick)
         jobs = merge_jobs(job for module in MEASUREMENTS.values() for job in module.jobs(config))
         programs = {job.program for job in jobs}
-        assert programs == {"overhead.py", "collectives.py", "mwms_allreduce.py", "train.py", "allreduce_profile.py"}
+        assert programs == {"overhead.py", "collectives.py", "mwms_allreduce.py", "train.py", "allreduce_profile.py",
+                            "strategies.py"}
         launchers = {job.launcher for job in jobs}
-        assert {Launcher.MWMS, Launcher.LOCAL_MODE, Launcher.HOROVODRUN} <= launchers
+        assert {Launcher.MWMS, Launcher.LOCAL_MODE, Launcher.HOROVODRUN, Launcher.TWIN} <= launchers
     # the default engine's 2-rank collectives job serves bandwidth, small tensors and fp16 at once, and repeats
     # only the bandwidth sweep (the engine comparison) in later rounds
     default = engine_launcher(default_engine(2))

@@ -1,0 +1,106 @@
+"""The strategy comparison and the start-up measurement's logic: which cells run and which are refused with why,
+how runs become rows, and how marked output lines are timed (no jobs are run here; test_bench_quick runs them)."""
+
+from __future__ import annotations
+
+import io
+
+from smddp_compat.bench._launch import _MarkedLog
+from smddp_compat.bench._report import strategy_markdown
+from smddp_compat.bench.config import BenchConfig
+from smddp_compat.bench.jobs import JobRun, Launcher
+from smddp_compat.bench.measurements import startup, strategies
+
+
+def _config(tmp_path, quick=False):
+    return BenchConfig(out_dir=tmp_path, measurements=("strategies", "startup"), quick=quick)
+
+
+def test_every_strategy_runs_on_each_model_and_flavour_it_supports_and_the_rest_say_why(tmp_path):
+    cells = strategies.cells(_config(tmp_path))
+    names = {(cell.strategy.name, cell.keras, cell.model): cell.why_not for cell in cells}
+    for model in ("mlp", "cnn"):
+        for name in ("smddp", "horovod_face", "mwms"):
+            assert names[(name, "keras3", model)] == "" and names[(name, "tf-keras", model)] == ""
+        assert names[("horovod", "tf-keras", model)] == ""
+        assert "TF_USE_LEGACY_KERAS=1" in names[("horovod", "keras3", model)]
+        assert "keras-team/keras#18624" in names[("parameter_server", "keras3", model)]
+    assert names[("dtensor", "none", "mlp")] == ""
+    assert "Core-API MLP" in names[("dtensor", "none", "cnn")]
+    jobs = strategies.jobs(_config(tmp_path))
+    assert len(jobs) == len([cell for cell in cells if not cell.why_not]) == 17
+    distributions = {job.args_dict()["--strategy"]: job.local_options[1] for job in jobs}
+    assert distributions == {"smddp": "smddp", "horovod_face": "mpi", "horovod": "mpi", "mwms": "mwms",
+                             "dtensor": "dtensor", "parameter_server": "parameter_server"}
+    assert all(job.launcher is Launcher.LOCAL_MODE and job.ranks == 2 and job.repeat for job in jobs)
+    quick = strategies.jobs(_config(tmp_path, quick=True))
+    assert len(quick) == 6 and {job.args_dict()["--model"] for job in quick} == {"mlp"}
+
+
+def _strategy_run(job, round_index, speed, reached, started=100.0):
+    reporter = {"rank": 0, "window_samples_per_second": [speed, speed * 1.1, speed * 0.9], "seconds_to_target": reached,
+                "first_step_done": started + 9.0, "peak_rss_bytes": 700 * 2**20, "final_accuracy": 0.95,
+                "processes": 2}
+    other = {"rank": 1, "peak_rss_bytes": 800 * 2**20}
+    return JobRun(job, round_index, True, "", started, 20.0, [reporter, other], "log")
+
+
+def test_rows_divide_by_the_fastest_cell_and_the_table_names_what_cannot_run(tmp_path):
+    config = _config(tmp_path, quick=True)
+    jobs = {job.args_dict()["--strategy"]: job for job in strategies.jobs(config)}
+    speeds = {"smddp": 1000.0, "horovod_face": 2000.0, "horovod": 1500.0, "mwms": 500.0, "dtensor": 1000.0,
+              "parameter_server": 800.0}
+    runs = {job.key: [_strategy_run(job, 0, speeds[name], None if name == "mwms" else 3.0)]
+            for name, job in jobs.items()}
+    result = strategies.summarise_runs(config, lambda job: runs.get(job.key, []))
+    rows = {row.comparison: row for row in result.rows}
+    fastest = next(row for label, row in rows.items() if "Horovod face" in label)
+    assert fastest.ratio.median == 1.0 and "(the fastest)" in fastest.detail
+    smddp = next(row for label, row in rows.items() if "SMDDP face" in label)
+    assert smddp.ratio.median == 0.5 and "peak RSS 800 MiB" in smddp.detail and "first step 9.0 s" in smddp.detail
+    mwms = next(row for label, row in rows.items() if "MultiWorker" in label)
+    assert "not reached in 1 of 1 runs" in mwms.detail
+    table = strategy_markdown(result.raw)
+    assert table.count("\n| ") == 7 and "| 0.50 [" in table  # header + 6 cells; the ratio with its IQR
+
+
+def test_a_failed_cell_reads_n_a_with_its_reason(tmp_path):
+    config = _config(tmp_path, quick=True)
+    failed = {job.key: [JobRun(job, 0, False, "timed out after 150 s", 0.0, 150.0, [], "log")]
+              for job in strategies.jobs(config)}
+    result = strategies.summarise_runs(config, lambda job: failed.get(job.key, []))
+    assert all(row.ratio is None and row.detail == "n/a: timed out after 150 s" for row in result.rows)
+
+
+def test_marked_lines_are_timed_when_they_first_go_through_the_log():
+    log = _MarkedLog(io.StringIO(), [("first step", r"bench: .* first step done"), ("never", r"no such line")])
+    log.write("[algo-1] [1,mpirank:0,algo-1]<stdout>:bench:   8.5 s: first step done\n")
+    seen = log.seen["first step"]
+    log.write("bench:   9.0 s: first step done\n")
+    assert log.seen == {"first step": seen} and log.log.getvalue().count("first step done") == 2
+
+
+def test_twin_rows_subtract_the_toolkit_wait_and_show_its_phases(tmp_path):
+    config = _config(tmp_path, quick=True)
+    jobs = startup._jobs(config)
+    assert jobs["twin"].launcher is Launcher.TWIN and not jobs["twin"].rank_results
+    marks = {"first step": 140.0, "toolkit up": 115.0, "script invoked": 118.0, "toolkit wait begins": 150.0,
+             "toolkit wait ends": 180.0}
+    runs = {
+        jobs["twin"].key: [JobRun(jobs["twin"], 0, True, "", 100.0, 85.0, [], "log", marks)],
+        jobs["smddp local"].key: [JobRun(jobs["smddp local"], 0, True, "", 100.0, 15.0,
+                                         [{"process_started": 101.0}, {"process_started": 101.5}], "log",
+                                         {"first step": 110.0})],
+        jobs["horovodrun"].key: [JobRun(jobs["horovodrun"], 0, True, "", 100.0, 16.0,
+                                        [{"process_started": 103.0}, {"process_started": 103.0}], "log",
+                                        {"first step": 112.0})],
+    }
+    result = startup.summarise_runs(config, lambda job: runs.get(job.key, []))
+    rows = {row.comparison: row for row in result.rows}
+    assert rows["start to first step: smddp local (2 hosts x 1) / horovodrun -np 2"].ratio.median == 10.0 / 12.0
+    first = next(row for label, row in rows.items() if label.startswith("start to first step: twin"))
+    assert first.ratio.median == 4.0 and "first line at 15.0 s" in first.detail and "invoked at 18.0 s" in first.detail
+    completed = next(row for label, row in rows.items() if label.startswith("start to Completed: twin"))
+    assert completed.ratio.median == 85.0 / 15.0 and "fixed wait 30.0 s" in completed.detail
+    less = next(row for label, row in rows.items() if "less the toolkit's fixed wait" in label)
+    assert less.ratio.median == 55.0 / 15.0
