@@ -45,6 +45,7 @@ def test_rank_environment_is_exact(tmp_path):
     environ = {**MPIRUN_ENV, "OMPI_MCA_orte_jobfam_session_dir": str(session)}
     env = rank_environment(environ, parse())
     stall_dir = str(session / "smddp-stall-2076573697")
+    rules = str(session / "smddp-allreduce-rules-2076573697.conf")
     assert env == {
         **environ,
         "PYTHONPATH": os.pathsep.join([smdistributed_shim.path(), "/code"]),
@@ -53,8 +54,10 @@ def test_rank_environment_is_exact(tmp_path):
         **RANK_1_OF_2,
         "MPI4PY_RC_THREAD_LEVEL": "multiple",
         "SMDDP_STALL_DIR": stall_dir,
+        "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",  # Open MPI's allreduce algorithms by message size
+        "OMPI_MCA_coll_tuned_dynamic_rules_filename": rules,
     }
-    assert os.path.isdir(stall_dir)
+    assert os.path.isdir(stall_dir) and os.path.isfile(rules)
 
 
 def test_gloo_launch_variables_do_not_leak_into_an_mpi_rank():
