@@ -1,9 +1,15 @@
 """2. Allreduce bandwidth, 1 KB to 64 MB, 2 and 3 ranks: Horovod over Gloo, Horovod over MPI and TF's
 MultiWorkerMirroredStrategy, each against a memory copy of the same size timed in turns in the same process.
 
-Goal: the kit's default engine for 2 ranks reaches at least a quarter of the copy's bandwidth at 64 MB (the ceiling
-analysis in bench/LATEST.md puts a Horovod-based engine near 0.2-0.3). The engines are also compared with each
-other at every size from 1 KB to 64 MB, on 2 and 3 ranks: the evidence for each rank count's default engine.
+Goal: the kit's default engine for 2 ranks reaches at least a quarter of the copy's bandwidth at 64 MB. The engines
+are also compared with each other at every size from 1 KB to 64 MB, on 2 and 3 ranks: the evidence for each rank
+count's default engine.
+
+The default engine's settings are compared with the alternatives the field offers (:data:`MPI_VARIANTS`: Open MPI's
+own allreduce algorithm, other segment sizes, no single-copy transfers, no huge pages, TensorFlow's BFC allocator,
+Horovod's cycle time): each is a 2-rank Horovod/MPI job at 1 KB and 64 MB, run every round in turns with a job of
+the kit's own settings (same sizes), each against its own memory copy; the rows show the 64 MB fraction of the copy
+and the 1 KB time of each, the kit's first.
 """
 
 from __future__ import annotations
@@ -11,13 +17,20 @@ from __future__ import annotations
 from typing import Any
 
 from smddp_compat.bench.config import BenchConfig
-from smddp_compat.bench.engines import ENGINE_NAMES, default_engine, horovod_engines, mpi_unavailable_reason
+from smddp_compat.bench.engines import (
+    ENGINE_NAMES,
+    default_engine,
+    engine_launcher,
+    horovod_engines,
+    mpi_unavailable_reason,
+)
 from smddp_compat.bench.jobs import Job, JobRun, Launcher
 from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements._collectives_job import bandwidth_sizes, collectives_job, sweep_args
 
-__all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "rank_counts", "size_text"]
+__all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "rank_counts", "size_text", "MPI_VARIANTS", "variant_job",
+           "variant_names"]
 
 NAME = "bandwidth"
 TITLE = "2. Allreduce bandwidth vs. memory copy"
@@ -26,6 +39,23 @@ GOAL = Goal(">=", 0.25)
 COMPARED_SIZES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 #: Rank count whose jobs repeat every round and decide which engine is faster.
 COMPARED_RANKS = 2
+
+_SEGMENTED_4MB = (("OMPI_MCA_coll_tuned_allreduce_algorithm", "5"),
+                  ("OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", str(4 << 20)),
+                  ("OMPI_MCA_coll_tuned_use_dynamic_rules", "1"))
+#: Alternatives to the kit's Horovod/MPI settings: name -> (what it is, the environment that gives it). A user's own
+#: ``OMPI_MCA_coll_tuned_*`` variable replaces the kit's allreduce rules, so the first two run without them.
+MPI_VARIANTS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    "openmpi-choice": ("Open MPI's own allreduce algorithm (before: unsegmented ring)",
+                       (("OMPI_MCA_coll_tuned_use_dynamic_rules", "0"),)),
+    "segments-4mb": ("segmented ring, 4 MB segments", _SEGMENTED_4MB),
+    "no-single-copy": ("no CMA single copy (btl_vader_single_copy_mechanism none)",
+                       (("OMPI_MCA_btl_vader_single_copy_mechanism", "none"),)),
+    "no-huge-pages": ("no huge pages (glibc.malloc.hugetlb=0)", (("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0"),)),
+    "bfc-allocator": ("TensorFlow's BFC allocator (TF_CPU_ALLOCATOR_USE_BFC)", (("TF_CPU_ALLOCATOR_USE_BFC", "true"),)),
+    "cycle-0.1ms": ("Horovod cycle time 0.1 ms (default 1 ms)", (("HOROVOD_CYCLE_TIME", "0.1"),)),
+}
+KIT_VARIANT = "kit"
 
 
 def rank_counts(config: BenchConfig) -> list[int]:
@@ -53,9 +83,26 @@ def _engine_jobs(config: BenchConfig) -> dict[tuple[str, int], Job]:
     return out
 
 
+def variant_names(config: BenchConfig) -> list[str]:
+    """The kit's settings first, then the alternatives tried (none without mpirun, none in a --quick run: its tiny
+    sizes say nothing about them)."""
+    if config.quick or "mpi" not in horovod_engines():
+        return []
+    return [KIT_VARIANT, *MPI_VARIANTS]
+
+
+def variant_job(config: BenchConfig, name: str) -> Job:
+    """The 2-rank Horovod/MPI job of variant ``name`` (``kit``: the kit's own settings): 1 KB and 64 MB."""
+    sizes, reps = (f"{1 << 10},{1 << 20}", "3") if config.quick else (f"{1 << 10},{64 << 20}", "10")
+    env = () if name == KIT_VARIANT else MPI_VARIANTS[name][1]
+    return Job(program="collectives.py", launcher=engine_launcher("mpi"), ranks=COMPARED_RANKS,
+               args=("--sizes", sizes, "--min-reps", reps, "--max-reps", reps, "--variant", name),
+               env=env, parts=frozenset({"bandwidth"}), repeat=True)
+
+
 def jobs(config: BenchConfig) -> list[Job]:
-    """One job per engine and rank count."""
-    return list(_engine_jobs(config).values())
+    """One job per engine and rank count, and one per variant of the default engine's settings."""
+    return list(_engine_jobs(config).values()) + [variant_job(config, name) for name in variant_names(config)]
 
 
 def _pooled(runs: list[JobRun], nbytes: int) -> dict[str, list[float]]:
@@ -120,7 +167,40 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
         result.rows.append(Row(comparison, fraction, goal, detail))
         medians[(engine, ranks)] = {size: _per_round_median(ok, size) for size in sizes}
     _compare_engines(result, medians, sizes, defaults)
+    _compare_variants(config, result, runs)
     return result
+
+
+def _compare_variants(config: BenchConfig, result: MeasurementResult, runs: RunsByJob) -> None:
+    """Rows of the default engine's settings side by side: each variant's 64 MB fraction of the copy, and its 1 KB
+    time over the kit's in the same round."""
+    names = variant_names(config)
+    if not names:
+        return
+    ok = {name: [run for run in runs(variant_job(config, name)) if run.ok] for name in names}
+    large, small = (1 << 20, 1 << 10) if config.quick else (64 << 20, 1 << 10)
+    kit_small = _per_round_median(ok[KIT_VARIANT], small) if ok[KIT_VARIANT] else {}
+    raw = result.raw.setdefault("variants", {})
+    for name in names:
+        label = "kit settings (default)" if name == KIT_VARIANT else MPI_VARIANTS[name][0]
+        comparison = f"{size_text(large)} allreduce / copy bandwidth: Horovod/MPI, {label}, {COMPARED_RANKS} ranks"
+        if not ok[name]:
+            reason = next((run.reason for run in runs(variant_job(config, name))), "not run")
+            result.rows.append(Row(comparison, None, None, f"n/a: {reason}"))
+            continue
+        pooled = _pooled(ok[name], large)
+        fraction = paired_ratios(pooled["copy"], pooled["allreduce"])
+        small_times = _per_round_median(ok[name], small)
+        rounds = sorted(set(small_times) & set(kit_small))
+        latency = summarise([small_times[r] / kit_small[r] for r in rounds])
+        detail = (f"{summarise(pooled['allreduce']).median * 1e3:.1f} ms vs copy {summarise(pooled['copy']).median * 1e3:.1f}"
+                  f" ms; {size_text(small)}: {summarise(_pooled(ok[name], small)['allreduce']).median * 1e3:.2f} ms")
+        if name != KIT_VARIANT and rounds:
+            detail += f", {latency.median:.2f}x the kit's"
+        result.rows.append(Row(comparison, fraction, None, detail))
+        raw[name] = {"label": label, "env": dict(variant_job(config, name).env), "fraction_of_copy": fraction.to_json(),
+                     "small_over_kit": latency.to_json(), "samples": {str(large): pooled,
+                                                                      str(small): _pooled(ok[name], small)}}
 
 
 def _compare_engines(result: MeasurementResult, medians: dict[tuple[str, int], dict[int, dict[int, float]]],

@@ -1,35 +1,55 @@
 """1. Compat overhead: training-step time on smddp_compat vs. the same loop on raw ``horovod.tensorflow``.
 
-Both run in one 2-rank job under tf-keras (raw Horovod fails on Keras 3), in blocks of two steps taken in turns
-(A B B A...); the ratio is computed block by block, so each pair of blocks saw the same load. One job per engine
-(Horovod over Gloo, over MPI). Goal on both: at most 1.02. The engines' step times are also compared (a real
-training step, the workload the default engine is chosen for).
+Both run in one 2-rank job under tf-keras (raw Horovod fails on Keras 3), one step of each API in turns (A B B A...),
+a few hundred steps per model. One job per engine (Horovod over Gloo, over MPI).
+
+How the 2 % goal is decided on a shared, loaded machine: a single step's wall time varies by +-15-30 % with the
+machine's load (another process takes the core for a time slice), far more than the 2 % to resolve, and pairing
+adjacent steps does not remove it (the two steps of a pair are hit by different slices). So:
+
+- the judged figure is the **CPU time per step** of the rank's process (all its threads: TensorFlow's pools,
+  Horovod's background thread): the work a step costs, which does not grow while another process holds the core.
+  What the compat layer could add to a step is work (ops in the step's graph, Python run per step) or waiting (more
+  collectives per step); the first is in the CPU time, the second is compared directly: the collective ops in each
+  API's step graph are counted (the row's detail: smddp_compat must not have more);
+- the steps are taken in groups of consecutive pairs (:data:`GROUPS` groups per model) and each group gives one
+  ratio, of the two APIs' median step in it (medians ignore the steps a time slice hit): the IQR of those ratios
+  says how well the run resolves the ratio;
+- the wall time per step is shown beside (no goal: it measures the machine's load as much as the step).
+
+Goal: CPU time per step at most 1.02 of raw Horovod's. The engines' step times are also compared.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import ENGINE_NAMES, default_engine, engine_launcher, horovod_engines
 from smddp_compat.bench.jobs import Job
 from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
-from smddp_compat.bench.stats import paired_ratios, summarise
+from smddp_compat.bench.stats import Summary, summarise
 
-__all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "MODEL_NAMES"]
+__all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "MODEL_NAMES", "GROUPS", "grouped_ratios", "collective_ops"]
 
 NAME = "overhead"
 TITLE = "1. Compat overhead: smddp_compat / raw Horovod step time (tf-keras)"
 GOAL = Goal("<=", 1.02)
 RANKS = 2
 MODEL_NAMES = {"cnn": "MNIST CNN", "mlp": "MLP 784-700-500-10"}
+#: Groups of consecutive step pairs per model; each gives one ratio of the two APIs' median steps.
+GROUPS = 10
 
 
 def _job(config: BenchConfig, engine: str) -> Job:
-    steps, blocks = ("2", "3") if config.quick else ("2", "30")
+    blocks = "10" if config.quick else "400"
     return Job(
         program="overhead.py",
         launcher=engine_launcher(engine),
         ranks=RANKS,
-        args=("--steps", steps, "--blocks", blocks, "--threads", str(config.threads_per_rank(RANKS))),
+        args=("--steps", "1", "--blocks", blocks, "--threads", str(config.threads_per_rank(RANKS))),
         env=(("TF_USE_LEGACY_KERAS", "1"),),
     )
 
@@ -39,8 +59,36 @@ def jobs(config: BenchConfig) -> list[Job]:
     return [_job(config, engine) for engine in horovod_engines()]
 
 
+def grouped_ratios(numerators: list[float], denominators: list[float], groups: int = GROUPS) -> Summary:
+    """The ratio of paired step times, one per group of consecutive pairs: median of the numerators' steps in the
+    group over the median of the denominators' steps (pair ``i`` is ``numerators[i]``, ``denominators[i]``, taken
+    next to each other).
+
+    Args:
+        numerators: Step times of the variant, in the order taken.
+        denominators: Step times of the baseline, pair by pair with ``numerators``.
+        groups: How many groups (fewer when there are fewer pairs: then one pair a group).
+
+    Returns:
+        The summary of the groups' ratios.
+    """
+    count = min(len(numerators), len(denominators))
+    size = max(1, count // max(1, groups))
+    ratios = []
+    for start in range(0, count - size + 1, size):
+        below = float(np.median(denominators[start:start + size]))
+        if below > 0:
+            ratios.append(float(np.median(numerators[start:start + size])) / below)
+    return summarise(ratios)
+
+
+def collective_ops(graph_ops: dict[str, int]) -> int:
+    """How many Horovod collective ops a step graph holds (a grouped allreduce counts once: one negotiation)."""
+    return sum(count for op, count in graph_ops.items() if op.startswith("Horovod"))
+
+
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
-    """Per engine and model: the block-by-block ratio of step times, pooled over ranks; then the engines' steps."""
+    """Per engine and model: CPU and wall time per step, grouped pair ratios; then the engines' steps."""
     result = MeasurementResult(NAME, TITLE)
     default = default_engine(RANKS)
     step_medians: dict[str, dict[str, float]] = {}
@@ -54,33 +102,56 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
                 f"{name} step time (smddp_compat), Horovod/Gloo / Horovod/MPI, {RANKS} ranks", summarise([gloo / mpi]),
                 None, f"{gloo * 1e3:.1f} ms vs {mpi * 1e3:.1f} ms (>1: MPI faster)",
             ))
+    result.notes.append(
+        "Compat overhead: judged on CPU time per step (the work a step costs), steps of the two APIs in turns, "
+        f"{GROUPS} groups of consecutive pairs per model, each the ratio of the groups' median steps; wall time "
+        "beside it without a goal (it varies with the machine's load by far more than 2 %); the collective ops "
+        "per step of each API's graph in the detail."
+    )
     return result
+
+
+def _per_step(ok: list, model: str, kind: str, api: str) -> list[float]:
+    """The step times of ``api`` averaged over the ranks, step by step, run after run."""
+    out: list[float] = []
+    for run in ok:
+        series = [rank["models"][model][kind][api] for rank in run.ranks]
+        length = min(len(values) for values in series)
+        out += [float(np.mean([values[i] for values in series])) for i in range(length)]
+    return out
 
 
 def _summarise_engine(result: MeasurementResult, all_runs: list, engine: str, engine_name: str) -> dict[str, float]:
     """Adds one engine's rows; returns its median smddp_compat step time per model (empty when it did not run)."""
     ok = [run for run in all_runs if run.ok]
+    cpu_label = "{name} step CPU time: smddp_compat / horovod, {engine}"
+    wall_label = "{name} step wall time: smddp_compat / horovod, {engine} (not judged: the machine's load)"
     if not ok:
         reason = all_runs[0].reason if all_runs else "not run"
         for name in MODEL_NAMES.values():
-            result.rows.append(Row(f"{name} step: smddp_compat / horovod, {engine_name}", None, GOAL, f"n/a: {reason}"))
+            result.rows.append(Row(cpu_label.format(name=name, engine=engine_name), None, GOAL, f"n/a: {reason}"))
         return {}
     medians: dict[str, float] = {}
-    raw: dict = result.raw.setdefault(engine, {})
+    raw: dict[str, Any] = result.raw.setdefault(engine, {})
     for model, name in MODEL_NAMES.items():
-        blocks: dict[str, list[float]] = {"horovod": [], "smddp_compat": []}
-        steps: dict[str, list[float]] = {"horovod": [], "smddp_compat": []}
-        for run in ok:
-            for rank in run.ranks:
-                for api in blocks:
-                    blocks[api].extend(rank["models"][model]["block_seconds"][api])
-                    steps[api].extend(rank["models"][model]["step_seconds"][api])
-        ratio = paired_ratios(blocks["smddp_compat"], blocks["horovod"])
-        detail = (f"{summarise(steps['smddp_compat']).median * 1e3:.1f} ms vs "
-                  f"{summarise(steps['horovod']).median * 1e3:.1f} ms per step")
-        result.rows.append(Row(f"{name} step: smddp_compat / horovod, {engine_name}", ratio, GOAL, detail))
-        raw[model] = {"block_seconds": blocks, "step_seconds": steps}
-        medians[model] = summarise(steps["smddp_compat"]).median
+        cpu = {api: _per_step(ok, model, "cpu_seconds", api) for api in ("smddp_compat", "horovod")}
+        wall = {api: _per_step(ok, model, "step_seconds", api) for api in ("smddp_compat", "horovod")}
+        graph_ops = ok[0].ranks[0]["models"][model].get("graph_ops", {})
+        collectives = {api: collective_ops(graph_ops.get(api, {})) for api in ("smddp_compat", "horovod")}
+        ops = {api: sum(graph_ops.get(api, {}).values()) for api in ("smddp_compat", "horovod")}
+        cpu_ratio = grouped_ratios(cpu["smddp_compat"], cpu["horovod"])
+        detail = (f"{np.median(cpu['smddp_compat']) * 1e3:.2f} ms vs {np.median(cpu['horovod']) * 1e3:.2f} ms CPU "
+                  f"per step; graph: {collectives['smddp_compat']} vs {collectives['horovod']} collective ops, "
+                  f"{ops['smddp_compat']} vs {ops['horovod']} ops")
+        result.rows.append(Row(cpu_label.format(name=name, engine=engine_name), cpu_ratio, GOAL, detail))
+        wall_ratio = grouped_ratios(wall["smddp_compat"], wall["horovod"])
+        result.rows.append(Row(
+            wall_label.format(name=name, engine=engine_name), wall_ratio, None,
+            f"{np.median(wall['smddp_compat']) * 1e3:.1f} ms vs {np.median(wall['horovod']) * 1e3:.1f} ms per step",
+        ))
+        raw[model] = {"cpu_seconds": cpu, "step_seconds": wall, "graph_ops": graph_ops,
+                      "cpu_ratio": cpu_ratio.to_json(), "wall_ratio": wall_ratio.to_json()}
+        medians[model] = float(np.median(wall["smddp_compat"]))
     raw["keras"] = ok[0].ranks[0]["keras"]
     raw["runs"] = [run.to_json() for run in all_runs]
     return medians

@@ -3,7 +3,9 @@
 Parts (``--parts``, comma-separated):
 
 - ``bandwidth``: ``allreduce`` (sum) of one float32 tensor per size in ``--sizes``, alternated with a numpy copy of
-  the same number of bytes on this rank (the host's memory speed at that moment).
+  the same number of bytes on this rank (the host's memory speed at that moment). The call waits for the result
+  through ``memoryview`` (zero-copy), not ``.numpy()``, which would add a copy and a fresh allocation of the whole
+  tensor that are not part of an allreduce.
 - ``small_tensors``: ``--small-count`` tensors from ``--small-min`` to ``--small-max`` bytes (geometric spacing, like
   a ResNet's gradients): SMDDP-style ``allreduce(t, param_index, num_params)`` per tensor inside one ``tf.function``,
   vs. one ``grouped_allreduce`` of the list, vs. (``--small-eager-reps`` > 0) separate eager calls.
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The program's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--variant", default="kit", help="name of the engine settings this job runs with (recorded)")
     add_sweep_options(parser)
     parser.add_argument("--small-count", type=int, default=160)
     parser.add_argument("--small-min", type=int, default=64 << 10)
@@ -59,7 +62,7 @@ def measure_bandwidth(args: argparse.Namespace, rank: int) -> dict[str, Any]:
 
     def make_reduce(nbytes: int) -> Callable[[], None]:
         tensor = _float_tensor(nbytes, rank)
-        return lambda: hvd.allreduce(tensor, op=hvd.Sum).numpy()
+        return lambda: memoryview(hvd.allreduce(tensor, op=hvd.Sum))
 
     return sweep(args, make_reduce)
 
@@ -152,7 +155,7 @@ def main() -> None:
     rank = hvd.rank()
     progress(rank, f"initialised ({os.environ.get('HOROVOD_CONTROLLER', 'gloo')}, {hvd.size()} ranks)")
     engine = "mpi" if os.environ.get("HOROVOD_CONTROLLER") == "mpi" else "gloo"
-    result: dict[str, Any] = {"rank": rank, "size": hvd.size(), "engine": engine}
+    result: dict[str, Any] = {"rank": rank, "size": hvd.size(), "engine": engine, "variant": args.variant}
     measures = {"bandwidth": measure_bandwidth, "small_tensors": measure_small_tensors, "fp16": measure_fp16}
     for part in parts:
         result[part] = measures[part](args, rank)

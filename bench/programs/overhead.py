@@ -3,7 +3,9 @@
 Models: the MNIST CNN of the entry points (``smddp_compat.entry_points.common.mnist_model.build_cnn``) and an MLP
 (784-700-500-10, the DTensor seeds' shape, built without DTensor). Each API gets its own copy of the model (same seed) and its own
 ``tf.function`` step: forward, ``DistributedGradientTape``, Adam update. Blocks of ``--steps`` steps of the two APIs
-run in turns; every step's time is recorded.
+run in turns (A B B A...); every step's wall time and this process's CPU time (all its threads: TensorFlow's pools,
+Horovod's background thread) are recorded. The graph each API's step runs is recorded too (its ops by type): what
+the compat layer adds to every step, if anything, shows there.
 
 Runs under tf-keras (``TF_USE_LEGACY_KERAS=1``), the only Keras raw Horovod works with; the bench sets it.
 Writes ``rank<N>.json`` into ``$BENCH_RESULT_DIR``.
@@ -48,8 +50,13 @@ def build_mlp(seed: int) -> tf.keras.Model:
 
 
 def make_block(model_name: str, api: Any, x: np.ndarray, y: np.ndarray, batch: int, steps: int,
-               step_seconds: list[float]) -> Callable[[], None]:
-    """A callable running ``steps`` training steps of a fresh model with ``api``'s DistributedGradientTape."""
+               step_seconds: list[float], cpu_seconds: list[float],
+               graph_ops: dict[str, int]) -> Callable[[], None]:
+    """A callable running ``steps`` training steps of a fresh model with ``api``'s DistributedGradientTape.
+
+    Each step's wall and CPU seconds are appended to ``step_seconds`` and ``cpu_seconds``; after the first call,
+    ``graph_ops`` holds the step graph's op types and counts.
+    """
     model = build_cnn(seed=1) if model_name == "cnn" else build_mlp(seed=1)
     optimizer = tf.keras.optimizers.Adam(0.001)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
@@ -72,11 +79,24 @@ def make_block(model_name: str, api: Any, x: np.ndarray, y: np.ndarray, batch: i
             position[0] += 1
             images = tf.constant(x[index * batch:(index + 1) * batch])
             labels = tf.constant(y[index * batch:(index + 1) * batch])
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             train_step(images, labels).numpy()
             step_seconds.append(time.perf_counter() - started)
+            cpu_seconds.append(time.process_time() - cpu_started)
+        if not graph_ops:
+            graph_ops.update(step_graph_ops(train_step, images, labels))
 
     return block
+
+
+def step_graph_ops(function: Any, *args: Any) -> dict[str, int]:
+    """The op types of ``function``'s traced graph for ``args`` and how many of each (functions it calls included)."""
+    graph_def = function.get_concrete_function(*args).graph.as_graph_def()
+    nodes = [*graph_def.node, *(node for called in graph_def.library.function for node in called.node_def)]
+    counts: dict[str, int] = {}
+    for node in nodes:
+        counts[node.op] = counts.get(node.op, 0) + 1
+    return counts
 
 
 def main() -> None:
@@ -98,17 +118,20 @@ def main() -> None:
     for model_name in [m for m in args.models.split(",") if m]:
         (x, y), _ = load_mnist(flatten=model_name == "mlp")
         x, y = x[rank::size], y[rank::size]
-        steps: dict[str, list[float]] = {"horovod": [], "smddp_compat": []}
-        blocks = {
-            "horovod": make_block(model_name, hvd, x, y, args.batch, args.steps, steps["horovod"]),
-            "smddp_compat": make_block(model_name, sdp, x, y, args.batch, args.steps, steps["smddp_compat"]),
-        }
+        apis = {"horovod": hvd, "smddp_compat": sdp}
+        steps: dict[str, list[float]] = {api: [] for api in apis}
+        cpu: dict[str, list[float]] = {api: [] for api in apis}
+        ops: dict[str, dict[str, int]] = {api: {} for api in apis}
+        blocks = {api: make_block(model_name, module, x, y, args.batch, args.steps, steps[api], cpu[api], ops[api])
+                  for api, module in apis.items()}
         block_seconds = alternate(blocks, args.blocks, warmup=1)
         progress(rank, f"{model_name} done")
         warm = args.steps  # the warm-up block's steps, tracing included
         result["models"][model_name] = {
             "block_seconds": block_seconds,
             "step_seconds": {api: values[warm:] for api, values in steps.items()},
+            "cpu_seconds": {api: values[warm:] for api, values in cpu.items()},
+            "graph_ops": ops,
         }
     write_rank_result(rank, result)
     sdp.shutdown()
