@@ -34,7 +34,7 @@ class BenchConfig:
     quick: bool = False
     rounds: int = 2
     job_timeout: float = 240.0
-    budget: float = 570.0
+    budget: float = 3000.0
     cores: int = os.cpu_count() or 1
 
     def __post_init__(self) -> None:

@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=None, help="rounds of the compared jobs (default 2; quick 1)")
     parser.add_argument("--job-timeout", type=float, default=None, help="seconds per job (default 240; quick 150)")
     parser.add_argument("--budget", type=float, default=None,
-                        help="seconds for the whole bench; later jobs are skipped (default 570; quick 300)")
+                        help="seconds for the jobs; later jobs are skipped (default 3000; quick 900)")
     return parser
 
 
@@ -78,7 +78,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         quick=args.quick,
         rounds=args.rounds if args.rounds is not None else (1 if args.quick else 2),
         job_timeout=args.job_timeout if args.job_timeout is not None else (150.0 if args.quick else 240.0),
-        budget=args.budget if args.budget is not None else (300.0 if args.quick else 570.0),
+        budget=args.budget if args.budget is not None else (900.0 if args.quick else 3000.0),
     )
 
 

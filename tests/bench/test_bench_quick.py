@@ -18,8 +18,8 @@ def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
     out = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "smddp_compat.bench", "--quick", "--out", str(out), "--budget", "400", "--job-timeout", "150"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=480,
+        [sys.executable, "-m", "smddp_compat.bench", "--quick", "--out", str(out), "--budget", "900", "--job-timeout", "200"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1200,
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
@@ -49,7 +49,16 @@ def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
         assert set(results["measurements"]["overhead"]["raw"][engine]) >= {"cnn", "mlp"}
     assert results["measurements"]["memory"]["raw"]["compat_loaded_in_raw_run"] is False
 
+    # every strategy trained on 2 hosts and the twin's start-up was timed, its toolkit wait apart
+    cells = results["measurements"]["strategies"]["raw"]["models"]["mlp"]
+    assert {cell["strategy"] for cell in cells if cell.get("samples_per_second", 0) > 0} == {
+        "smddp", "horovod_face", "horovod", "mwms", "dtensor", "parameter_server"}, cells
+    twin = results["measurements"]["startup"]["raw"]["twin"]["timings"]
+    assert all(value["to_first_step"] < value["to_completed"] and value["toolkit_wait"] >= 29 for value in
+               twin.values()), twin
+
     assert (out / "bandwidth.png").read_bytes()[:8] == PNG_MAGIC
+    assert (out / "strategies.png").read_bytes()[:8] == PNG_MAGIC
     report = (out / "report.md").read_text()
     assert "| comparison |" in report and results["date"] in report
 
