@@ -12,6 +12,17 @@ from smddp_compat.bench.engines import ENGINE_NAMES
 __all__ = ["write_bandwidth_chart", "write_strategy_chart"]
 
 
+def _save(figure: Any, path: Path, *, dpi: int) -> None:
+    """Writes ``figure`` to ``path`` through a temporary file in the same folder, and closes it."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
+    figure.savefig(temporary, dpi=dpi)
+    plt.close(figure)
+    os.replace(temporary, path)
+
+
 def _size_label(nbytes: int) -> str:
     return f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KB"
 
@@ -57,11 +68,7 @@ def write_bandwidth_chart(bandwidth_raw: dict[str, Any], path: Path) -> bool:
         axis.set_title(f"allreduce, {ranks} ranks on one host")
         axis.grid(True, which="both", alpha=0.3)
         axis.legend(fontsize=8)
-    figure.tight_layout()
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    figure.savefig(temporary, dpi=110)
-    plt.close(figure)
-    os.replace(temporary, path)
+    _save(figure, path, dpi=110)
     return True
 
 
@@ -103,9 +110,5 @@ def write_strategy_chart(strategies_raw: dict[str, Any], path: Path) -> bool:
         target_axis.set_xlabel(f"training seconds to {strategies_raw.get('target_accuracy', 0):.2f} held-out "
                                "accuracy (0: not reached)")
         target_axis.set_title(f"{model.upper()}: time to target")
-    figure.tight_layout()
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    figure.savefig(temporary, dpi=100)
-    plt.close(figure)
-    os.replace(temporary, path)
+    _save(figure, path, dpi=100)
     return True

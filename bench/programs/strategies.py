@@ -47,6 +47,7 @@ from smddp_compat import parameter_server as ps  # noqa: E402  (no TensorFlow)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from _distributed_step import distributed_train_step  # noqa: E402
 from _rank_result import peak_rss_bytes, progress, write_rank_result  # noqa: E402
 from smddp_compat.entry_points.common.datasets import load_mnist  # noqa: E402
 from smddp_compat.entry_points.common.keras_flavor import build_optimizer, keras_name, optimizer_variables  # noqa: E402
@@ -142,14 +143,7 @@ def horovod_trainer(args: argparse.Namespace, data: Data) -> Trainer:
     optimizer = tf.keras.optimizers.Adam(args.learning_rate)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
 
-    @tf.function
-    def train_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(images, training=True))
-        tape = api.DistributedGradientTape(tape)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    train_step = distributed_train_step(api, model, optimizer, loss_fn)
 
     def run_steps(first: int, last: int) -> None:
         for step in range(first, last):

@@ -31,6 +31,7 @@ if os.environ.get("BENCH_REPO"):
 
 import tensorflow as tf  # noqa: E402
 
+from _distributed_step import distributed_train_step  # noqa: E402
 from _rank_result import peak_rss_bytes, progress, write_rank_result  # noqa: E402
 from smddp_compat.entry_points.common.datasets import load_mnist  # noqa: E402
 from smddp_compat.entry_points.common.mnist_model import build_cnn  # noqa: E402
@@ -62,14 +63,7 @@ def main() -> None:
     optimizer = tf.keras.optimizers.Adam(0.001 * size)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
 
-    @tf.function
-    def train_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(images, training=True))
-        tape = api.DistributedGradientTape(tape)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    train_step = distributed_train_step(api, model, optimizer, loss_fn)
 
     def step(number: int) -> float:
         index = number % batches
