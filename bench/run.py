@@ -1,7 +1,7 @@
 """``smddp bench`` (or ``python -m smddp_compat.bench``): runs every measurement and prints one table of ratios.
 
-    smddp bench                      # everything, ~10 minutes on a 2-core machine
-    smddp bench --quick              # tiny workloads: checks that the bench works (a minute or two)
+    smddp bench                      # everything, about 30 minutes on a 2-core machine
+    smddp bench --quick              # tiny workloads: checks that the bench works (about 8 minutes)
     smddp bench --only bandwidth,startup --rounds 3 --out /tmp/bench
 
 The measurements ask for jobs (a rank program under a launcher); jobs shared by several measurements run once.
@@ -46,14 +46,33 @@ _MIN_JOB_SECONDS = 20.0
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``smddp bench`` argument parser."""
-    parser = argparse.ArgumentParser(prog="smddp bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(DEFAULT_OUT_DIR), help="output folder (default: bench/results)")
-    parser.add_argument("--quick", action="store_true", help="tiny workloads, one round: a smoke test")
-    parser.add_argument("--only", default=None,
-                        help=f"comma-separated measurements (default all): {', '.join(MEASUREMENTS)}")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds of the compared jobs (default 2; quick 1)")
-    parser.add_argument("--job-timeout", type=float, default=None, help="seconds per job (default 240; quick 150)")
-    parser.add_argument("--budget", type=float, default=None,
+    measurements = "\n".join(f"  {name:14} {module.TITLE.split('. ', 1)[-1]}" for name, module in MEASUREMENTS.items())
+    parser = argparse.ArgumentParser(
+        prog="smddp bench",
+        description="Runs the kit's performance comparisons on this machine (real jobs on loopback, the SageMaker "
+                    "twin in Docker for the start-up rows) and prints one table of ratios: each variant timed in "
+                    "turns with its baseline, several rounds, median and interquartile range.",
+        epilog=(f"measurements (--only):\n{measurements}\n\n"
+                "outputs (in --out): results.json (every raw number), report.md (the tables), bandwidth.png, "
+                "strategies.png, jobs/<job>/output.log\n\n"
+                "exit codes: 0 every job ran; 1 some did not (their rows say n/a and why); 2 a bad option\n\n"
+                "examples:\n"
+                "  smddp bench                                   # everything (about 30 min on 2 cores)\n"
+                "  smddp bench --quick                           # tiny workloads, one round: a smoke test\n"
+                "  smddp bench --only strategies --rounds 3      # the strategy comparison alone\n"
+                "  smddp bench --only bandwidth,startup --out /tmp/bench"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT_DIR),
+                        help="output folder (default: bench/results in the checkout)")
+    parser.add_argument("--quick", action="store_true", help="tiny workloads, one round: a smoke test, not a measurement")
+    parser.add_argument("--only", metavar="NAME[,NAME...]", default=None,
+                        help="comma-separated measurements to run (default: all; names below)")
+    parser.add_argument("--rounds", metavar="N", type=int, default=None,
+                        help="rounds of the compared jobs, alternating their order (default 2; quick 1)")
+    parser.add_argument("--job-timeout", metavar="SECONDS", type=float, default=None,
+                        help="seconds one job may run before it is stopped (default 240; quick 200)")
+    parser.add_argument("--budget", metavar="SECONDS", type=float, default=None,
                         help="seconds for the jobs; later jobs are skipped (default 3000; quick 900)")
     return parser
 
@@ -77,7 +96,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         measurements=names,
         quick=args.quick,
         rounds=args.rounds if args.rounds is not None else (1 if args.quick else 2),
-        job_timeout=args.job_timeout if args.job_timeout is not None else (150.0 if args.quick else 240.0),
+        job_timeout=args.job_timeout if args.job_timeout is not None else (200.0 if args.quick else 240.0),
         budget=args.budget if args.budget is not None else (900.0 if args.quick else 3000.0),
     )
 

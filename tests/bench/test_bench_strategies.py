@@ -104,3 +104,13 @@ def test_twin_rows_subtract_the_toolkit_wait_and_show_its_phases(tmp_path):
     assert completed.ratio.median == 85.0 / 15.0 and "fixed wait 30.0 s" in completed.detail
     less = next(row for label, row in rows.items() if "less the toolkit's fixed wait" in label)
     assert less.ratio.median == 55.0 / 15.0
+
+
+def test_help_names_every_measurement_its_outputs_and_exit_codes():
+    from smddp_compat.bench.measurements import MEASUREMENTS
+    from smddp_compat.bench.run import build_parser
+
+    text = build_parser().format_help()
+    assert text.startswith("usage: smddp bench") and "``" not in text
+    assert all(f"  {name} " in text for name in MEASUREMENTS)
+    assert "exit codes: 0" in text and "strategies.png" in text and "smddp bench --quick" in text
