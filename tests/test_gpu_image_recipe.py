@@ -1,0 +1,91 @@
+"""The GPU image's recipe, without Docker (issue 24): its build context, its pins, its label, the build's progress lines.
+
+The image itself is built and checked by tests/docker/test_gpu_image.py (opt-in: ~30 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from smddp_compat.image import CUDA_LABEL, GPU_IMAGE_REPOSITORY, IMAGE_REPOSITORY
+from smddp_compat.image import build
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def test_each_flavour_has_its_own_repository_and_dockerfile(tmp_path: Path) -> None:
+    assert build.repository("cpu") == IMAGE_REPOSITORY == "smddp-compat"
+    assert build.repository("gpu") == GPU_IMAGE_REPOSITORY == "smddp-compat-gpu"
+    with pytest.raises(ValueError, match="'tpu' is not one of"):
+        build.repository("tpu")  # type: ignore[arg-type]
+    contexts = {}
+    for flavor in ("cpu", "gpu"):
+        context = tmp_path / flavor
+        context.mkdir()
+        build.assemble_context(REPO, context, wheel=None, flavor=flavor)
+        contexts[flavor] = context
+    dockerfile = {flavor: (c / "Dockerfile").read_text(encoding="utf-8") for flavor, c in contexts.items()}
+    assert dockerfile["cpu"] == (REPO / "image/Dockerfile").read_text(encoding="utf-8")
+    assert dockerfile["gpu"] == (REPO / "image/Dockerfile.gpu").read_text(encoding="utf-8")
+    assert not (contexts["cpu"] / "stack/constraints-gpu.txt").exists()  # a GPU pin change keeps the CPU stack
+    assert (contexts["gpu"] / "stack/constraints-gpu.txt").read_bytes() == (REPO / "constraints-gpu.txt").read_bytes()
+    digests = {flavor: build.context_digest(c, "base:1") for flavor, c in contexts.items()}
+    assert digests["cpu"] != digests["gpu"]
+
+
+def test_the_gpu_pins_cover_tensorflows_cuda_extra() -> None:
+    """Every nvidia-*-cu12 requirement of tensorflow[and-cuda] is pinned, to a version TensorFlow accepts."""
+    try:
+        metadata = distribution("tensorflow").metadata
+    except PackageNotFoundError:  # pragma: no cover - the kit's venv has TensorFlow
+        pytest.skip("TensorFlow is not installed")
+    wanted = [Requirement(r) for r in metadata.get_all("Requires-Dist") or [] if 'extra == "and-cuda"' in r]
+    assert len(wanted) >= 10, wanted
+    pins = _pins(REPO / "constraints-gpu.txt")
+    for requirement in wanted:
+        name = requirement.name.lower()
+        assert name in pins, f"{name} is not pinned in constraints-gpu.txt"
+        assert requirement.specifier.contains(pins[name]), f"{name}=={pins[name]} is outside {requirement.specifier}"
+    assert not set(pins) & set(_pins(REPO / "constraints.txt")), "a package is pinned twice"
+
+
+def test_setup_sh_gpu_branch_matches_the_image() -> None:
+    setup = (REPO / "setup.sh").read_text(encoding="utf-8")
+    gpu = (REPO / "image/Dockerfile.gpu").read_text(encoding="utf-8")
+    assert 'CONSTRAINTS+=(-c "$ROOT/constraints-gpu.txt")' in setup
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in setup and "patchelf --set-rpath" in setup
+    assert "needs CUDA 12's nvcc on PATH" in setup  # refused by name without a compiler
+    assert gpu.count("SMDDP_GPU=1 bash /opt/smddp-compat/setup.sh") == 2  # both stages run setup.sh's GPU branch
+    assert re.search(r"nvidia-cuda-toolkit=12\.\d", gpu), "the CUDA compiler's version is pinned"
+    assert f"LABEL {CUDA_LABEL}=12" in gpu
+
+
+def test_build_steps_are_stamped_with_the_elapsed_time() -> None:
+    out = io.StringIO()
+    verbose = build._Progress(out, quiet=False, start=0.0)
+    verbose.write("    Step 7/19 : RUN bash setup.sh\n")
+    verbose.write("    installing\n")
+    lines = out.getvalue().splitlines()
+    assert re.fullmatch(r"\[\+ *\d+ s\] Step 7/19 : RUN bash setup.sh", lines[0]), lines
+    assert lines[1] == "    installing"
+    quiet_out = io.StringIO()
+    quiet = build._Progress(quiet_out, quiet=True, start=0.0)
+    quiet.write("    installing\n")
+    quiet.write("    Step 8/19 : COPY kit/ /tmp/\n")
+    assert quiet_out.getvalue().count("\n") == 1 and "Step 8/19" in quiet_out.getvalue()
