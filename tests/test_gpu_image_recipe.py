@@ -89,3 +89,21 @@ def test_build_steps_are_stamped_with_the_elapsed_time() -> None:
     quiet.write("    installing\n")
     quiet.write("    Step 8/19 : COPY kit/ /tmp/\n")
     assert quiet_out.getvalue().count("\n") == 1 and "Step 8/19" in quiet_out.getvalue()
+
+
+def test_a_gpu_hosts_nccl_wheel_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU host's cached wheel (key ...-gloo-mpi-nccl-py311) goes into the GPU context, where the stage looks for it;
+    the CPU wheel never does."""
+    monkeypatch.setattr(build, "host_codename", lambda: "bookworm")
+    monkeypatch.setenv("SMDDP_WHEEL_CACHE", str(tmp_path / "cache"))
+    nccl = tmp_path / "cache/horovod-0.28.1-tf-2.21.0-gloo-mpi-nccl-py311/horovod-0.28.1-cp311-cp311-linux_x86_64.whl"
+    nccl.parent.mkdir(parents=True)
+    nccl.write_bytes(b"wheel")
+    assert build.host_horovod_wheel(REPO, "bookworm", "gpu") == (nccl.parent.name, nccl)
+    assert build.host_horovod_wheel(REPO, "bookworm", "cpu") is None
+    context = tmp_path / "context"
+    context.mkdir()
+    build.assemble_context(REPO, context, wheel=(nccl.parent.name, nccl), flavor="gpu")
+    assert (context / "stack/.wheels" / nccl.parent.name / nccl.name).read_bytes() == b"wheel"
+    gpu = (REPO / "image/Dockerfile.gpu").read_text(encoding="utf-8")
+    assert "COPY stack/ /opt/smddp-compat/\nRUN SMDDP_WHEEL_CACHE=/opt/smddp-compat/.wheels SMDDP_GPU=1" in gpu
