@@ -44,7 +44,7 @@ GROUPS = 10
 
 
 def _job(config: BenchConfig, engine: str) -> Job:
-    blocks = "10" if config.quick else "400"
+    blocks = "10" if config.quick else "800"
     return Job(
         program="overhead.py",
         launcher=engine_launcher(engine),
