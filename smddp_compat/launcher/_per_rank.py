@@ -47,23 +47,27 @@ _MPI_VARIABLE_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "PMI_", "HYDRA_", "MPI_LOCA
 MALLOC_TUNABLES_VARIABLE = "GLIBC_TUNABLES"
 MALLOC_HUGE_PAGES = "glibc.malloc.hugetlb=1"
 
-#: Open MPI's allreduce algorithm by message size (``coll_tuned`` dynamic rules, Open MPI 4.1's file format): from
-#: 4 MB up the segmented ring (algorithm 5) in 1 MB segments, below that Open MPI's own choice (algorithm 0). A rule
-#: for communicators of 2 ranks applies to every larger one too. Open MPI's own choice for a large 2-rank allreduce
-#: is the unsegmented ring: each half goes through memory whole (32 MB, far beyond the caches), where 1 MB segments
-#: are reduced while they are still in the cache. bench (bandwidth) measured a 64 MB 2-rank Horovod/MPI allreduce
-#: 1.5-2x faster with it, quiet and under load; 1 KB is unchanged (below the threshold).
+#: Open MPI's allreduce algorithm by message size (``coll_tuned`` dynamic rules, Open MPI 4.1's file format): on 2
+#: and 3 ranks from 4 MB up the segmented ring (algorithm 5) in 1 MB segments, below 4 MB Open MPI's own choice
+#: (algorithm 0); from 4 ranks up Open MPI's own choice at every size (not measured here). Open MPI's own choice for
+#: a large 2-rank allreduce is the unsegmented ring: each half goes through memory whole (32 MB, beyond the caches),
+#: where 1 MB segments are reduced while they are still in the cache. bench (bandwidth, "Open MPI's own allreduce
+#: algorithm" row) measured a 64 MB 2-rank Horovod/MPI allreduce about 1.4x faster with it under load (MPI alone
+#: 2x); 1 KB is unchanged (below the threshold).
 ALLREDUCE_RULES = """\
 1
 2
-1
+2
 2
 2
 0 0 0 0
 4194304 5 0 1048576
+4
+1
+0 0 0 0
 """
-# ^ 1 collective; its id (2: allreduce); 1 communicator size; size 2 (and larger); 2 message sizes; each line:
-#   from this many bytes, algorithm, fan-in/out (0: default), segment bytes (0: none).
+# ^ 1 collective; its id (2: allreduce); 2 communicator sizes. From 2 ranks: 2 message sizes, each line: from this
+#   many bytes, algorithm, fan-in/out (0: default), segment bytes (0: none). From 4 ranks: 1 message size.
 _COLL_TUNED_PREFIX = "OMPI_MCA_coll_tuned_"
 
 #: mpi4py's setting of the thread level it asks MPI_Init_thread for. Horovod's MPI controller runs collectives on

@@ -31,9 +31,11 @@ def test_every_rank_gets_the_rules_file_in_the_jobs_session_directory(tmp_path):
     path = tmp_path / "smddp-allreduce-rules-77.conf"
     assert env == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", RULES_VARIABLE: str(path)}
     assert path.read_text() == ALLREDUCE_RULES
-    # Open MPI 4.1's format: 1 collective, allreduce (id 2), 1 communicator size (2 and up), 2 message sizes:
-    # below 4 MB Open MPI's own choice (0), from 4 MB the segmented ring (5) in 1 MB segments
-    assert [int(word) for word in ALLREDUCE_RULES.split()] == [1, 2, 1, 2, 2, 0, 0, 0, 0, 4 << 20, 5, 0, 1 << 20]
+    # Open MPI 4.1's format: 1 collective, allreduce (id 2), 2 communicator sizes; from 2 ranks 2 message sizes:
+    # below 4 MB Open MPI's own choice (0), from 4 MB the segmented ring (5) in 1 MB segments; from 4 ranks 1 message
+    # size: Open MPI's own choice
+    assert [int(word) for word in ALLREDUCE_RULES.split()] == [1, 2, 2, 2, 2, 0, 0, 0, 0, 4 << 20, 5, 0, 1 << 20,
+                                                                4, 1, 0, 0, 0, 0]
     assert allreduce_rules_environment(mpirun_rank(tmp_path)) == env  # a second rank writes the same file
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # and leaves no temporary file behind
 
