@@ -28,8 +28,8 @@ def sweep_args(config: BenchConfig, ranks: int) -> tuple[str, ...]:
     sizes = ",".join(str(size) for size in bandwidth_sizes(config))
     if config.quick:
         return ("--sizes", sizes, "--bytes-per-size", str(4 * _MB), "--min-reps", "2", "--max-reps", "4")
-    most = "15" if ranks == 2 else "8"
-    return ("--sizes", sizes, "--bytes-per-size", str(320 * _MB), "--min-reps", "5", "--max-reps", most)
+    fewest, most = ("10", "15") if ranks == 2 else ("5", "8")  # 2 ranks: the goal's row, 10 samples of 64 MB a round
+    return ("--sizes", sizes, "--bytes-per-size", str(320 * _MB), "--min-reps", fewest, "--max-reps", most)
 
 
 def _part_args(config: BenchConfig) -> tuple[str, ...]:

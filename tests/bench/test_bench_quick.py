@@ -8,12 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from smddp_compat.bench.measurements import MEASUREMENTS
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.timeout(1300)  # the quick bench runs ~30 real jobs, the twin's among them: 7.5 min under load
 def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
     out = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
