@@ -26,27 +26,14 @@ import tensorflow as tf
 import horovod.tensorflow as hvd
 import smddp_compat.tensorflow as sdp
 from smddp_compat.entry_points.common.datasets import load_mnist
-from smddp_compat.entry_points.common.mnist_model import build_cnn
+from smddp_compat.entry_points.common.mnist_model import build_cnn, build_mlp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _alternation import alternate  # noqa: E402
+from _distributed_step import distributed_train_step  # noqa: E402
 from _rank_result import progress, write_rank_result  # noqa: E402
 
 MODELS = ("cnn", "mlp")
-
-
-def build_mlp(seed: int) -> tf.keras.Model:
-    """784-700-500-10 with ReLU and softmax."""
-    init = tf.keras.initializers
-    return tf.keras.Sequential(
-        [
-            tf.keras.Input(shape=(784,)),
-            tf.keras.layers.Dense(700, activation="relu", kernel_initializer=init.GlorotUniform(seed=seed)),
-            tf.keras.layers.Dense(500, activation="relu", kernel_initializer=init.GlorotUniform(seed=seed + 1)),
-            tf.keras.layers.Dense(10, activation="softmax", kernel_initializer=init.GlorotUniform(seed=seed + 2)),
-        ],
-        name="mlp",
-    )
 
 
 def make_block(model_name: str, api: Any, x: np.ndarray, y: np.ndarray, batch: int, steps: int,
@@ -61,14 +48,7 @@ def make_block(model_name: str, api: Any, x: np.ndarray, y: np.ndarray, batch: i
     optimizer = tf.keras.optimizers.Adam(0.001)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
 
-    @tf.function
-    def train_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(images, training=True))
-        tape = api.DistributedGradientTape(tape)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    train_step = distributed_train_step(api, model, optimizer, loss_fn)
 
     batches = len(x) // batch
     position = [0]
