@@ -3,7 +3,7 @@
     smddp local [ENTRY_POINT] ...     run a SageMaker job on this machine (local_mode)
     smddp submit ENTRY_POINT ...      submit it to SageMaker (estimators); also status, logs, wait, fetch
     smddp bench ...                   run the benchmarks (bench/)
-    smddp image [--force] [--log F]   build or reuse the SageMaker training image; its tag is the last line
+    smddp image [--gpu] [--force] [--log F]   build or reuse the training image (--gpu: CUDA 12 + NCCL); tag last
     smddp shim-path                   print the directory holding the smdistributed alias
 """
 
@@ -24,7 +24,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
     "wait": ("smddp_compat.estimators.cli", "main", True, "wait for a SageMaker training job to end"),
     "fetch": ("smddp_compat.estimators.cli", "main", True, "download a training job's model artifact"),
     "bench": ("smddp_compat.bench.run", "main", False, "run the benchmarks and print the table of ratios"),
-    "image": ("smddp_compat.image.__main__", "main", False, "build (or reuse) the training image; print its tag"),
+    "image": ("smddp_compat.image.__main__", "main", False,
+              "build or reuse the training image (--gpu: CUDA); print its tag"),
 }
 
 
