@@ -24,6 +24,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
     "wait": ("smddp_compat.estimators.cli", "main", True, "wait for a SageMaker training job to end"),
     "fetch": ("smddp_compat.estimators.cli", "main", True, "download a training job's model artifact"),
     "bench": ("smddp_compat.bench.run", "main", False, "run the benchmarks and print the table of ratios"),
+    "matrix": ("smddp_compat.bench.matrix", "main", False,
+               "run every strategy x Keras x launcher as short jobs; write the compatibility matrix"),
     "image": ("smddp_compat.image.__main__", "main", False,
               "build or reuse the training image (--gpu: CUDA); print its tag"),
 }
