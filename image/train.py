@@ -1,8 +1,8 @@
-"""The training image's ``train``: AWS's ``sagemaker-training`` toolkit, with two fixes of this kit's.
+"""The training image's ``train``: AWS's ``sagemaker-training`` toolkit, with three changes of this kit's.
 
 SageMaker starts a training container as ``docker run <image> train``. In the kit's image ``train`` runs the
 toolkit's own trainer (``sagemaker_training.trainer.train``: the ``s3://`` source, ``requirements.txt``, the
-``SM_*`` environment, the launch chosen by ``SAGEMAKER_TRAINING_MODULE``, the failure file) after two changes:
+``SM_*`` environment, the launch chosen by ``SAGEMAKER_TRAINING_MODULE``, the failure file) after three changes:
 
 1. **Argument lists stay argument lists.** The toolkit joins every command it runs (the entry point with its
    ``--name value`` hyperparameters, ``mpirun`` with ``custom_mpi_options``) into one string and gives it to a
@@ -14,6 +14,11 @@ toolkit's own trainer (``sagemaker_training.trainer.train``: the ``s3://`` sourc
    ``MaxRuntimeInSeconds``, spot reclaim; SIGKILL follows after 120 s) never reached the script. Here ``train``
    passes it on to every other process of the container (the launcher, the ranks, ``sshd`` and what it started),
    so a script can write its checkpoint and stop.
+
+3. **Known limits in one line.** The job's processes get :func:`smddp_compat.known_limits.startup_path` on
+   ``PYTHONPATH``, so a script that meets a limit of TensorFlow or Keras itself (Keras 3's ``fit`` under
+   MultiWorkerMirroredStrategy with several workers) stops with one line naming it and the fix, not TensorFlow's
+   traceback.
 
 Everything else is the toolkit's own code, unchanged.
 """
@@ -38,6 +43,10 @@ async def run_argument_list(
     """
     from sagemaker_training import process
 
+    from smddp_compat import known_limits
+
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (known_limits.startup_path(), env.get("PYTHONPATH")) if p)
     proc = await asyncio.create_subprocess_exec(
         *[str(part) for part in cmd], env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=stderr, **kwargs
     )
@@ -58,7 +67,7 @@ def _pass_on_sigterm(signum: int, _frame: object) -> None:
 
 
 def main() -> None:
-    """Runs the toolkit's trainer with the two fixes (the console entry ``train`` of the image)."""
+    """Runs the toolkit's trainer with the three changes (the console entry ``train`` of the image)."""
     from sagemaker_training import process, trainer
 
     process.run_async = run_argument_list

@@ -38,7 +38,7 @@ from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_d
 from smddp_compat.local_mode.metrics import check_metric_definitions, final_values_from_logs
 from smddp_compat.local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
 from smddp_compat.local_mode.spec import JobSpec
-from smddp_compat import contract
+from smddp_compat import contract, known_limits
 from smddp_compat.cluster import encode_host_addresses
 from smddp_compat.strategies import LocalCluster, ProcessPlan
 from smddp_compat.launcher import ConsoleStream
@@ -437,7 +437,7 @@ def _process_spec(
 
     env = dict(host_env)
     env.update(plan.env)
-    python_path = [*plan.python_path, str(layout.code_dir)]
+    python_path = [*plan.python_path, str(layout.code_dir), known_limits.startup_path()]
     if env.get("PYTHONPATH"):
         python_path.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(python_path)

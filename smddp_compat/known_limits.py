@@ -1,0 +1,122 @@
+"""Limits of TensorFlow and Keras themselves that a job of the kit names in one line, at the call that meets them.
+
+Some combinations fail inside TensorFlow with hundreds of lines that do not say what is wrong. The one known today:
+
+* **Keras 3 cannot** ``fit`` **under MultiWorkerMirroredStrategy with several workers** (keras-team/keras#20585,
+  tensorflow/tensorflow#72388): its symbolic build hands a ``PerReplica`` batch to an eager conversion and fails
+  with "Attempt to convert a value (PerReplica:{...}) with an unsupported type". tf-keras (``TF_USE_LEGACY_KERAS=1``)
+  fits; so does a custom loop (``strategy.run``) under Keras 3, and Keras 3 with one worker.
+
+The jobs the kit starts (local mode's processes, and the training image's ``train`` for SageMaker, the twin and the
+SDK's local mode) put :func:`startup_path` on ``PYTHONPATH``; its ``sitecustomize`` calls :func:`install` at
+interpreter start. Nothing happens unless ``TF_CONFIG`` names two or more workers and ``TF_USE_LEGACY_KERAS`` does not
+select tf-keras; then Keras 3's ``fit`` is wrapped when (and only if) the script imports Keras, and a ``fit`` under
+MultiWorkerMirroredStrategy stops the process with one line that names the limit and the fix (exit code 1). Nothing is
+imported at start beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any, Callable, Sequence
+
+__all__ = ["KERAS3_MWMS_FIT", "install", "mwms_workers", "selects_tf_keras", "startup_path"]
+
+#: The module of Keras 3 that defines ``fit`` for the TensorFlow backend.
+_TRAINER_MODULE = "keras.src.backend.tensorflow.trainer"
+
+#: The one line printed when Keras 3's ``fit`` meets several MultiWorkerMirroredStrategy workers.
+KERAS3_MWMS_FIT = (
+    "smddp-compat: Keras 3 cannot fit under MultiWorkerMirroredStrategy with {workers} workers (a Keras limit: "
+    "keras-team/keras#20585); use tf-keras: set TF_USE_LEGACY_KERAS=1 in the job's environment (tf-keras is "
+    "installed), or train with a custom loop (strategy.run)"
+)
+
+_TRUE = ("1", "true", "True")
+
+
+def startup_path() -> str:
+    """The folder whose ``sitecustomize`` installs these checks; the kit puts it on its jobs' ``PYTHONPATH``."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")
+
+
+def mwms_workers(env: Mapping[str, str]) -> int:
+    """The number of workers (chief included) that ``TF_CONFIG`` in `env` names; 0 without a readable one."""
+    try:
+        cluster = json.loads(env.get("TF_CONFIG", "") or "{}").get("cluster", {})
+    except (ValueError, AttributeError):
+        return 0
+    if not isinstance(cluster, dict):
+        return 0
+    return sum(len(cluster.get(role) or []) for role in ("chief", "worker") if isinstance(cluster.get(role), list))
+
+
+def selects_tf_keras(env: Mapping[str, str]) -> bool:
+    """Whether `env` makes ``tf.keras`` tf-keras (Keras 2) rather than Keras 3."""
+    return env.get("TF_USE_LEGACY_KERAS", "") in _TRUE
+
+
+def install(env: Mapping[str, str] | None = None) -> bool:
+    """Arms the Keras 3 + MultiWorkerMirroredStrategy ``fit`` check when `env` (default: ``os.environ``) needs it.
+
+    Returns:
+        Whether the check was armed (several workers in ``TF_CONFIG``, Keras 3 selected).
+    """
+    env = os.environ if env is None else env
+    workers = mwms_workers(env)
+    if workers < 2 or selects_tf_keras(env):
+        return False
+    if _TRAINER_MODULE in sys.modules:
+        _wrap_fit(sys.modules[_TRAINER_MODULE], workers)
+    elif not any(isinstance(finder, _WrapOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _WrapOnImport(workers))
+    return True
+
+
+def _wrap_fit(module: ModuleType, workers: int) -> None:
+    """Replaces ``TensorFlowTrainer.fit`` in `module` with one that refuses MultiWorkerMirroredStrategy first."""
+    trainer = getattr(module, "TensorFlowTrainer", None)
+    fit = getattr(trainer, "fit", None)
+    if trainer is None or fit is None or getattr(fit, "_smddp_checked", False):
+        return
+
+    @functools.wraps(fit)
+    def checked_fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        import tensorflow as tf
+
+        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            raise SystemExit(KERAS3_MWMS_FIT.format(workers=workers))
+        return fit(self, *args, **kwargs)
+
+    checked_fit._smddp_checked = True  # type: ignore[attr-defined]
+    trainer.fit = checked_fit
+
+
+class _WrapOnImport(importlib.abc.MetaPathFinder):
+    """Finds Keras 3's trainer module through the other finders and wraps ``fit`` once the module has run."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
+        if fullname != _TRAINER_MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run_module: Callable[[ModuleType], None] = spec.loader.exec_module
+        workers = self.workers
+
+        def exec_module(module: ModuleType) -> None:
+            run_module(module)
+            _wrap_fit(module, workers)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
