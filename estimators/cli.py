@@ -8,9 +8,11 @@
     smddp wait JOB --timeout 3600
     smddp fetch JOB DEST   # downloads and extracts model.tar.gz
 
-``submit`` takes the options of ``smddp local`` (``--source-dir``, ``--instance-count``, ``--processes-per-host``,
-``--distribution``, ``--hyperparameters k=v``, ``--channel NAME=PATH|s3://``, ``--output``, ``--max-run``) plus the
-SageMaker ones. Local channel folders are uploaded to the session's default bucket under ``<job>/input/<name>``.
+``submit`` takes the job's options of ``smddp local`` in the same forms (one definition:
+:mod:`smddp_compat.job_options`: ``--source-dir``, ``--instance-count``, ``--processes-per-host``, ``--distribution``,
+``--hyperparameters NAME=VALUE ...`` (``--hp``), ``--channel NAME=PATH|s3://... ...``, ``--output``, ``--max-run``,
+``--job-name``, ``--mesh``, ``--devices-per-process``) plus the SageMaker ones. Local channel folders are uploaded
+to the session's default bucket under ``<job>/input/<name>``.
 ``--instance-type local_process`` runs the job here through local_mode.
 
 Every value is checked before any AWS client is made: numbers (whole and >= 1, or finite seconds > 0), job names
@@ -29,7 +31,8 @@ import warnings
 from typing import Any, Sequence
 
 from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
-from smddp_compat.strategies import NAMES
+from smddp_compat.cli_help import help_texts
+from smddp_compat.job_options import add_job_options
 
 from smddp_compat.estimators._jobs import (
     check_destination,
@@ -96,50 +99,129 @@ def distribution_from_args(kind: str, processes_per_host: int | None, mesh: str 
         raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
 
 
+_ROLE_EXAMPLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+_IMAGE_EXAMPLE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/smddp-compat:latest"
+_USAGE_CODE = ("2", "bad usage or configuration, refused before any AWS call")
+_AWS_CODE = ("1", "an AWS call failed (the message names it)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``smddp submit|status|logs|wait|fetch``."""
-    parser = argparse.ArgumentParser(prog="smddp", description="SageMaker training jobs for smddp-compat.")
+    parser = argparse.ArgumentParser(prog="smddp", **help_texts(
+        "SageMaker training jobs for smddp-compat: submit one, then follow it (status, logs, wait) and download its "
+        "model (fetch). Run `smddp <command> --help` for each command's options.",
+        exit_codes=[("0", "success"), ("1", "the job failed, or an AWS call did"), _USAGE_CODE,
+                    ("3", "timed out waiting (the job goes on)")],
+        examples=[("submit a job", "smddp submit train.py --instance-type ml.c5.2xlarge --role ARN --image-uri URI"),
+                  ("then wait for it to end", "smddp wait JOB")],
+    ))
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--region", default=None, help="AWS region (default: the AWS configuration's)")
-    commands = parser.add_subparsers(dest="command", required=True)
+    common.add_argument("--region", default=None, metavar="REGION",
+                        help="AWS region (default: the AWS configuration's, e.g. AWS_DEFAULT_REGION)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     help="submit, status, logs, wait or fetch (COMMAND --help: its options)")
 
-    submit = commands.add_parser("submit", parents=[common], help="submit a training job (SageMaker SDK v2 estimator)")
-    submit.add_argument("entry_point", help="training script (relative to --source-dir when given)")
-    submit.add_argument("--source-dir", default=None)
-    submit.add_argument("--instance-count", type=int, default=1)
-    submit.add_argument("--processes-per-host", type=int, default=None)
-    submit.add_argument("--distribution", default="none", help=" | ".join(NAMES))
-    submit.add_argument("--hyperparameters", nargs="*", default=[], metavar="K=V")
-    submit.add_argument("--channel", action="append", default=[], metavar="NAME=PATH|s3://...")
-    submit.add_argument("--output", default=None, help="s3:// output path (a folder for local_process)")
-    submit.add_argument("--max-run", type=int, default=None, help="seconds before SageMaker stops the job")
-    submit.add_argument("--role", default=None, help="IAM role ARN of the job")
-    submit.add_argument("--instance-type", required=True, help="e.g. ml.p4d.24xlarge, ml.c5.2xlarge, local_process")
-    submit.add_argument("--image-uri", default=None)
-    submit.add_argument("--framework-version", default=DEFAULT_FRAMEWORK_VERSION)
-    submit.add_argument("--py-version", default=DEFAULT_PY_VERSION)
-    submit.add_argument("--job-name", default=None)
-    submit.add_argument("--mesh", nargs="+", metavar="DIM=SIZE,...", help="DTensor mesh, e.g. batch=4,model=2")
-    submit.add_argument("--devices-per-process", type=int, default=None, metavar="N",
-                        help="DTensor: devices per client (default: GPUs / processes per host; on CPU, mesh / clients)")
-    submit.add_argument("--custom-mpi-options", default=None)
-    submit.add_argument("--wait", action="store_true", help="wait for the job to end, showing progress")
-    submit.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds --wait waits at most")
-    submit.add_argument("--poll", type=float, default=30.0, help="seconds between status checks")
+    submit = commands.add_parser(
+        "submit", parents=[common], help="submit a training job (SageMaker SDK v2 estimator)",
+        **help_texts(
+            """
+            Submit a training job to SageMaker with the kit's estimator (smddp_compat.estimators.TensorFlow, the
+            SageMaker SDK v2's TensorFlow estimator for TF 2.21): the script and --source-dir are packed and
+            uploaded, local --channel folders are uploaded to the session's default bucket under
+            <job>/input/<name>, and CreateTrainingJob is sent. With --wait, the job's status changes are shown
+            until it ends.
 
-    status = commands.add_parser("status", parents=[common], help="show a job's status")
-    status.add_argument("job")
-    logs = commands.add_parser("logs", parents=[common], help="print a job's CloudWatch logs")
-    logs.add_argument("job")
-    logs.add_argument("--max-events", type=int, default=None)
-    wait = commands.add_parser("wait", parents=[common], help="wait for a job to end, showing progress")
-    wait.add_argument("job")
-    wait.add_argument("--timeout", type=float, default=3600.0)
-    wait.add_argument("--poll", type=float, default=30.0)
-    fetch = commands.add_parser("fetch", parents=[common], help="download and extract a job's model.tar.gz")
-    fetch.add_argument("job")
-    fetch.add_argument("dest")
+            The job's options are those of smddp local, in the same forms. Every value is checked before any AWS
+            client is made: numbers, job and channel names, the job as the estimator checks it, then the region.
+            --instance-type local_process runs the job on this machine (smddp local's process backend), with no
+            AWS account. The SDK's telemetry is opted out for the sessions made here.
+            """,
+            exit_codes=[("0", "submitted (with --wait or local_process: the job completed)"),
+                        ("1", "the job failed, or an AWS call did (the message names it)"), _USAGE_CODE,
+                        ("3", "--wait timed out (the job goes on: smddp wait JOB)")],
+            examples=[
+                ("2 x ml.p4d.24xlarge with SMDDP, a local channel uploaded, then wait for it",
+                 "smddp submit train.py --instance-type ml.p4d.24xlarge --instance-count 2 --distribution smddp \\\n"
+                 f"--role {_ROLE_EXAMPLE} --image-uri <ecr image> \\\n"
+                 "--channel train=./data/train --hyperparameters epochs=3 --wait"),
+                ("the same job on this machine, no AWS account needed",
+                 "smddp submit train.py --instance-type local_process --instance-count 2 --distribution smddp \\\n"
+                 "--channel train=./data/train --hp epochs=3 --output ./out"),
+            ],
+        ),
+    )
+    add_job_options(
+        submit,
+        entry_point_help="training script (required; relative to --source-dir when given)",
+        instance_count_default="1",
+        processes_per_host_default="the distribution's for the instance type: its GPUs for smddp and mpi, else 1",
+        distribution_default="none",
+        output_help="s3://bucket/prefix for the job's artifacts (default: the session's bucket); a folder for "
+        "--instance-type local_process",
+        max_run_help="the job's time limit in whole seconds (MaxRuntimeInSeconds; default SageMaker's, 86400)",
+    )
+    sagemaker = submit.add_argument_group("SageMaker")
+    sagemaker.add_argument("--instance-type", required=True, metavar="TYPE",
+                           help="e.g. ml.p4d.24xlarge, ml.c5.2xlarge, or local_process (this machine) (required)")
+    sagemaker.add_argument("--role", default=None, metavar="ARN",
+                           help=f"the job's IAM role, e.g. {_ROLE_EXAMPLE}")
+    sagemaker.add_argument("--image-uri", default=None, metavar="URI",
+                           help=f"the training image (the kit's, pushed to ECR), e.g. {_IMAGE_EXAMPLE}")
+    sagemaker.add_argument("--framework-version", default=DEFAULT_FRAMEWORK_VERSION, metavar="VERSION",
+                           help=f"TensorFlow version the estimator states (default {DEFAULT_FRAMEWORK_VERSION})")
+    sagemaker.add_argument("--py-version", default=DEFAULT_PY_VERSION, metavar="VERSION",
+                           help=f"Python version the estimator states (default {DEFAULT_PY_VERSION})")
+    sagemaker.add_argument("--custom-mpi-options", default=None, metavar="OPTIONS",
+                           help="smddp, mpi: extra mpirun options, as the SDK's custom_mpi_options")
+    sagemaker.add_argument("--wait", action="store_true", help="wait for the job to end, showing its status changes")
+    _add_wait_options(sagemaker, timeout=24 * 3600.0, what="--wait")
+
+    status = commands.add_parser("status", parents=[common], help="show a job's status", **help_texts(
+        "Show a training job's status: its state and secondary status, instances, times, artifacts and failure "
+        "reason (DescribeTrainingJob).",
+        exit_codes=[("0", "the status was shown (whatever it is)"), _AWS_CODE, _USAGE_CODE],
+        examples=[("the status of a job", "smddp status train-2026-11-21-10-00-00-000")],
+    ))
+    _add_job_argument(status)
+    logs = commands.add_parser("logs", parents=[common], help="print a job's CloudWatch logs", **help_texts(
+        "Print a training job's CloudWatch logs (/aws/sagemaker/TrainingJobs), every host's, each line prefixed "
+        "with its host ([algo-1]).",
+        exit_codes=[("0", "the logs were printed"), _AWS_CODE, _USAGE_CODE],
+        examples=[("the first 100 lines of a job's logs", "smddp logs JOB --max-events 100")],
+    ))
+    _add_job_argument(logs)
+    logs.add_argument("--max-events", type=int, default=None, metavar="N",
+                      help="print at most N log lines (default: all)")
+    wait = commands.add_parser("wait", parents=[common], help="wait for a job to end, showing progress", **help_texts(
+        "Wait for a training job to end, printing each change of its status; then show its status.",
+        exit_codes=[("0", "the job completed"), ("1", "the job failed or was stopped, or an AWS call failed"),
+                    _USAGE_CODE, ("3", "--timeout passed (the job goes on)")],
+        examples=[("wait at most an hour, checking every minute", "smddp wait JOB --timeout 3600 --poll 60")],
+    ))
+    _add_job_argument(wait)
+    _add_wait_options(wait, timeout=3600.0, what="smddp wait")
+    fetch = commands.add_parser("fetch", parents=[common], help="download and extract a job's model.tar.gz",
+                                **help_texts(
+        "Download a training job's model artifact (model.tar.gz) and extract it into DEST (safely: no member may "
+        "leave DEST).",
+        exit_codes=[("0", "the model was extracted"), ("1", "the job has no model, or the download or archive "
+                    "failed"), ("2", "bad usage (JOB, DEST: a new folder, or an empty one), before any AWS call")],
+        examples=[("the model of a job, into ./model", "smddp fetch JOB ./model")],
+    ))
+    _add_job_argument(fetch)
+    fetch.add_argument("dest", metavar="DEST", help="a new or empty folder to extract the model into")
     return parser
+
+
+def _add_job_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", metavar="JOB", help="the training job's name (as smddp submit printed it)")
+
+
+def _add_wait_options(parser: Any, *, timeout: float, what: str) -> None:
+    parser.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
+                        help=f"seconds {what} waits at most (default {timeout:.0f}); the job goes on after it")
+    parser.add_argument("--poll", type=float, default=30.0, metavar="SECONDS",
+                        help="seconds between two status checks (default 30)")
 
 
 _NO_REGION_FIX = "set --region or AWS_DEFAULT_REGION (e.g. --region us-east-1)"
@@ -158,6 +240,9 @@ def _boto_session(region: str | None) -> Any:
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """The numeric options of a command: refused with the option's name before anything else happens."""
+    max_run = getattr(args, "max_run", None)
+    if isinstance(max_run, float) and max_run.is_integer():
+        args.max_run = int(max_run)  # read as smddp local reads it (``3600``, ``3.6e3``); SageMaker takes whole seconds
     # --instance-count is the estimator's instance_count, refused by it as "instance_count=..." (bad-input table).
     for option, example in (("max_run", "--max-run 86400"), ("max_events", "--max-events 100")):
         value = getattr(args, option, None)
@@ -187,10 +272,13 @@ def _submit(args: argparse.Namespace) -> int:
     texts = parse_name_values(args.hyperparameters, "--hyperparameters")
     hyperparameters = {name: decode_value(text) for name, text in texts.items()}
     channels = parse_name_values(args.channel, "--channel")
+    if args.entry_point is None:  # after the NAME=VALUE options, which name a script given after them as such
+        raise ConfigurationError("ENTRY_POINT", None, "is missing",
+                                 "name the training script first: smddp submit train.py --instance-type ...")
     check_channel_names(channels, field="--channel")
     mesh = mesh_option_text(args.mesh, "--mesh")
-    distribution = distribution_from_args(args.distribution, args.processes_per_host, mesh, args.custom_mpi_options,
-                                          args.devices_per_process)
+    distribution = distribution_from_args(args.distribution or "none", args.processes_per_host, mesh,
+                                          args.custom_mpi_options, args.devices_per_process)
     local = args.instance_type == "local_process"
     for name, source in channels.items():
         if not source.startswith("s3://") and not os.path.exists(source):
@@ -211,7 +299,7 @@ def _submit(args: argparse.Namespace) -> int:
                 source_dir=args.source_dir,
                 role=args.role,
                 instance_type=args.instance_type,
-                instance_count=args.instance_count,
+                instance_count=1 if args.instance_count is None else args.instance_count,
                 image_uri=args.image_uri,
                 framework_version=args.framework_version,
                 py_version=args.py_version,

@@ -16,7 +16,9 @@ against a private moto server; local channels uploaded there) is replayed by the
 (built on first use), on CPU instance types. ``--request``/``--job`` replay a request as it is.
 
 Exit codes: 0 completed; the failed process's code when one failed; 124 when --max-run passed; 128+signal when
-interrupted; 2 for a usage or configuration error (nothing was started).
+interrupted; 2 for a usage or configuration error (nothing was started); 1 for another error of the kit's.
+
+The job's options are defined once for ``smddp local`` and ``smddp submit`` (:mod:`smddp_compat.job_options`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from typing import Any
 
 from smddp_compat import errors as kit_errors
 from smddp_compat.distribution_config import mesh_option_text
-from smddp_compat.strategies import NAMES
-from smddp_compat.launcher import finite_seconds, positive_count, positive_seconds, whole_number
+from smddp_compat.cli_help import help_texts
+from smddp_compat.job_options import add_job_options
+from smddp_compat.launcher import positive_count, positive_seconds
 
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
@@ -45,6 +48,14 @@ _DEMO_HOSTS = 2
 _DEMO_DISTRIBUTION = "smddp"
 
 _USAGE_ERROR = 2
+_EXIT_CODES = [
+    ("0", "the job completed"),
+    ("1", "an error of the kit's stopped the job (the message says which)"),
+    ("2", "a usage or configuration error: nothing was started"),
+    ("124", "--max-run passed: everything was stopped (MaxRuntimeExceeded)"),
+    ("128+N", "interrupted by signal N (130: Ctrl-C)"),
+    ("other", "the exit code of the job's process that failed first"),
+]
 
 
 def bundled_entry_points_dir() -> Path:
@@ -56,53 +67,66 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``smddp local`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="smddp local",
-        description="Run a SageMaker training job on this machine: H hosts (algo-1.. on 127.0.0.2..) x P processes.",
-        epilog=f"Without ENTRY_POINT: the bundled {DEMO_ENTRY_POINT}, {_DEMO_HOSTS} hosts x 1 process, "
-        f"distribution {_DEMO_DISTRIBUTION}.",
+        **help_texts(
+            """
+            Run a SageMaker training job on this machine, as SageMaker runs it: H hosts (algo-1, algo-2, ... on
+            127.0.0.2, 127.0.0.3, ...) x P processes, each host with its own /opt/ml tree and the SM_* variables,
+            the distribution's launcher and environment (Horovod ranks, TF_CONFIG, DTENSOR_JOBS), the job's
+            artifacts and logs written to --output. With --backend docker, the same job runs in the SageMaker twin
+            (the kit's image, one container per host).
+
+            Without ENTRY_POINT it runs the bundled smddp_mnist.py as 2 hosts x 1 process with distribution
+            smddp.
+            """,
+            exit_codes=_EXIT_CODES,
+            examples=[
+                ("the bundled MNIST job: 2 hosts x 1 process, distribution smddp", "smddp local"),
+                ("your script, 2 hosts x 2 processes, a channel, hyperparameters",
+                 "smddp local train.py --source-dir src/ --instance-count 2 --processes-per-host 2 \\\n"
+                 "--distribution smddp --channel train=./data --hyperparameters epochs=3 lr=0.01"),
+                ("the bundled DTensor sentiment model, model parallel on 2 hosts (run in the checkout)",
+                 "smddp local entry_points/dtensor_sentiment.py --distribution dtensor --instance-count 2 \\\n"
+                 "--hp mode=model epochs=2"),
+                ("the same job in the SageMaker twin (Docker)",
+                 "smddp local train.py --backend docker --instance-count 2"),
+                ("replay a CreateTrainingJob request in the twin",
+                 "smddp local --backend docker --request request.json"),
+            ],
+        ),
     )
-    parser.add_argument("entry_point", nargs="?", metavar="ENTRY_POINT", help="training script (.py or .sh)")
-    parser.add_argument("--source-dir", metavar="DIR", help="folder copied as the code directory (holds ENTRY_POINT)")
-    parser.add_argument("--instance-count", type=whole_number, metavar="H", help="number of hosts (default 1)")
-    parser.add_argument("--processes-per-host", type=whole_number, metavar="P", help="processes per host (default 1)")
-    parser.add_argument(
-        "--distribution", metavar="KIND", help=f"{', '.join(NAMES)} (default none)"
-    )
-    parser.add_argument(
-        "--hyperparameters", "--hp", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
-        help="hyperparameters passed to the script as --NAME VALUE",
-    )
-    parser.add_argument(
-        "--channel", nargs="+", action="extend", default=[], metavar="NAME=SOURCE",
-        help="input channel from a local folder/file or an s3:// prefix",
-    )
-    parser.add_argument(
-        "--output", default=DEFAULT_OUTPUT_PATH, metavar="DIR",
-        help="folder or s3://bucket/prefix for <job>/output/{model,output}.tar.gz and <job>/logs "
+    add_job_options(
+        parser,
+        entry_point_help=f"training script (.py or .sh) (default: the bundled {DEMO_ENTRY_POINT}, {_DEMO_HOSTS} "
+        f"hosts x 1 process, distribution {_DEMO_DISTRIBUTION})",
+        instance_count_default="1",
+        processes_per_host_default="1",
+        distribution_default="none",
+        output_help="folder or s3://bucket/prefix for <job>/output/{model,output}.tar.gz and <job>/logs "
         f"(default ./{DEFAULT_OUTPUT_PATH})",
+        output_default=DEFAULT_OUTPUT_PATH,
+        max_run_help=f"the job's time limit: everything is stopped after it, exit 124 (default {DEFAULT_MAX_RUN}, "
+        "a day; fractions allowed)",
+        max_run_default=DEFAULT_MAX_RUN,
     )
-    parser.add_argument("--max-run", type=finite_seconds, default=DEFAULT_MAX_RUN, metavar="SECONDS", help="time limit")
-    parser.add_argument("--job-name", metavar="NAME", help="job name (default: script name + timestamp)")
-    parser.add_argument(
+    more = parser.add_argument_group("more options of smddp local")
+    more.add_argument(
         "--env", nargs="+", action="extend", default=[], metavar="NAME=VALUE", help="extra environment variables"
     )
-    parser.add_argument(
+    more.add_argument(
         "--metric", nargs="+", action="extend", default=[], metavar="NAME=REGEX",
         help="a metric read from the logs, as SageMaker's MetricDefinitions: its last value is in the summary "
         "(the regex's first group captures it; repeatable)",
     )
-    parser.add_argument("--checkpoint-dir", metavar="DIR", help="folder shared as every host's checkpoints folder")
-    parser.add_argument("--mesh", nargs="+", metavar="DIM=SIZE,...",
-                        help="dtensor: the global mesh, e.g. batch=4,model=2")
-    parser.add_argument("--devices-per-process", type=whole_number, metavar="N", help="dtensor: devices per client")
-    parser.add_argument("--work-dir", metavar="DIR", help="keep the hosts' /opt/ml trees here (default: temporary)")
-    parser.add_argument(
+    more.add_argument("--checkpoint-dir", metavar="DIR", help="folder shared as every host's checkpoints folder")
+    more.add_argument("--work-dir", metavar="DIR", help="keep the hosts' /opt/ml trees here (default: temporary)")
+    more.add_argument(
         "--backend",
         choices=("process", "docker"),
         default="process",
         help="process: this machine's processes (default); docker: the SageMaker twin, in the kit's image: the "
         "request the kit's estimator would send for the job, or a request given with --request or --job",
     )
-    parser.add_argument(
+    more.add_argument(
         "--show-tf-logs", action="store_true",
         help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is set; "
         "the per-host log files always keep them)",
@@ -117,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source = twin.add_mutually_exclusive_group()
     source.add_argument("--request", metavar="FILE", help="the CreateTrainingJob parameters as JSON")
-    source.add_argument("--job", metavar="NAME", help="a job's request read with DescribeTrainingJob (AWS_ENDPOINT_URL)")
+    source.add_argument("--job", metavar="NAME",
+                        help="a job's request read with DescribeTrainingJob (AWS_ENDPOINT_URL)")
     twin.add_argument("--gpus-per-host", type=positive_count, metavar="N",
                       help="GPU instance types: processes per host on the CPU (default: cores / hosts)")
     twin.add_argument("--stop-grace", type=positive_seconds, default=None, metavar="SECONDS",

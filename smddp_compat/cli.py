@@ -5,6 +5,9 @@
     smddp bench ...                   run the benchmarks (bench/)
     smddp image [--gpu] [--force] [--log F]   build or reuse the training image (--gpu: CUDA 12 + NCCL); tag last
     smddp shim-path                   print the directory holding the smdistributed alias
+
+``smddp --help`` lists the commands; ``smddp <command> --help`` gives a command's options, exit codes and examples
+(every command's help is laid out by :mod:`smddp_compat.cli_help`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import importlib
 import sys
 from typing import Callable, Sequence
+
+from smddp_compat.cli_help import epilog
 
 __all__ = ["main", "SUBCOMMANDS"]
 
@@ -32,9 +37,21 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
 
 
 def _usage() -> str:
-    lines = ["usage: smddp <command> [args...]", "", "commands:"]
+    """``smddp --help``: the commands, where each one's help is, the exit codes and examples."""
+    lines = ["usage: smddp <command> [args...]", "",
+             "SageMaker's smdistributed.dataparallel for TensorFlow 2.21: run a training job on this machine or",
+             "on SageMaker, check the set-up, build the training image, measure. The launcher is smddprun",
+             "(smddprun --help).",
+             "", "commands:"]
     lines += [f"  {name:<10} {entry[3]}" for name, entry in SUBCOMMANDS.items()]
     lines.append(f"  {'shim-path':<10} print the directory holding the smdistributed alias (for PYTHONPATH)")
+    lines += ["", "Run `smddp <command> --help` for a command's options, exit codes and examples.", ""]
+    lines.append(epilog(
+        exit_codes=[("0", "success"), ("2", "no or unknown command, or bad usage: nothing was started"),
+                    ("other", "the command's own (smddp <command> --help lists them)")],
+        examples=[("the bundled MNIST job on this machine: 2 hosts x 1 process, distribution smddp", "smddp local"),
+                  ("a command's options, exit codes and examples", "smddp submit --help")],
+    ))
     return "\n".join(lines)
 
 
@@ -42,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``smddp`` console script; returns the subcommand's exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print(_usage())
+        print(_usage(), file=sys.stdout if args else sys.stderr)  # no command is a usage error: said on stderr
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "shim-path":

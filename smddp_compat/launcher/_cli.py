@@ -22,6 +22,7 @@ import sys
 import tempfile
 from typing import Sequence
 
+from smddp_compat.cli_help import help_texts
 from smddp_compat.errors import SmddpError, UsageError
 from smddp_compat.launcher._console import release_stdout, tensorflow_log_filter
 from smddp_compat.launcher._engine import choose_engine
@@ -59,7 +60,34 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``smddprun``."""
     parser = argparse.ArgumentParser(
         prog="smddprun",
-        description="Run a data-parallel TensorFlow job (SMDDP or Horovod API) as N ranks on this machine.",
+        **help_texts(
+            """
+            Run a data-parallel TensorFlow job (SMDDP or Horovod API) as N ranks on this machine, like horovodrun
+            and SMDDP's launcher. Each rank gets Horovod's environment (rank, size, local and cross rank,
+            rendezvous), the smdistributed alias on PYTHONPATH (so an unchanged SMDDP script imports smddp_compat)
+            and its output prefixed with [rank]. When a rank fails, the others are stopped within seconds and
+            smddprun exits with that rank's code.
+
+            The engine is Horovod over MPI (one mpirun, shared memory) when every rank has an idle core, else
+            Horovod over Gloo (TCP loopback); --gloo, --mpi or SMDDP_ENGINE=gloo|mpi choose. Started by mpirun
+            without -np, smddprun is one rank: it prepares that rank and becomes COMMAND (as SageMaker runs SMDDP
+            jobs). Multi-host jobs run with smddp local (on this machine) or on SageMaker.
+            """,
+            exit_codes=[
+                ("0", "every rank succeeded"),
+                ("2", "a usage error (nothing was started)"),
+                ("124", "--timeout passed: every rank was stopped"),
+                ("128+N", "interrupted by signal N (130: Ctrl-C)"),
+                ("other", "the exit code of the rank that failed first"),
+            ],
+            examples=[
+                ("2 ranks of an unchanged SMDDP or Horovod script", "smddprun -np 2 python train.py --epochs 3"),
+                ("4 ranks over Gloo, stopped after 10 minutes, each rank's log kept",
+                 "smddprun -np 4 --gloo --timeout 600 --log-dir logs/ python train.py"),
+                ("as SageMaker starts SMDDP jobs: one smddprun per rank under mpirun",
+                 "mpirun -np 16 --host algo-1:8,algo-2:8 smddprun python -m mpi4py train.py"),
+            ],
+        ),
     )
     parser.add_argument(
         "-np",
@@ -67,10 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         dest="num_proc",
         type=whole_number,
         default=None,
+        metavar="N",
         help="number of ranks to start (required, except for a rank started by mpirun)",
     )
     parser.add_argument(
-        "-H", "--hosts", default=None, help="host:slots[,host:slots...] (hosts must be this machine; default localhost:N)"
+        "-H", "--hosts", default=None, metavar="HOST:SLOTS[,HOST:SLOTS...]",
+        help="the ranks' hosts, which must be this machine's names (default localhost:N)",
     )
     engine = parser.add_mutually_exclusive_group()
     engine.add_argument(
@@ -83,35 +113,51 @@ def build_parser() -> argparse.ArgumentParser:
         const="mpi",
         help="Horovod over MPI via mpirun (shared memory; the default when every rank has a core, see SMDDP_ENGINE)",
     )
-    parser.add_argument("--timeout", type=positive_seconds, default=None, help="stop the job after this many seconds")
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=None, metavar="SECONDS",
+        help="the job's time limit: every rank is stopped after it, exit 124 (default: none)",
+    )
+    parser.add_argument(  # its own action, so that each name's errors name it alone
+        "--max-run", dest="timeout", type=positive_seconds, default=None, metavar="SECONDS",
+        help="the same as --timeout, as smddp local and smddp submit spell it",
+    )
     parser.add_argument(
         "--grace",
         type=positive_seconds,
         default=None,
+        metavar="SECONDS",
         help=f"seconds between SIGTERM and SIGKILL when stopping ranks (default {DEFAULT_GRACE_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--stop-grace", dest="grace", type=positive_seconds, default=None, metavar="SECONDS",
+        help="the same as --grace, as smddp local spells it",
     )
     parser.add_argument(
         "--gloo-timeout",
         type=positive_seconds,
         default=None,
+        metavar="SECONDS",
         help=f"seconds a rank waits for its peers in Gloo before failing (default {DEFAULT_GLOO_TIMEOUT_SECONDS})",
     )
     parser.add_argument(
         "--stall-check-seconds",
         type=positive_seconds,
         default=None,
+        metavar="SECONDS",
         help="warn about ranks missing from a collective after this many seconds (default 60)",
     )
     parser.add_argument(
         "--stall-shutdown-seconds",
         type=positive_seconds,
         default=None,
+        metavar="SECONDS",
         help="end the job when a rank waits this many seconds in one collective (default: never)",
     )
     parser.add_argument(
         "--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH"
     )
-    parser.add_argument("--log-dir", default=None, help="also write each rank's output to LOG_DIR/rank.N.log")
+    parser.add_argument("--log-dir", default=None, metavar="DIR",
+                        help="also write each rank's output to DIR/rank.N.log (created when missing)")
     parser.add_argument(
         "--show-tf-logs",
         action="store_true",
@@ -120,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # Internal: a rank of smddprun's own MPI engine reads its command and environment from DIR (_mpi_group).
     parser.add_argument("--rank-specs", metavar="DIR", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the program to run and its arguments")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND ...",
+                        help="the program to run in every rank, and its arguments")
     return parser
 
 

@@ -1,0 +1,89 @@
+"""The options that describe a training job, defined once for ``smddp local`` and ``smddp submit``.
+
+Both commands take a job the same way: the same option names, the same metavars and help, the same forms::
+
+    ENTRY_POINT --source-dir DIR --instance-count H --processes-per-host P --distribution KIND
+    --hyperparameters NAME=VALUE ... (alias --hp) --channel NAME=PATH|s3://... ... --output DIR|s3://...
+    --max-run SECONDS --job-name NAME --mesh DIM=SIZE,... --devices-per-process N
+
+The ``NAME=VALUE`` options take one or more words and may be given again (``--channel a=x b=y`` is
+``--channel a=x --channel b=y``); a word without ``=`` after them (an entry point, say) is refused by
+:func:`smddp_compat.name_values.parse_name_values` with the fix. Numbers are read by the launcher's types (a whole
+number, a finite number of seconds: NaN and infinity refused by argparse); their ranges are checked by the model each
+value goes to (``JobSpec``, the estimator, :mod:`smddp_compat.distribution_config`), in the same words for the command
+line and the Python API.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from smddp_compat.launcher._option_types import finite_seconds, whole_number
+from smddp_compat.strategies import NAMES
+
+__all__ = ["add_job_options", "JOB_OPTIONS_TITLE"]
+
+#: The title of the group the job options are listed under in both commands' help.
+JOB_OPTIONS_TITLE = "the job (the same options in smddp local and smddp submit)"
+
+
+def add_job_options(
+    parser: argparse.ArgumentParser,
+    *,
+    entry_point_help: str,
+    instance_count_default: str,
+    processes_per_host_default: str,
+    distribution_default: str,
+    output_help: str,
+    output_default: str | None = None,
+    max_run_help: str,
+    max_run_default: float | None = None,
+) -> argparse._ArgumentGroup:
+    """Adds the job's options to ``parser``, in a group of their own.
+
+    ENTRY_POINT is optional to argparse in both commands (``smddp local`` runs its demo without one; ``smddp submit``
+    refuses its absence itself, after a misplaced script name after a ``NAME=VALUE`` option is named as such).
+
+    Args:
+        parser: The command's parser.
+        entry_point_help: What ENTRY_POINT is (and its default) in this command.
+        instance_count_default: The default number of hosts, as the help states it (the value is None when not given).
+        processes_per_host_default: The default processes per host, as the help states it (the value is None).
+        distribution_default: The default distribution, as the help states it (the value is None when not given).
+        output_help: Where ``--output`` writes in this command.
+        output_default: The default of ``--output``.
+        max_run_help: What ``--max-run`` does in this command.
+        max_run_default: The default of ``--max-run``.
+
+    Returns:
+        The group, for a command that adds options of its own to it.
+    """
+    group = parser.add_argument_group(JOB_OPTIONS_TITLE)
+    group.add_argument("entry_point", nargs="?", metavar="ENTRY_POINT", help=entry_point_help)
+    group.add_argument("--source-dir", metavar="DIR",
+                       help="folder sent as the job's code (holds ENTRY_POINT, which is then relative to it)")
+    group.add_argument("--instance-count", type=whole_number, metavar="H",
+                       help=f"number of hosts (instances) (default: {instance_count_default})")
+    group.add_argument("--processes-per-host", type=whole_number, metavar="P",
+                       help=f"processes per host (default: {processes_per_host_default})")
+    group.add_argument("--distribution", metavar="KIND",
+                       help=f"one of {', '.join(NAMES)} (default: {distribution_default})")
+    group.add_argument("--hyperparameters", "--hp", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
+                       help="hyperparameters, passed to the script as --NAME VALUE; values that parse as JSON are "
+                       "JSON (epochs=3 is the number 3), others text (repeatable)")
+    group.add_argument("--channel", nargs="+", action="extend", default=[], metavar="NAME=PATH|s3://...",
+                       help="an input channel from a local folder or file or an s3:// prefix; the script reads it "
+                       "under SM_CHANNEL_<NAME> (repeatable)")
+    group.add_argument("--output", default=output_default, metavar="DIR|s3://...", help=output_help)
+    group.add_argument("--max-run", type=finite_seconds, default=max_run_default, metavar="SECONDS",
+                       help=max_run_help)
+    group.add_argument("--job-name", metavar="NAME",
+                       help="the job's name (default: the script's name and a timestamp)")
+    group.add_argument("--mesh", nargs="+", metavar="DIM=SIZE,...",
+                       help="dtensor: the global mesh, e.g. batch=4,model=2 (default: one batch dimension over "
+                       "every device)")
+    group.add_argument("--devices-per-process", type=whole_number, metavar="N",
+                       help="dtensor: devices per client (default: GPUs / processes per host; on CPU, mesh / clients)")
+    return group
