@@ -1,6 +1,6 @@
 """``smddp bench`` (or ``python -m smddp_compat.bench``): runs every measurement and prints one table of ratios.
 
-    smddp bench                      # everything, about 30 minutes on a 2-core machine
+    smddp bench                      # everything, about 22 minutes on a 2-core machine
     smddp bench --quick              # tiny workloads: checks that the bench works (about 8 minutes)
     smddp bench --only bandwidth,startup --rounds 3 --out /tmp/bench
 
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from smddp_compat.cli_help import help_texts
 from smddp_compat.bench._chart import write_bandwidth_chart, write_strategy_chart
 from smddp_compat.bench.config import DEFAULT_OUT_DIR, BenchConfig
 from smddp_compat.bench.jobs import Job, JobRun, merge_jobs
@@ -49,19 +50,23 @@ def build_parser() -> argparse.ArgumentParser:
     measurements = "\n".join(f"  {name:14} {module.TITLE.split('. ', 1)[-1]}" for name, module in MEASUREMENTS.items())
     parser = argparse.ArgumentParser(
         prog="smddp bench",
-        description="Runs the kit's performance comparisons on this machine (real jobs on loopback, the SageMaker "
-                    "twin in Docker for the start-up rows) and prints one table of ratios: each variant timed in "
-                    "turns with its baseline, several rounds, median and interquartile range.",
-        epilog=(f"measurements (--only):\n{measurements}\n\n"
-                "outputs (in --out): results.json (every raw number), report.md (the tables), bandwidth.png, "
-                "strategies.png, jobs/<job>/output.log\n\n"
-                "exit codes: 0 every job ran; 1 some did not (their rows say n/a and why); 2 a bad option\n\n"
-                "examples:\n"
-                "  smddp bench                                   # everything (about 30 min on 2 cores)\n"
-                "  smddp bench --quick                           # tiny workloads, one round: a smoke test\n"
-                "  smddp bench --only strategies --rounds 3      # the strategy comparison alone\n"
-                "  smddp bench --only bandwidth,startup --out /tmp/bench"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **help_texts(
+            "Runs the kit's performance comparisons on this machine (real jobs on loopback, the SageMaker twin in "
+            "Docker for the start-up rows) and prints one table of ratios: each variant timed in turns with its "
+            "baseline, several rounds, median and interquartile range. Each job's progress line says how many are "
+            "done, the time spent and an estimate of the time left.",
+            notes=[f"measurements (--only):\n{measurements}",
+                   "outputs (in --out): results.json (every raw number), report.md (the tables), bandwidth.png, "
+                   "strategies.png, jobs/<job>/output.log"],
+            exit_codes=[("0", "every job ran"), ("1", "some did not (their rows say n/a and why)"),
+                        ("2", "a bad option")],
+            examples=[
+                ("everything (about 22 minutes on 2 cores, within the default 3000 s budget)", "smddp bench"),
+                ("tiny workloads, one round: a smoke test", "smddp bench --quick"),
+                ("the strategy comparison alone", "smddp bench --only strategies --rounds 3"),
+                ("two measurements, the outputs elsewhere", "smddp bench --only bandwidth,startup --out /tmp/bench"),
+            ],
+        ),
     )
     parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT_DIR),
                         help="output folder (default: bench/results in the checkout)")
@@ -113,19 +118,64 @@ def _skipped(job: Job, round_index: int, reason: str) -> JobRun:
     return JobRun(job, round_index, False, reason, time.time(), 0.0, [], "")
 
 
+def format_duration(seconds: float) -> str:
+    """A duration as people read it on a progress line: ``45s``, ``2m10s``, ``1h05m``."""
+    whole = max(0, int(round(seconds)))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def estimate_left(remaining: Sequence[Job], durations: dict[tuple, float], budget_left: float) -> float | None:
+    """Seconds the jobs still to run should take: each one's duration in an earlier round, else the mean duration of
+    the jobs run so far; never more than the budget left (jobs after it are skipped).
+
+    Args:
+        remaining: The jobs not started yet, this one included.
+        durations: Job key -> seconds its last run took (jobs that ran so far).
+        budget_left: Seconds until the budget runs out.
+
+    Returns:
+        The estimate, or None while no job has run (nothing to estimate from).
+    """
+    if not durations:
+        return None
+    mean = sum(durations.values()) / len(durations)
+    return min(sum(durations.get(job.key, mean) for job in remaining), max(0.0, budget_left))
+
+
+def progress_line(number: int, total: int, round_index: int, label: str, elapsed: float, left: float | None,
+                  budget_left: float) -> str:
+    """The line printed as a job starts: ``[3/12] round 1: LABEL (elapsed 2m10s, ~6m00s left) ...``.
+
+    Before any job has run, the estimate is the budget (``at most 50m00s left: the budget``).
+    """
+    estimate = (f"~{format_duration(left)} left" if left is not None
+                else f"at most {format_duration(budget_left)} left: the budget")
+    return f"[{number}/{total}] round {round_index + 1}: {label} (elapsed {format_duration(elapsed)}, {estimate}) ..."
+
+
 def run_jobs(config: BenchConfig, jobs: list[Job], deadline: float, stream: Any) -> dict[tuple, list[JobRun]]:
-    """Runs the schedule, printing one progress line per job; returns the runs by job key."""
+    """Runs the schedule, printing one progress line per job (how many, the time spent, an estimate of the time
+    left); returns the runs by job key."""
     runs: dict[tuple, list[JobRun]] = {}
     schedule = _schedule(jobs, config.rounds)
+    started = time.time()
+    durations: dict[tuple, float] = {}  # job key -> seconds of its last run, for the estimate
     for number, (round_index, job) in enumerate(schedule, 1):
-        left = deadline - time.time()
+        now = time.time()
+        left = deadline - now
         if left < _MIN_JOB_SECONDS:
             run = _skipped(job, round_index, f"skipped: the bench's time budget ({config.budget:.0f} s) ran out")
         else:
-            print(f"[{number}/{len(schedule)}] round {round_index + 1}: {job.label} ...", end=" ", file=stream,
-                  flush=True)
+            estimate = estimate_left([entry for _, entry in schedule[number - 1:]], durations, left)
+            print(progress_line(number, len(schedule), round_index, job.label, now - started, estimate, left),
+                  end=" ", file=stream, flush=True)
             run = run_job(job, config, round_index, timeout=min(config.job_timeout, left))
             print(f"{run.duration:.1f} s {'ok' if run.ok else 'FAILED: ' + run.reason}", file=stream, flush=True)
+            durations[job.key] = run.duration
         runs.setdefault(job.key, []).append(run)
     return runs
 
