@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
     "bench": ("smddp_compat.bench.run", "main", False, "run the benchmarks and print the table of ratios"),
     "matrix": ("smddp_compat.bench.matrix", "main", False,
                "run every strategy x Keras x launcher as short jobs; write the compatibility matrix"),
+    "doctor": ("smddp_compat.doctor", "main", False, "check this machine's set-up and say how to fix what is missing"),
     "image": ("smddp_compat.image.__main__", "main", False,
               "build or reuse the training image (--gpu: CUDA); print its tag"),
 }
