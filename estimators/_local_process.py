@@ -128,9 +128,14 @@ def build_job_spec(
     )
 
 
-def run_job(spec: Any) -> Any:
-    """Runs a local_mode job to its end on local mode's process backend and returns its result."""
+def run_job(spec: Any, stream: Any = None) -> Any:
+    """Runs a local_mode job to its end on local mode's process backend and returns its result.
+
+    Args:
+        spec: The job.
+        stream: Where its processes' prefixed output and the summary go (None: standard output).
+    """
     _local_mode()
     from smddp_compat.local_mode.backends import ProcessBackend
 
-    return ProcessBackend().run(spec)
+    return ProcessBackend(stream=stream).run(spec)

@@ -14,8 +14,13 @@ A drop-in subclass of ``sagemaker.tensorflow.TensorFlow``: same constructor, ``f
 - ``instance_type="local_process"``: ``fit()`` runs the job on this machine through local_mode;
 - every field is checked at construction, before any upload or AWS call (see :mod:`smddp_compat.estimators.errors`),
   and the region last: a missing region hides no other mistake;
+- after a ``local_process`` ``fit()``, the SDK's view of the job: ``model_data``, ``latest_training_job``
+  (``describe()`` in DescribeTrainingJob's shape, ``wait()``, ``name``), ``logs()``, ``training_job_analytics``
+  (``dataframe()`` of the metric definitions' values), and ``attach(job_name, local_output=...)`` later
+  (:mod:`smddp_compat.estimators._local_job`);
 - the sessions it makes (no ``sagemaker_session`` given) opt out of the SDK's telemetry, keeping the user's own SDK
-  config (:func:`sdk_config_without_telemetry`);
+  config (:func:`sdk_config_without_telemetry`), and the SDK v2 deprecation notices its own import and constructor
+  call cause are quieted with the SDK's switch (:mod:`smddp_compat.estimators._sdk_notices`);
 - the uploaded ``sourcedir.tar.gz`` never holds version control, virtual environments, caches, keys or credential
   files (:data:`smddp_compat.estimators.DEFAULT_SOURCE_EXCLUDES`).
 """
@@ -24,11 +29,17 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import re
 from typing import Any, Mapping, Sequence
 
-from sagemaker.tensorflow import TensorFlow as _SdkTensorFlow
-from sagemaker.utils import name_from_base
+from smddp_compat.estimators._sdk_notices import sdk_v2_notices_quieted
+
+with sdk_v2_notices_quieted():  # the kit's own import of SDK v2: its notice is the kit's doing, not the user's
+    from sagemaker.tensorflow import TensorFlow as _SdkTensorFlow
+    from sagemaker.utils import name_from_base
+
+    from smddp_compat.estimators import _local_job
 
 from smddp_compat.estimators import _local_process
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
@@ -47,7 +58,7 @@ from smddp_compat.estimators._validation import (
     check_s3_uri,
     resolve_region,
 )
-from smddp_compat.estimators.errors import ConfigurationError, raised_as_estimator_errors
+from smddp_compat.estimators.errors import ConfigurationError, JobError, raised_as_estimator_errors
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE", "sdk_config_without_telemetry"]
 
@@ -194,9 +205,10 @@ class TensorFlow(_SdkTensorFlow):
         # The SDK refuses smdistributed after TF 2.11 in its constructor, but builds SMDDP's hyperparameters from
         # self.distribution on any version: the distribution is set after the constructor's checks.
         set_after = local_process or plan.strategy.distribution_set_after_sdk_checks
-        super().__init__(
-            entry_point=entry_point, distribution=None if set_after else plan.sdk_distribution, **kwargs
-        )
+        with sdk_v2_notices_quieted():  # the SDK's "TensorFlow is part of SDK v2" notice, caused by this subclass
+            super().__init__(
+                entry_point=entry_point, distribution=None if set_after else plan.sdk_distribution, **kwargs
+            )
         if set_after:
             self.distribution = plan.sdk_distribution or {}
 
@@ -232,7 +244,9 @@ class TensorFlow(_SdkTensorFlow):
 
         Returns:
             What the SDK's ``fit`` returns, or local_mode's ``JobResult`` for ``local_process`` (also kept as
-            ``self.local_result``; ``result.artifacts.model`` is the model.tar.gz).
+            ``self.local_result``; ``result.artifacts.model`` is the model.tar.gz). After a ``local_process`` job,
+            completed or not, ``latest_training_job`` is its :class:`~smddp_compat.estimators._local_job.LocalTrainingJob`
+            and its record is saved beside its artifacts for :meth:`attach`.
 
         Raises:
             JobError: A ``local_process`` job that failed or was stopped (the reason names the failed process).
@@ -256,6 +270,9 @@ class TensorFlow(_SdkTensorFlow):
             staged.cleanup()
 
     def _fit_local_process(self, inputs: Any, job_name: str | None) -> Any:
+        from smddp_compat.local_mode.metrics import check_metric_definitions
+
+        self.latest_training_job = None
         with raised_as_estimator_errors():  # local_mode's errors leave fit() as the estimators' own
             spec = _local_process.build_job_spec(
                 entry_point=self.entry_point,
@@ -271,11 +288,168 @@ class TensorFlow(_SdkTensorFlow):
                 checkpoint_local_path=self.checkpoint_local_path,
                 metric_definitions=self.metric_definitions,
             )
+            recorder = _local_job.MetricRecorder(check_metric_definitions(spec.metric_definitions))
             self._current_job_name = spec.job_name
-            self.local_result = _local_process.run_job(spec)
+            self.local_result = _local_process.run_job(spec, stream=recorder)
+        self.latest_training_job = self._local_training_job(spec, self.local_result, recorder)
+        with raised_as_estimator_errors():
             # A failed job raises local_mode's JobFailedError (rank, host, exit code), re-raised as a JobError.
             self.local_result.raise_for_status()
         return self.local_result
+
+    def _local_training_job(self, spec: Any, result: Any, recorder: Any) -> Any:
+        """The ended local job as ``latest_training_job``; its record is saved beside its artifacts (a record that
+        cannot be written is warned about: the job's own result stands, only ``attach`` will not find it)."""
+        from datetime import datetime, timezone
+
+        output = spec.output_path if "://" in spec.output_path else os.path.abspath(spec.output_path)
+        description = _local_job.build_description(
+            job_name=spec.job_name, result=result, spec=spec, recorder=recorder, ended=datetime.now(timezone.utc),
+            region=self.sagemaker_session.boto_region_name, role=self.role, image_uri=self.image_uri,
+            volume_size=self.volume_size, output_path=output,
+        )
+        record = {
+            "format": _local_job.RECORD_FORMAT,
+            "description": description,
+            "logs": {host: location if "://" in location else os.path.abspath(location)
+                     for host, location in result.artifacts.logs.items()},
+            "metric_points": [list(point) for point in recorder.points],
+            "estimator": self._attach_settings(),
+        }
+        try:
+            _local_job.save_record(spec.output_path, spec.job_name, record)
+        except Exception as exc:  # noqa: BLE001 - a full disk, S3 refused: the job's result stands
+            logger.warning("the record of job %s was not saved (%s): attach() will not find this job",
+                           spec.job_name, exc)
+        return _local_job.LocalTrainingJob(self.sagemaker_session, record)
+
+    def _attach_settings(self) -> dict[str, Any]:
+        """The constructor arguments :meth:`attach` rebuilds this estimator with (local paths made absolute)."""
+        source_dir = self.source_dir
+        entry_point = self.entry_point
+        if source_dir and not str(source_dir).startswith("s3://"):
+            source_dir = os.path.abspath(source_dir)
+        elif not source_dir:
+            entry_point = os.path.abspath(entry_point)
+        settings: dict[str, Any] = {
+            "entry_point": entry_point,
+            "source_dir": source_dir,
+            "dependencies": [os.path.abspath(d) for d in self.dependencies or []],
+            "instance_count": self.instance_count,
+            "hyperparameters": dict(self._hyperparameters or {}),
+            "distribution": dict(self.compat_distribution) or None,
+            "framework_version": self.framework_version,
+            "py_version": self.py_version,
+            "metric_definitions": self.metric_definitions,
+            "environment": {k: v for k, v in (self.environment or {}).items() if k != DISTRIBUTION_ENV} or None,
+            "max_run": self.max_run,
+            "base_job_name": self.base_job_name,
+            "checkpoint_local_path": self.checkpoint_local_path,
+            "source_excludes": list(self.source_excludes),
+        }
+        if self.role != LOCAL_PLACEHOLDER_ROLE:
+            settings["role"] = self.role
+        return settings
+
+    # -- the job after fit(), as the SDK shows it ----------------------------------------------------------------
+
+    def _local_job(self, what: str) -> Any:
+        job = self.latest_training_job
+        if not isinstance(job, _local_job.LocalTrainingJob):
+            raise _local_job.no_job_error(what)
+        return job
+
+    @property
+    def model_data(self) -> Any:
+        """Where the model artifact of the latest job is (the SDK's ``model_data``): for ``local_process``, the
+        absolute path (or ``s3://`` URI, for an S3 ``output_path``) of its ``model.tar.gz``.
+
+        Raises:
+            EstimatorError: A ``local_process`` estimator with no job yet (fit() or attach() first).
+            JobError: The job stored no model artifact.
+        """
+        if self.instance_type != "local_process":
+            return super().model_data
+        job = self._local_job("model_data")
+        description = job.describe()
+        model = description.get("ModelArtifacts", {}).get("S3ModelArtifacts")
+        if not model:
+            raise JobError(job.name, f"training job {job.name!r} stored no model artifact "
+                           f"(status {description['TrainingJobStatus']})", status=description["TrainingJobStatus"])
+        return model
+
+    def logs(self) -> None:
+        """Prints the latest job's logs (the SDK's ``logs()``): for ``local_process``, each host's log file as
+        local mode wrote it under ``<output_path>/<job_name>/logs/``.
+
+        Raises:
+            EstimatorError: A ``local_process`` estimator with no job yet.
+            JobError: A log cannot be read.
+        """
+        if self.instance_type != "local_process":
+            return super().logs()
+        self._local_job("logs()").print_logs()
+        return None
+
+    @property
+    def training_job_analytics(self) -> Any:
+        """The SDK's ``TrainingJobAnalytics`` of the latest job; for ``local_process`` a
+        :class:`~smddp_compat.estimators._local_job.LocalTrainingJobAnalytics`, whose ``dataframe()`` has the
+        columns ``timestamp``, ``metric_name``, ``value`` of every value the job's ``metric_definitions`` found
+        in its processes' output.
+
+        Raises:
+            EstimatorError: A ``local_process`` estimator with no job yet.
+        """
+        if self.instance_type != "local_process":
+            return super().training_job_analytics
+        return _local_job.LocalTrainingJobAnalytics(self._local_job("training_job_analytics"))
+
+    @classmethod
+    def attach(
+        cls,
+        training_job_name: str,
+        sagemaker_session: Any = None,
+        model_channel_name: str = "model",
+        *,
+        local_output: str | None = None,
+    ) -> "TensorFlow":
+        """The SDK's ``attach``; with ``local_output``, an estimator bound to a ``local_process`` job that ran
+        before (in this process or another), read from the record its ``fit()`` saved under
+        ``<local_output>/<training_job_name>/``.
+
+        The attached estimator has the job's settings (entry point, hyperparameters, distribution, metric
+        definitions...), ``instance_type="local_process"`` and ``output_path=local_output``; its
+        ``latest_training_job``, ``model_data``, ``logs()`` and ``training_job_analytics`` are the job's. A failed
+        or stopped job attaches too (its description says why; the SDK's attach would raise). Nothing is run.
+
+        Args:
+            training_job_name: The job's name.
+            sagemaker_session: As in the SDK (None: a SageMaker job's default session; an offline one for a local
+                job).
+            model_channel_name: As in the SDK (SageMaker jobs only).
+            local_output: The ``output_path`` the ``local_process`` job ran with (a folder or ``s3://``; the
+                default was ``./smddp_local_output``). None: a SageMaker job, attached by the SDK.
+
+        Raises:
+            ConfigurationError: No record of that job under ``local_output``, a malformed job name, or a setting
+                of the job that no longer holds (e.g. its entry point was moved): the message names it.
+        """
+        if local_output is None:
+            return super().attach(training_job_name, sagemaker_session, model_channel_name)
+        with raised_as_estimator_errors():
+            record = _local_job.load_record(local_output, training_job_name)
+        try:
+            estimator = cls(instance_type="local_process", output_path=local_output,
+                            sagemaker_session=sagemaker_session, **record["estimator"])
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                exc.field, exc.value, f"{exc.problem} (a setting of the attached job {training_job_name!r})", exc.fix
+            ) from exc
+        estimator.latest_training_job = _local_job.LocalTrainingJob(estimator.sagemaker_session, record)
+        estimator._current_job_name = training_job_name
+        estimator.local_result = None
+        return estimator
 
 
 def _is_pipeline_variable(value: object) -> bool:
