@@ -19,8 +19,14 @@ HOROVOD_VERSION=0.28.1
 WHEEL_CACHE=${SMDDP_WHEEL_CACHE:-$HOME/.cache/smddp-compat/wheels}
 STEP="start"
 START=$(date +%s)
+STEP_START=""
 
-step() { STEP="$1"; echo "==> [setup] $1"; }
+# Each step prints what it does, and when the next one starts (or setup ends) how long it took.
+step_done() {
+  if [ -n "$STEP_START" ]; then echo "==> [setup] $STEP ... done in $(( $(date +%s) - STEP_START )) s"; fi
+  STEP_START=""
+}
+step() { step_done; STEP="$1"; STEP_START=$(date +%s); echo "==> [setup] $1"; }
 trap 'rc=$?; echo "!! [setup] step \"$STEP\" failed with exit code $rc (see the output above)." >&2; exit $rc' ERR
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -201,4 +207,14 @@ if gpu_build; then
 else
   "$PY" -c "import horovod.tensorflow as hvd; print('    horovod', hvd.__name__, 'gloo:', hvd.gloo_built(), 'mpi:', hvd.mpi_built())"
 fi
+# The whole set-up, checked as a user's machine is checked: `smddp doctor` (--setup: only what this script installs
+# can fail here; a missing Docker engine or image, AWS settings or .venv-sdk3 are printed as warnings with their fix).
+# The image's dependency stack (image/Dockerfile: stack/ holds this script without the kit's code) has no doctor.
+step "check: smddp doctor --setup"
+if [ -f "$ROOT/smddp_compat/doctor.py" ]; then
+  "$VENV/bin/smddp" doctor --setup
+else
+  echo "    skipped: the kit's code is not here (the training image's dependency stack)"
+fi
+step_done
 echo "==> [setup] done in $(( $(date +%s) - START )) s. Activate with: source .venv/bin/activate"
