@@ -211,7 +211,7 @@ class _Probe:
         except subprocess.TimeoutExpired:
             self._popen.kill()
             self._popen.communicate(timeout=10)
-            return {"probe_error": f"no answer within {self._timeout:.0f} s (machine busy? raise --timeout)"}
+            return {"probe_error": f"no answer within {self._timeout:g} s (machine busy? raise --timeout)"}
         for line in reversed(out.splitlines()):
             if line.startswith(_PROBE_MARKER):
                 return json.loads(line[len(_PROBE_MARKER):])
@@ -653,29 +653,33 @@ def run_checks(names: Sequence[str], mode: _Mode) -> list[Check]:
     return [done[name] for name in CHECKS if name in done]
 
 
-def _epilog() -> str:
-    checks = "\n".join(f"  {name:<16} {text}" for name, text in CHECKS.items())
-    return f"""checks (ids for --only):
-{checks}
+def _help_texts() -> dict[str, Any]:
+    """The help page's description, notes (the checks, the required-or-warning rule), exit codes and examples."""
+    from smddp_compat.cli_help import help_texts
 
-required (FAIL, exit 1) vs warnings: FAIL when one of the README's commands cannot run without it
-(`bash setup.sh && .venv/bin/smddp local`, `.venv/bin/pytest`): tensorflow, keras, tf-keras, horovod (Gloo and MPI),
-mpirun, sdk-v2, test-tools, datasets. docker and image: warnings (smddp local needs no Docker, pytest skips the
-docker-backend tests without it), required under CI (CI=true or --ci), with sdk-v3. --setup (setup.sh's last step)
-fails only on what setup.sh installs. aws-region, aws-credentials and gpus are always warnings. Credentials are
-reported by where they come from, never by value.
-
-exit codes:
-  0  nothing required is missing (warnings allowed)
-  1  a required check FAILed (its line says how to fix it)
-  2  a bad option
-
-examples:
-  smddp doctor                              all checks, one line each
-  smddp doctor --only docker,image          only the Docker engine and the image (~1 s)
-  smddp doctor --image smddp-compat:latest  check that image instead of the default
-  smddp doctor --json | jq '.checks[] | select(.status != "ok")'
-  CI=true smddp doctor                      as CI: Docker, the image and .venv-sdk3 required"""
+    checks = "checks (ids for --only):\n" + "\n".join(f"  {name:<16} {text}" for name, text in CHECKS.items())
+    rule = (
+        "Required (FAIL, exit 1) or a warning: a check FAILs when one of the README's commands cannot run without it "
+        "(`bash setup.sh && .venv/bin/smddp local`, `.venv/bin/pytest`): tensorflow, keras, tf-keras, horovod (Gloo "
+        "and MPI), mpirun, sdk-v2, test-tools, datasets. docker and image are warnings (smddp local needs no Docker; "
+        "pytest skips the docker-backend tests without an engine) and required under CI (CI=true or --ci), as is "
+        "sdk-v3. --setup (setup.sh's last step) fails only on what setup.sh installs. aws-region, aws-credentials "
+        "and gpus are always warnings. Credentials are reported by where they come from, never by value."
+    )
+    return help_texts(
+        "Check this machine's set-up for the kit: one line per check (ok / warn / FAIL), what was found, and for "
+        "anything not ok how to fix it. Exits 1 when something the README's commands need is missing. Takes ~5-15 s "
+        "(TensorFlow is imported in two subprocesses side by side).",
+        notes=[checks, rule],
+        exit_codes=[("0", "nothing required is missing (warnings allowed)"),
+                    ("1", "a required check FAILed (its line says how to fix it)"),
+                    ("2", "a bad option")],
+        examples=[("all checks, one line each", "smddp doctor"),
+                  ("only the Docker engine and the image (under a second)", "smddp doctor --only docker,image"),
+                  ("check another image than smddp-compat:latest", "smddp doctor --image smddp-compat:7f1bb1d263adada8"),
+                  ("what is not ok, as JSON", "smddp doctor --json | jq '.checks[] | select(.status != \"ok\")'"),
+                  ("as CI checks (Docker, the image and .venv-sdk3 required)", "CI=true smddp doctor")],
+    )
 
 
 def _only(text: str) -> list[str]:
@@ -699,14 +703,7 @@ def _seconds(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``smddp doctor`` argument parser."""
-    parser = argparse.ArgumentParser(
-        prog="smddp doctor",
-        description="Check this machine's set-up for the kit: one line per check (ok / warn / FAIL), what was\n"
-                    "found, and for anything not ok how to fix it. Exits 1 when something the README's commands\n"
-                    "need is missing. Takes ~5-15 s (TensorFlow is imported in two subprocesses side by side).",
-        epilog=_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = argparse.ArgumentParser(prog="smddp doctor", **_help_texts())
     parser.add_argument("--json", action="store_true", help="print one JSON object (checks, exit code, seconds)")
     parser.add_argument("--only", type=_only, metavar="CHECK,...", default=None,
                         help="run only these checks (comma-separated ids, listed below)")
@@ -757,7 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.monotonic() - start
     if args.json:
         print(json.dumps({"checks": [asdict(check) for check in checks], "exit_code": code,
-                          "seconds": round(seconds, 1), "ci": mode.docker_required, "setup": mode.setup}, indent=2))
+                          "seconds": round(seconds, 1), "ci": mode.ci, "setup": mode.setup}, indent=2))
     else:
         _print_text(checks, seconds, code)
     return code
