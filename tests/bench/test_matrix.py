@@ -1,0 +1,184 @@
+"""``smddp matrix``: the cells declared without running, the one-line reasons read from a job's output, the options,
+and the ``--quick`` subset run for real (its Docker cell needs an engine: run under
+``flock /tmp/smddp-docker-tests.lock``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from smddp_compat.bench import matrix
+from smddp_compat.bench.matrix import Cell, declared_not_runnable
+from tests.conftest import DOCKER_SKIP_REASON, docker_missing_is_an_error
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------------------------------ declared, never run
+
+
+@pytest.mark.parametrize("launcher", list(matrix.LAUNCHERS))
+def test_parameter_server_on_keras3_is_declared_unsupported_with_the_tf_keras_fix(launcher: str) -> None:
+    why = declared_not_runnable(Cell("parameter_server", "keras3", launcher))
+    assert why is not None
+    assert "keras-team/keras#18624" in why[0]
+    assert "TF_USE_LEGACY_KERAS=1" in why[1]
+
+
+@pytest.mark.parametrize("strategy, variable", [("mwms", "TF_CONFIG"), ("dtensor", "DTENSOR_JOBS"),
+                                                ("parameter_server", "TF_CONFIG")])
+@pytest.mark.parametrize("keras", ["keras3", "tf-keras"])
+def test_tf_strategies_under_smddprun_are_declared_with_the_smddp_local_fix(strategy: str, variable: str,
+                                                                            keras: str) -> None:
+    why = declared_not_runnable(Cell(strategy, keras, "smddprun"))
+    assert why is not None
+    if (strategy, keras) == ("parameter_server", "keras3"):
+        return  # the Keras limit comes first
+    assert variable in why[0] and "smddprun" in why[0]
+    assert f"--distribution {strategy}" in why[1]
+
+
+def test_every_other_cell_runs_and_the_declared_count_is_exact() -> None:
+    cells = matrix.all_cells()
+    assert len(cells) == len(matrix.STRATEGIES) * len(matrix.KERAS) * len(matrix.LAUNCHERS) == 60
+    declared = [cell for cell in cells if declared_not_runnable(cell)]
+    # parameter server x Keras 3 under 5 launchers, + (mwms, dtensor, ps) x 2 flavours under smddprun, less the overlap
+    assert len(declared) == 5 + 6 - 1
+    for cell in cells:
+        if cell.strategy in ("smddp", "horovod", "none") or cell.launcher != "smddprun":
+            if not (cell.strategy == "parameter_server" and cell.keras == "keras3"):
+                assert declared_not_runnable(cell) is None, cell
+
+
+def test_a_declared_cell_is_reported_without_running(tmp_path: Path) -> None:
+    ctx = matrix.RunContext(work=tmp_path, job_timeout=60)
+    res = matrix.run_cell(Cell("parameter_server", "keras3", "local"), ctx)
+    assert (res.result, res.seconds, res.contradicts) == ("cannot run", None, False)
+    assert not any(tmp_path.iterdir())  # nothing was started
+
+
+def test_mwms_keras3_is_declared_to_fail_and_runs_the_users_plain_fit_script() -> None:
+    for launcher in matrix.LAUNCHERS:
+        cell = Cell("mwms", "keras3", launcher)
+        if launcher == "smddprun":
+            continue
+        assert cell.program.name == "matrix_keras_fit.py" and cell.hyperparameters["strategy"] == "mwms"
+        assert cell.known_failure is not None and "TF_USE_LEGACY_KERAS=1" in cell.known_failure[1]
+    assert Cell("mwms", "tf-keras", "local").program.name == "keras_mwms.py"
+
+
+# -------------------------------------------------------------------------------------------- reading a job's log
+
+
+def test_failure_line_prefers_the_kits_one_line_reason() -> None:
+    log = "\n".join([
+        "[algo-1,0] Traceback (most recent call last):",
+        "[algo-1,0] ValueError: Attempt to convert a value (PerReplica:{...}) with an unsupported type",
+        "[algo-1,0] smddp-compat: Keras 3 cannot fit under MultiWorkerMirroredStrategy with 2 workers (a Keras limit)",
+        "ExecuteUserScriptError:",
+    ])
+    assert matrix.failure_line(log).startswith("Keras 3 cannot fit under MultiWorkerMirroredStrategy")
+
+
+def test_failure_line_takes_the_scripts_last_exception_not_the_wrappers() -> None:
+    log = "\n".join([
+        "[1,mpirank:0,algo-1]<stderr>:Traceback (most recent call last):",
+        "[1,mpirank:0,algo-1]<stderr>:AttributeError: 'Variable' object has no attribute 'ref'",
+        "[algo-1] 2026-11-24 18:49:22,720 sagemaker-training-toolkit ERROR    ExecuteUserScriptError:",
+        "matrix: the SDK's local mode job failed: UnexpectedStatusException: Error for Training job x: Failed.",
+    ])
+    assert matrix.failure_line(log) == "AttributeError: 'Variable' object has no attribute 'ref'"
+    assert matrix.failure_line("all good\n") == ""
+
+
+def test_accuracy_is_the_last_reported_value() -> None:
+    assert matrix.accuracy_of("[algo-1,0] test_accuracy=0.5;\nstep=30; test_accuracy=0.9180; x") == 0.918
+    assert matrix.accuracy_of("no metric here") is None
+
+
+# ---------------------------------------------------------------------------------------------------- the options
+
+
+def test_help_lists_exit_codes_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    assert matrix.main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert "exit codes:" in text and "examples:" in text and "smddp matrix --quick" in text
+
+
+@pytest.mark.parametrize("argv", [["--only", "nonsense"], ["--job-timeout", "0"], ["--docker-jobs", "0"],
+                                  ["--quick", "--only", "dtensor"], ["--bogus"]])
+def test_bad_options_exit_2_naming_the_value(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert matrix.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.strip()
+    if argv[0] == "--only" and argv[1] == "nonsense":
+        assert "nonsense" in err and "mwms" in err
+
+
+def test_only_filters_by_every_kind_given() -> None:
+    import argparse
+
+    args = argparse.Namespace(quick=False, only="mwms,keras3,local,twin")
+    cells, partial = matrix._select(args)  # noqa: SLF001 - the selection rule itself
+    assert {(c.strategy, c.keras, c.launcher) for c in cells} == {("mwms", "keras3", "local"),
+                                                                  ("mwms", "keras3", "twin")}
+    assert "only" in partial
+
+
+def test_markdown_grid_numbers_each_reason_once() -> None:
+    results = [
+        matrix.CellResult(Cell("mwms", "keras3", "local"), "does not", "Keras 3 cannot fit", "use tf-keras",
+                          seconds=6.0, expected="does not"),
+        matrix.CellResult(Cell("mwms", "keras3", "twin"), "does not", "Keras 3 cannot fit", "use tf-keras",
+                          seconds=60.0, expected="does not"),
+        matrix.CellResult(Cell("mwms", "tf-keras", "local"), "works", seconds=12.0, accuracy=0.9),
+    ]
+    header = {"date": "d", "commit": "c", "command": "smddp matrix", "total_seconds": 80, "cores": 2, "ran": 3,
+              "declared": 0}
+    text = matrix.render_markdown(results, header)
+    assert text.count("1. Keras 3 cannot fit. **Fix:** use tf-keras") == 1
+    assert "❌ does not [1], 6 s" in text and "❌ does not [1], 60 s" in text and "✅ works (0.90, 12 s)" in text
+
+
+# ------------------------------------------------------------------------------------------- the quick subset, real
+
+
+def _docker_or_skip() -> None:
+    from smddp_compat.image import DockerUnavailableError, find_engine
+
+    try:
+        find_engine(need_compose=False)
+    except DockerUnavailableError as exc:
+        if docker_missing_is_an_error(dict(os.environ)):
+            pytest.fail(f"CI=true needs a Docker engine for the matrix's Docker cell ({exc})")
+        pytest.skip(f"{DOCKER_SKIP_REASON}: {exc}")
+
+
+@pytest.mark.timeout(900)  # 6 real jobs, one in Docker: ~2.5 min idle, longer under load
+def test_quick_matrix_runs_and_reports_the_keras3_mwms_fit_failure_with_its_fix(tmp_path: Path) -> None:
+    _docker_or_skip()
+    out = tmp_path / "matrix.md"
+    done = subprocess.run([sys.executable, "-m", "smddp_compat.bench.matrix", "--quick", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=880)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert f"[{len(matrix.QUICK)}/{len(matrix.QUICK)}]" in done.stdout and "min left" in done.stdout
+    text = out.read_text()
+    assert "Total run time:" in text and "Commit:" in text and "smddp matrix --quick" in text
+    report = json.loads(out.with_suffix(".json").read_text())
+    cells = {(c["strategy"], c["keras"], c["launcher"]): c for c in report["cells"]}
+    assert set(cells) == set(matrix.QUICK)
+    failing = cells[("mwms", "keras3", "local")]
+    assert failing["result"] == "does not" and failing["ran"], failing
+    assert "Keras 3 cannot fit under MultiWorkerMirroredStrategy" in failing["reason"], failing
+    assert "\n" not in failing["reason"] and len(failing["reason"]) < 400
+    assert "TF_USE_LEGACY_KERAS=1" in failing["fix"]
+    for key, cell in cells.items():
+        if key != ("mwms", "keras3", "local"):
+            assert cell["result"] == "works" and cell["accuracy"] >= matrix.SANE_ACCURACY, cell
+        assert cell["seconds"] > 0 and not cell["contradicts"], cell
+    assert report["total_seconds"] > 0
