@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 
-from smddp_compat.launcher._option_types import finite_seconds, whole_number
+from smddp_compat.launcher import finite_seconds, whole_number
 from smddp_compat.strategies import NAMES
 
 __all__ = ["add_job_options", "JOB_OPTIONS_TITLE"]
