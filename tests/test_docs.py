@@ -57,7 +57,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import docker_missing_is_an_error
-from tests.docker.conftest import docker_engine, kit_image  # noqa: F401 - fixtures
+from tests.docker.conftest import docker_engine, kit_image, no_leftovers  # noqa: F401 - fixtures
 from tests.fake_aws import ACCESS_KEY, REGION, SECRET_KEY, moto_url  # noqa: F401 - fixture
 
 REPO = Path(__file__).resolve().parents[1]
@@ -335,6 +335,14 @@ def _run(block: Block, work: Path, env: dict[str, str]) -> subprocess.CompletedP
         os.killpg(proc.pid, 9)
         output, _ = proc.communicate()
         pytest.fail(f"{block.id} did not end within {block.timeout:.0f} s; its output:\n{output[-4000:]}")
+    # Nothing the block started may outlive it (its process group is its own).
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        pass
+    else:
+        os.killpg(proc.pid, 9)
+        pytest.fail(f"{block.id} left processes running after it ended (killed now); its output:\n{output[-4000:]}")
     return subprocess.CompletedProcess(argv, proc.returncode, output, "")
 
 
@@ -363,6 +371,7 @@ def test_block_runs_as_written(block: Block, tmp_path: Path, request: pytest.Fix
         return
     if block.docker or any(NAMED[label].docker for label in block.needs if label in NAMED):
         request.getfixturevalue("kit_image")
+        request.getfixturevalue("no_leftovers")  # no twin container or network left behind
     work = _workdir(tmp_path)
     env = _environment(block, tmp_path, request)
     for label in block.needs:
