@@ -89,15 +89,18 @@ def _twin(spec: dict[str, Any]) -> int:
 
     with PrivateSageMaker() as aws:
         boto_session = aws.boto_session()
-        boto3.DEFAULT_SESSION = boto_session  # the SDK's own stray clients go to the private server too
-        session = aws.sagemaker_session(boto_session)
-        captured: list[dict[str, Any]] = []
-        session.sagemaker_client.meta.events.register(
-            "provide-client-params.sagemaker.CreateTrainingJob",
-            lambda params, **_: captured.append(json.loads(json.dumps(params, default=str))),
-        )
-        estimator = _estimator(spec, instance_type=CPU_INSTANCE_TYPE, sagemaker_session=session)
-        estimator.fit(wait=False, job_name=spec["job_name"])
+        saved, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, boto_session  # the SDK's stray clients: private too
+        try:
+            session = aws.sagemaker_session(boto_session)
+            captured: list[dict[str, Any]] = []
+            session.sagemaker_client.meta.events.register(
+                "provide-client-params.sagemaker.CreateTrainingJob",
+                lambda params, **_: captured.append(json.loads(json.dumps(params, default=str))),
+            )
+            estimator = _estimator(spec, instance_type=CPU_INSTANCE_TYPE, sagemaker_session=session)
+            estimator.fit(wait=False, job_name=spec["job_name"])
+        finally:
+            boto3.DEFAULT_SESSION = saved  # the twin's own clients (its S3 in the job's network) are its own
         if not captured:
             print("matrix: the estimator sent no CreateTrainingJob request", flush=True)
             return 1

@@ -372,7 +372,9 @@ def run_cell(cell: Cell, ctx: RunContext) -> CellResult:
     sdk = cell.launcher == "sdk-local"
     if sdk:  # one SDK local-mode job at a time: every one names its hosts algo-1.. on the same network
         ctx.sdk_lock.acquire()
-    containers = _docker_listing(ctx, "ps", "--all", "--quiet") if sdk else set()
+    # The SDK's containers are docker compose's (the twin's are not): only those are cleaned up after its job.
+    compose = ("ps", "--all", "--quiet", "--filter", "label=com.docker.compose.project")
+    containers = _docker_listing(ctx, *compose) if sdk else set()
     try:
         started = time.monotonic()
         with open(log_path, "w", encoding="utf-8") as log:
@@ -383,7 +385,7 @@ def run_cell(cell: Cell, ctx: RunContext) -> CellResult:
     finally:
         seconds = time.monotonic() - started
         if sdk:
-            left = _docker_listing(ctx, "ps", "--all", "--quiet") - containers
+            left = _docker_listing(ctx, *compose) - containers
             if left and ctx.docker_cli:
                 subprocess.run([ctx.docker_cli, "rm", "--force", *sorted(left)], capture_output=True, timeout=180,
                                check=False)
@@ -403,6 +405,8 @@ def run_cell(cell: Cell, ctx: RunContext) -> CellResult:
     else:
         result.reason = failure_line(text) or group.reason.splitlines()[0]
     result.fix = known[1] if known else ""
+    if known and "; use " in result.reason:  # the kit's line names the fix too: the Fix column says it
+        result.reason = result.reason.split("; use ", 1)[0]
     if known and known[0].split(" (")[0] not in result.reason:
         result.reason = f"{result.reason} [the kit declares: {known[0]}]"
     return result
@@ -572,8 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{PARTIAL_OUT.relative_to(REPO_ROOT)} with --quick or --only); the JSON goes beside it")
     parser.add_argument("--job-timeout", metavar="SECONDS", type=float, default=DEFAULT_JOB_TIMEOUT,
                         help=f"seconds one job may run before it is stopped (default {DEFAULT_JOB_TIMEOUT:.0f})")
-    parser.add_argument("--docker-jobs", metavar="N", type=int, default=2,
-                        help="Docker cells run at once (default 2: their start-up waits overlap; SDK local-mode "
+    parser.add_argument("--docker-jobs", metavar="N", type=int, default=3,
+                        help="Docker cells run at once (default 3: their start-up waits overlap; SDK local-mode "
                              "cells always one at a time)")
     return parser
 
