@@ -17,8 +17,8 @@ toolkit's own trainer (``sagemaker_training.trainer.train``: the ``s3://`` sourc
 
 3. **Known limits in one line.** The job's processes get :func:`smddp_compat.known_limits.startup_path` on
    ``PYTHONPATH``, so a script that meets a limit of TensorFlow or Keras itself (Keras 3's ``fit`` under
-   MultiWorkerMirroredStrategy with several workers) stops with one line naming it and the fix, not TensorFlow's
-   traceback.
+   MultiWorkerMirroredStrategy with several workers) fails with one line naming it and the fix (the job's
+   ``FailureReason``), not TensorFlow's 100-line error.
 
 Everything else is the toolkit's own code, unchanged.
 """

@@ -11,8 +11,10 @@ The jobs the kit starts (local mode's processes, and the training image's ``trai
 SDK's local mode) put :func:`startup_path` on ``PYTHONPATH``; its ``sitecustomize`` calls :func:`install` at
 interpreter start. Nothing happens unless ``TF_CONFIG`` names two or more workers and ``TF_USE_LEGACY_KERAS`` does not
 select tf-keras; then Keras 3's ``fit`` is wrapped when (and only if) the script imports Keras, and a ``fit`` under
-MultiWorkerMirroredStrategy stops the process with one line that names the limit and the fix (exit code 1). Nothing is
-imported at start beyond the standard library.
+MultiWorkerMirroredStrategy raises ``NotImplementedError`` at once, before TensorFlow's own failure: a traceback of a
+few lines that ends at the script's ``fit`` call, and one line that names the limit and the fix. (An exception class
+that SageMaker's toolkit recognises, so the line also becomes the job's ``FailureReason``.) Nothing is imported at start
+beyond the standard library.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def _wrap_fit(module: ModuleType, workers: int) -> None:
         import tensorflow as tf
 
         if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            raise SystemExit(KERAS3_MWMS_FIT.format(workers=workers))
+            raise NotImplementedError(KERAS3_MWMS_FIT.format(workers=workers))
         return fit(self, *args, **kwargs)
 
     checked_fit._smddp_checked = True  # type: ignore[attr-defined]

@@ -1,5 +1,6 @@
 """A limit of Keras itself is named in one line where the kit runs the job: a user's plain Keras 3 ``fit`` under
-MultiWorkerMirroredStrategy with 2 workers (keras-team/keras#20585) stops with the fix, not TensorFlow's traceback;
+MultiWorkerMirroredStrategy with 2 workers (keras-team/keras#20585) fails with one line giving the fix, not
+TensorFlow's 100-line error;
 the same script with ``TF_USE_LEGACY_KERAS=1`` trains. The image's path (``train``) is checked in
 tests/docker/test_twin.py."""
 
@@ -66,6 +67,7 @@ def test_keras3_fit_under_two_mwms_workers_stops_with_one_line_naming_the_fix(tm
     assert line in output
     assert "TF_USE_LEGACY_KERAS=1" in line
     assert "PerReplica" not in output  # TensorFlow's own error never got to speak
+    assert f"NotImplementedError: {line}" in output  # the class SageMaker's toolkit turns into the FailureReason
     assert "failure reason" in output and "Keras 3 cannot fit" in output.split("failure reason", 1)[1]
 
 
