@@ -67,9 +67,12 @@ class Job:
     def label(self) -> str:
         """A short unique-enough name for logs, e.g. ``collectives-smddprun-gloo-2``."""
         tag = "-".join(value for name, value in self.args_dict().items()
-                       if name in ("--api", "--variant", "--strategy", "--model"))
+                       if name in ("--api", "--variant", "--strategy", "--model", "--models"))
         if ("TF_USE_LEGACY_KERAS", "0") in self.env:
             tag += "-keras3"
+        for name, value in self.env:  # settings that make it a variant of another job
+            if name.startswith("HOROVOD_"):
+                tag += f"-{name.removeprefix('HOROVOD_').lower()}-{value}"
         base = f"{self.program.removesuffix('.py')}-{self.launcher.value}-{self.ranks}"
         return f"{base}-{tag}" if tag else base
 

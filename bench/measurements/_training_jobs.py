@@ -25,10 +25,11 @@ def _args(config: BenchConfig, processes: int, api: str) -> tuple[str, ...]:
             "--threads", str(config.threads_per_rank(processes)))
 
 
-def smddprun_training(config: BenchConfig, ranks: int, api: str = "smddp_compat", repeat: bool = False) -> Job:
-    """``smddprun -np ranks`` (its default engine for that many ranks) running train.py with ``api``."""
-    return Job("train.py", engine_launcher(default_engine(ranks)), ranks, _args(config, ranks, api), LEGACY_KERAS,
-               repeat=repeat)
+def smddprun_training(config: BenchConfig, ranks: int, api: str = "smddp_compat", repeat: bool = False,
+                      env: tuple[tuple[str, str], ...] = ()) -> Job:
+    """``smddprun -np ranks`` (its default engine for that many ranks) running train.py with ``api``, plus `env`."""
+    return Job("train.py", engine_launcher(default_engine(ranks)), ranks, _args(config, ranks, api),
+               LEGACY_KERAS + env, repeat=repeat)
 
 
 def local_mode_training(config: BenchConfig, hosts: int, repeat: bool = False) -> Job:

@@ -1,7 +1,7 @@
 """1. Compat overhead: training-step time on smddp_compat vs. the same loop on raw ``horovod.tensorflow``.
 
 Both run in one 2-rank job under tf-keras (raw Horovod fails on Keras 3), one step of each API in turns (A B B A...),
-a few hundred steps per model. One job per engine (Horovod over Gloo, over MPI).
+3,200 step pairs per model. One job per engine (Horovod over Gloo, over MPI) and model.
 
 How the 2 % goal is decided on a shared, loaded machine: a single step's wall time varies by +-15-30 % with the
 machine's load (another process takes the core for a time slice), far more than the 2 % to resolve, and pairing
@@ -43,20 +43,21 @@ MODEL_NAMES = {"cnn": "MNIST CNN", "mlp": "MLP 784-700-500-10"}
 GROUPS = 10
 
 
-def _job(config: BenchConfig, engine: str) -> Job:
-    blocks = "10" if config.quick else "800"
+def _job(config: BenchConfig, engine: str, model: str) -> Job:
+    blocks = "10" if config.quick else "3200"  # 10 groups of 320 pairs: with 160, a group ratio still varied by +-1.5 %
     return Job(
         program="overhead.py",
         launcher=engine_launcher(engine),
         ranks=RANKS,
-        args=("--steps", "1", "--blocks", blocks, "--threads", str(config.threads_per_rank(RANKS))),
+        args=("--models", model, "--steps", "1", "--blocks", blocks,
+              "--threads", str(config.threads_per_rank(RANKS))),
         env=(("TF_USE_LEGACY_KERAS", "1"),),
     )
 
 
 def jobs(config: BenchConfig) -> list[Job]:
-    """One 2-rank job per engine."""
-    return [_job(config, engine) for engine in horovod_engines()]
+    """One 2-rank job per engine and model."""
+    return [_job(config, engine, model) for engine in horovod_engines() for model in MODEL_NAMES]
 
 
 def grouped_ratios(numerators: list[float], denominators: list[float], groups: int = GROUPS) -> Summary:
@@ -94,9 +95,12 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     step_medians: dict[str, dict[str, float]] = {}
     for engine in horovod_engines():
         name = ENGINE_NAMES[engine] + (" (default)" if engine == default else "")
-        step_medians[engine] = _summarise_engine(result, list(runs(_job(config, engine))), engine, name)
+        by_model = {model: list(runs(_job(config, engine, model))) for model in MODEL_NAMES}
+        step_medians[engine] = _summarise_engine(result, by_model, engine, name)
     if all(step_medians.get(engine) for engine in ("gloo", "mpi")):
         for model, name in MODEL_NAMES.items():
+            if not all(model in step_medians[engine] for engine in ("gloo", "mpi")):
+                continue
             gloo, mpi = step_medians["gloo"][model], step_medians["mpi"][model]
             result.rows.append(Row(
                 f"{name} step time (smddp_compat), Horovod/Gloo / Horovod/MPI, {RANKS} ranks", summarise([gloo / mpi]),
@@ -121,19 +125,20 @@ def _per_step(ok: list, model: str, kind: str, api: str) -> list[float]:
     return out
 
 
-def _summarise_engine(result: MeasurementResult, all_runs: list, engine: str, engine_name: str) -> dict[str, float]:
-    """Adds one engine's rows; returns its median smddp_compat step time per model (empty when it did not run)."""
-    ok = [run for run in all_runs if run.ok]
+def _summarise_engine(result: MeasurementResult, runs_by_model: dict[str, list], engine: str,
+                      engine_name: str) -> dict[str, float]:
+    """Adds one engine's rows; returns its median smddp_compat step time per model that ran."""
     cpu_label = "{name} step CPU time: smddp_compat / horovod, {engine}"
     wall_label = "{name} step wall time: smddp_compat / horovod, {engine} (not judged: the machine's load)"
-    if not ok:
-        reason = all_runs[0].reason if all_runs else "not run"
-        for name in MODEL_NAMES.values():
-            result.rows.append(Row(cpu_label.format(name=name, engine=engine_name), None, GOAL, f"n/a: {reason}"))
-        return {}
     medians: dict[str, float] = {}
     raw: dict[str, Any] = result.raw.setdefault(engine, {})
     for model, name in MODEL_NAMES.items():
+        all_runs = runs_by_model[model]
+        ok = [run for run in all_runs if run.ok]
+        if not ok:
+            reason = all_runs[0].reason if all_runs else "not run"
+            result.rows.append(Row(cpu_label.format(name=name, engine=engine_name), None, GOAL, f"n/a: {reason}"))
+            continue
         cpu = {api: _per_step(ok, model, "cpu_seconds", api) for api in ("smddp_compat", "horovod")}
         wall = {api: _per_step(ok, model, "step_seconds", api) for api in ("smddp_compat", "horovod")}
         graph_ops = ok[0].ranks[0]["models"][model].get("graph_ops", {})
@@ -149,9 +154,8 @@ def _summarise_engine(result: MeasurementResult, all_runs: list, engine: str, en
             wall_label.format(name=name, engine=engine_name), wall_ratio, None,
             f"{np.median(wall['smddp_compat']) * 1e3:.1f} ms vs {np.median(wall['horovod']) * 1e3:.1f} ms per step",
         ))
-        raw[model] = {"cpu_seconds": cpu, "step_seconds": wall, "graph_ops": graph_ops,
-                      "cpu_ratio": cpu_ratio.to_json(), "wall_ratio": wall_ratio.to_json()}
+        raw[model] = {"cpu_seconds": cpu, "step_seconds": wall, "graph_ops": graph_ops, "keras": ok[0].ranks[0]["keras"],
+                      "cpu_ratio": cpu_ratio.to_json(), "wall_ratio": wall_ratio.to_json(),
+                      "runs": [run.to_json() for run in all_runs]}
         medians[model] = float(np.median(wall["smddp_compat"]))
-    raw["keras"] = ok[0].ranks[0]["keras"]
-    raw["runs"] = [run.to_json() for run in all_runs]
     return medians

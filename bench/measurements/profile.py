@@ -5,7 +5,9 @@ in one job; each row is a part's time over the whole's, so the rows show which p
 with the kit's settings (MPI ranks get Open MPI's segmented ring from 4 MB, and large buffers on transparent huge
 pages, ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``: a fresh 64 MB output tensor faults in 2 MB pages instead of 4 KB
 ones) and, alternating round by round, without huge pages (``hugetlb=0``): the before/after of that tuning. (The
-bandwidth measurement compares every other setting side by side.)
+bandwidth measurement compares every other setting side by side.) ``MPI_Allreduce`` alone (mpi4py) runs in a job of
+its own without Horovod, since beside Horovod's background thread it would measure their contention; it is shown as
+its fraction of the copy's bandwidth, beside the Horovod allreduce's.
 """
 
 from __future__ import annotations
@@ -25,25 +27,25 @@ RANKS = 2
 #: The settings compared with the kit's: no huge pages (the kit's MPI ranks have them).
 NO_HUGE_PAGES = (("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0"),)
 _PARTS = {
-    "mpi": "MPI_Allreduce alone (transport + reduction, mpi4py)",
     "output_alloc": "allocating and first touching the output",
     "copy": "one copy of the tensor (Horovod's input-to-output copy)",
     "add": "the reduction's arithmetic (a + b)",
 }
 
 
-def _job(config: BenchConfig, env: tuple[tuple[str, str], ...] = ()) -> Job:
+def _job(config: BenchConfig, env: tuple[tuple[str, str], ...] = (), mpi_alone: bool = False) -> Job:
     size, reps = (1 << 20, "3") if config.quick else (64 << 20, "6")
-    variant = "no-huge-pages" if env else "kit-settings"
+    variant = "mpi-alone" if mpi_alone else "no-huge-pages" if env else "kit-settings"
     return Job("allreduce_profile.py", engine_launcher("mpi"), RANKS,
-               ("--size", str(size), "--reps", reps, "--variant", variant), env, repeat=True)
+               ("--size", str(size), "--reps", reps, "--variant", variant, *(("--mpi-alone",) if mpi_alone else ())),
+               env, repeat=True)
 
 
 def jobs(config: BenchConfig) -> list[Job]:
-    """The profile job with the kit's settings and without huge pages (none without mpirun)."""
+    """The profile job with the kit's settings, without huge pages, and MPI alone (none without mpirun)."""
     if mpi_unavailable_reason():
         return []
-    return [_job(config), _job(config, NO_HUGE_PAGES)]
+    return [_job(config), _job(config, NO_HUGE_PAGES), _job(config, mpi_alone=True)]
 
 
 def _pooled(runs: list[JobRun]) -> dict[str, list[float]]:
@@ -75,13 +77,21 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
             f"{size_text(nbytes)}: {label} / Horovod allreduce", paired_ratios(pooled[part], pooled["horovod"]),
             None, f"{summarise(pooled[part]).median * 1e3:.1f} ms vs {whole_ms:.1f} ms",
         ))
-    result.rows.append(Row(
-        f"{size_text(nbytes)}: copy bandwidth fraction, Horovod allreduce / MPI_Allreduce alone",
-        paired_ratios(pooled["copy"], pooled["horovod"]), None,
-        f"Horovod {paired_ratios(pooled['copy'], pooled['horovod']).median:.2f}, MPI alone "
-        f"{paired_ratios(pooled['copy'], pooled['mpi']).median:.2f} of the copy's bandwidth",
-    ))
+    horovod_fraction = paired_ratios(pooled["copy"], pooled["horovod"])
+    result.rows.append(Row(f"{size_text(nbytes)}: copy bandwidth fraction, Horovod allreduce", horovod_fraction, None,
+                           "copy time / allreduce time, timed in turns"))
+    alone_runs = [run for run in runs(_job(config, mpi_alone=True)) if run.ok]
+    if alone_runs:
+        alone = _pooled(alone_runs)
+        result.rows.append(Row(
+            f"{size_text(nbytes)}: copy bandwidth fraction, MPI_Allreduce alone (mpi4py, a job without Horovod)",
+            paired_ratios(alone["copy"], alone["mpi"]), None,
+            f"{summarise(alone['mpi']).median * 1e3:.1f} ms per call; the Horovod allreduce's fraction: "
+            f"{horovod_fraction.median:.2f}",
+        ))
     result.raw = {"bytes": nbytes, "default": pooled, "runs": [run.to_json() for run in runs(_job(config))]}
+    if alone_runs:
+        result.raw["mpi_alone"] = alone
     if before_runs:
         before = _pooled(before_runs)
         rounds = sorted({run.round for run in base_runs} & {run.round for run in before_runs})
