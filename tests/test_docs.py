@@ -216,18 +216,18 @@ for chunk in iter(lambda: proc.stdout.readline(), b""):
     sys.stdout.buffer.write(chunk); sys.stdout.flush()
     seen += chunk
     if text.encode() in seen:
-        # Freeze the command so it starts nothing more, then stop everything it started (in any session: each job
-        # gets SIGTERM, which its launcher passes on to its own processes), then the command itself.
+        # Freeze the command so it starts nothing more, end it, then stop everything it started (in any session:
+        # each job gets SIGTERM, which its launcher passes on to its own processes; SIGKILL after 30 s).
         root = psutil.Process(proc.pid)
         root.suspend()
         tree = root.children(recursive=True)
+        root.kill()
+        proc.wait(timeout=30)
         for child in tree:
             child.terminate()
         gone, alive = psutil.wait_procs(tree, timeout=30)
         for child in alive:
             child.kill()
-        root.kill()
-        proc.wait(timeout=30)
         print(f"docs_stop_at: stopped after {text!r} ({len(tree)} child process(es) stopped)")
         sys.exit(0)
 code = proc.wait()
