@@ -45,14 +45,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import textwrap
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -72,7 +70,7 @@ DEFAULT_TIMEOUT = 300
 #: Top-level entries of the checkout not linked into a block's folder (outputs of earlier runs).
 NOT_LINKED = {".git", "sm_local", "smddp_local_output", ".pytest_cache"}
 
-_DIRECTIVE = re.compile(r"<!--\s*docs-test:(.*?)-->", re.S)
+_DIRECTIVE = re.compile(r"<!--\s*docs-test:(.*?)-->", re.DOTALL)
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 
 
@@ -174,7 +172,7 @@ def parse_doc(doc: Path) -> list[Block]:
         if not opening:
             index += 1
             continue
-        indent, fence, lang = opening.groups()
+        _indent, fence, lang = opening.groups()
         start = index
         body: list[str] = []
         index += 1
@@ -225,7 +223,7 @@ for chunk in iter(lambda: proc.stdout.readline(), b""):
         proc.wait(timeout=30)
         for child in tree:
             child.terminate()
-        gone, alive = psutil.wait_procs(tree, timeout=30)
+        _gone, alive = psutil.wait_procs(tree, timeout=30)
         for child in alive:
             child.kill()
         print(f"docs_stop_at: stopped after {text!r} ({len(tree)} child process(es) stopped)")
@@ -458,7 +456,7 @@ def test_every_relative_link_leads_somewhere() -> None:
                         broken.append(f"{doc.relative_to(REPO)}:{number}: {target} (no such file)")
                     continue
                 if anchor and path.suffix == ".md":
-                    headings = {_anchor(h) for h in re.findall(r"^#+\s+(.*)$", path.read_text(encoding="utf-8"), re.M)}
+                    headings = {_anchor(h) for h in re.findall(r"^#+\s+(.*)$", path.read_text(encoding="utf-8"), re.MULTILINE)}
                     if anchor not in headings:
                         broken.append(f"{doc.relative_to(REPO)}:{number}: {target} (no heading #{anchor})")
     assert not broken, "broken links:\n" + "\n".join(broken)
