@@ -117,17 +117,33 @@ def test_mpi_runs_the_horovod_face(aws: Aws, kit_image: str, tmp_path: Path) -> 
     _assert_one_world(_worlds(aws, result, tmp_path), size=4, per_host=2)
 
 
-def test_mwms_gets_tf_config_from_the_toolkit(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    est = _estimator(aws, kit_image, instance_type=CPU_TYPE, hyperparameters={"kind": "mwms"},
-                     distribution={"multi_worker_mirrored_strategy": {"enabled": True}})
-    est.fit(wait=False, job_name="twin-mwms")
+def _mwms_replay(aws: Aws, image: str, tmp_path: Path, job_name: str, expect: int, **kwargs: Any) -> dict[str, Any]:
+    """A 2-host MWMS request built by the estimator, replayed by ``smddp local --backend docker --request``."""
+    est = _estimator(aws, image, instance_type=CPU_TYPE,
+                     distribution={"multi_worker_mirrored_strategy": {"enabled": True}}, **kwargs)
+    est.fit(wait=False, job_name=job_name)
     request = tmp_path / "request.json"
     request.write_text(json.dumps(aws.requests[-1]))
-    described = _cli(["--backend", "docker", "--request", str(request), "--output", str(tmp_path / "out")], expect=0)
+    return _cli(["--backend", "docker", "--request", str(request), "--output", str(tmp_path / "out")], expect=expect)
+
+
+def test_mwms_gets_tf_config_from_the_toolkit(aws: Aws, kit_image: str, tmp_path: Path) -> None:
+    described = _mwms_replay(aws, kit_image, tmp_path, "twin-mwms", 0, hyperparameters={"kind": "mwms"})
     assert described["TrainingJobStatus"] == "Completed"
     assert described["TrainingJobName"].startswith("twin-mwms-replay-")  # a replay runs under a name of its own
     output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
     _assert_one_world(_worlds(aws, output, tmp_path), size=2, per_host=1)
+
+
+def test_keras3_fit_under_mwms_fails_in_one_line_naming_the_fix(aws: Aws, kit_image: str, tmp_path: Path) -> None:
+    """A user's plain Keras 3 ``fit`` under 2-worker MWMS (a Keras limit) fails with the kit's one line, in the image
+    as SageMaker starts it; the failure reason carries it, not TensorFlow's PerReplica error."""
+    from smddp_compat import known_limits
+
+    described = _mwms_replay(aws, kit_image, tmp_path, "twin-keras3-fit", 1, entry_point="plain_keras_fit.py")
+    assert described["TrainingJobStatus"] == "Failed"
+    assert known_limits.KERAS3_MWMS_FIT.format(workers=2) in described["FailureReason"]
+    assert "PerReplica" not in described["FailureReason"]
 
 
 def _cli(argv: list[str], expect: int) -> dict[str, Any]:
