@@ -21,6 +21,7 @@ from smddp_compat.launcher import reserve_ports
 from smddp_compat.launcher import ProcessSpec, run_process_group
 
 from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
+from smddp_compat.bench.errors import BenchInterrupted
 from smddp_compat.bench.jobs import Job, JobRun, Launcher
 
 __all__ = ["run_job", "launch_argv", "job_environment", "console_script"]
@@ -169,6 +170,8 @@ def run_job(job: Job, config: BenchConfig, round_index: int, *, timeout: float |
             return JobRun(job, round_index, False, f"could not start: {exc}", started, time.time() - started, [],
                           str(log_path))
     duration = time.time() - started
+    if group.interrupted:  # the supervisor stopped the job's processes; the bench must not go on to the next job
+        raise BenchInterrupted(group.interrupted)
     if not group.ok:
         reason = f"timed out after {limit:.0f} s" if group.timed_out else group.reason
         return JobRun(job, round_index, False, f"{reason} (log: {log_path})", started, duration, [], str(log_path),

@@ -36,7 +36,7 @@ from smddp_compat.bench._report import (
     write_atomic,
 )
 from smddp_compat.bench.results import MeasurementResult, Row
-from smddp_compat.bench.errors import BenchUsageError
+from smddp_compat.bench.errors import BenchInterrupted, BenchUsageError
 from smddp_compat.bench.measurements import MEASUREMENTS
 
 __all__ = ["main", "build_parser", "config_from_args", "run_bench"]
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "outputs (in --out): results.json (every raw number), report.md (the tables), bandwidth.png, "
                    "strategies.png, jobs/<job>/output.log"],
             exit_codes=[("0", "every job ran"), ("1", "some did not (their rows say n/a and why)"),
-                        ("2", "a bad option")],
+                        ("2", "a bad option"), ("130, 143", "stopped by SIGINT or SIGTERM (the running job is stopped first)")],
             examples=[
                 ("everything (about 22 minutes on 2 cores, within the default 3000 s budget)", "smddp bench"),
                 ("tiny workloads, one round: a smoke test", "smddp bench --quick"),
@@ -245,7 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``smddp bench``.
 
     Returns:
-        0 when every job ran, 1 when some did not, 2 for a bad option.
+        0 when every job ran, 1 when some did not, 2 for a bad option, 128 + N when signal N (SIGINT,
+        SIGTERM) stopped it.
     """
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
@@ -253,7 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchUsageError as exc:
         print(f"smddp bench: error: {exc}", file=sys.stderr)
         return 2
-    _, all_ok = run_bench(config)
+    try:
+        _, all_ok = run_bench(config)
+    except BenchInterrupted as exc:
+        print(f"smddp bench: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     if not all_ok:
         print("smddp bench: some jobs did not run; their rows say n/a and why.", file=sys.stderr)
     return 0 if all_ok else 1

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,28 @@ def processes_with_environment(prefix: str) -> list[int]:
         if any(entry.startswith(prefix.encode()) for entry in entries):
             found.append(int(environ.parent.name))
     return found
+
+
+def test_sigterm_stops_the_running_job_and_the_bench(tmp_path):
+    """SIGTERM while a job runs: the job's processes are stopped and the bench exits 143 at once, without starting the
+    next job (before, the supervisor's stop read as one failed job and the bench went on)."""
+    out = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "smddp_compat.bench", "--quick", "--only", "memory,scaling", "--out", str(out)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not processes_with_environment(f"BENCH_RESULT_DIR={out}") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert processes_with_environment(f"BENCH_RESULT_DIR={out}"), "no job started within 120 s"
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert "stopped by SIGTERM" in stderr
+    assert stdout.count("] round ") == 1, stdout  # no job after the interrupted one
+    assert processes_with_environment(f"BENCH_RESULT_DIR={out}") == []
