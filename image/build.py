@@ -251,8 +251,9 @@ def context_digest(context: Path, base_tag: str) -> str:
 class _Progress:
     """A stream that stamps each ``docker build`` step with the time since the build began.
 
-    With ``quiet`` only those step lines (``[+  93 s] Step 4/12 : RUN ...``) are written: what ``smddp image --log``
-    shows while the whole output goes to the log file.
+    With ``quiet`` only those step lines (``[+  93 s] Step 4/12 : RUN ...``) and, inside a step, what ``setup.sh`` says
+    it is doing (``[+ 140 s]   ==> [setup] build Horovod 0.28.1 ...``: which part is compiling, and each part's time)
+    are written: what ``smddp image --log`` shows while the whole output goes to the log file.
     """
 
     def __init__(self, target: IO[str], *, quiet: bool, start: float) -> None:
@@ -262,11 +263,12 @@ class _Progress:
 
     def write(self, text: str) -> int:
         step = text.lstrip().startswith("Step ")
-        if step:
-            text = f"[+{time.monotonic() - self._start:5.0f} s] {text.lstrip()}"
+        setup_line = "==> [setup]" in text
+        if step or setup_line:
+            text = f"[+{time.monotonic() - self._start:5.0f} s] {'' if step else '  '}{text.lstrip()}"
             if len(text) > 160:
                 text = text[:157].rstrip("\n") + "...\n"
-        if step or not self._quiet:
+        if step or setup_line or not self._quiet:
             self._target.write(text)
         return len(text)
 

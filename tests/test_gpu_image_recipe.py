@@ -88,7 +88,12 @@ def test_build_steps_are_stamped_with_the_elapsed_time() -> None:
     quiet = build._Progress(quiet_out, quiet=True, start=0.0)
     quiet.write("    installing\n")
     quiet.write("    Step 8/19 : COPY kit/ /tmp/\n")
-    assert quiet_out.getvalue().count("\n") == 1 and "Step 8/19" in quiet_out.getvalue()
+    quiet.write("==> [setup] build Horovod 0.28.1 from source (Gloo, MPI)\n")  # what is compiling, inside a step
+    quiet.write("==> [setup] build Horovod 0.28.1 from source (Gloo, MPI) ... done in 376 s\n")
+    lines = quiet_out.getvalue().splitlines()
+    assert len(lines) == 3 and "Step 8/19" in lines[0], lines
+    assert re.fullmatch(r"\[\+ *\d+ s\]   ==> \[setup\] build Horovod 0\.28\.1 from source \(Gloo, MPI\)", lines[1]), lines
+    assert lines[2].endswith("done in 376 s")
 
 
 def test_a_gpu_hosts_nccl_wheel_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
