@@ -223,9 +223,9 @@ def failure_line(log: str) -> str:
     """The one line that says why a job failed: the kit's own ``smddp-compat: ...`` line when there is one, else the
     last exception line of the script (not the launcher's, toolkit's or SDK's wrappers), else ''."""
     lines = [_clean(line) for line in log.splitlines()]
-    kit = [line for line in lines if line.startswith("smddp-compat:")]
-    if kit:
-        return kit[-1].removeprefix("smddp-compat:").strip()
+    kit = [line for line in lines if "smddp-compat: " in line]
+    if kit:  # alone on its line, or as an exception's message (``NotImplementedError: smddp-compat: ...``)
+        return kit[-1].rsplit("smddp-compat: ", 1)[1].strip()
     errors = [line for line in lines if _EXCEPTION.match(line) and not line.startswith(_WRAPPERS)]
     return errors[-1] if errors else ""
 
@@ -285,6 +285,7 @@ class RunContext:
     work: Path
     job_timeout: float
     image: str | None = None
+    image_built: str | None = None
     docker_problem: str = ""
     sdk_lock: threading.Lock = field(default_factory=threading.Lock)
     docker_cli: str | None = None
@@ -618,8 +619,17 @@ def _prepare_docker(ctx: RunContext, say: Callable[[str], None]) -> None:
     if done.returncode != 0 or not lines:
         ctx.docker_problem = f"smddp image failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
         return
-    ctx.image = lines[-1].strip()
-    say(f"[matrix] the kit's image: {ctx.image}")
+    built = lines[-1].strip()
+    # The run's own tag: a kit file changed during the run makes `smddp local --backend docker` build a newer image
+    # and untag the older ones of the kit's repository; the SDK's and the twin's cells keep this one.
+    pinned = f"smddp-compat-matrix:run-{os.getpid()}"
+    tagged = subprocess.run([engine.docker, "tag", built, pinned], capture_output=True, text=True, timeout=120,
+                            check=False)
+    if tagged.returncode != 0:
+        ctx.docker_problem = f"docker tag {built} {pinned} failed: {tagged.stderr.strip()[-300:]}"
+        return
+    ctx.image, ctx.image_built = pinned, built
+    say(f"[matrix] the kit's image: {built} (this run's tag for the SDK's and the twin's cells: {pinned})")
 
 
 def _sdk_network(ctx: RunContext, create: bool) -> bool:
@@ -703,6 +713,8 @@ def run_matrix(cells: Sequence[Cell], *, work: Path, job_timeout: float, docker_
         finally:
             if created:
                 _sdk_network(ctx, create=False)
+            if ctx.image and ctx.docker_cli:  # only the run's tag: the image stays while the kit's tag names it
+                subprocess.run([ctx.docker_cli, "rmi", ctx.image], capture_output=True, timeout=300, check=False)
     return [results[cell.key] for cell in cells], ctx
 
 
@@ -741,7 +753,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = {"date": date, "commit": _commit(), "command": command.strip(), "total_seconds": round(total, 1),
               "cores": os.cpu_count(), "ran": sum(r.seconds is not None for r in results),
               "declared": sum(r.result == "cannot run" for r in results), "partial": partial,
-              "sane_accuracy": SANE_ACCURACY, "image": ctx.image}
+              "sane_accuracy": SANE_ACCURACY, "image": ctx.image_built}
     _write_atomic(out, render_markdown(results, header))
     _write_atomic(json_out, json.dumps({**header, "cells": [r.to_json() for r in results]}, indent=2) + "\n")
     contradictions = [r for r in results if r.contradicts]

@@ -83,6 +83,8 @@ def test_failure_line_prefers_the_kits_one_line_reason() -> None:
         "ExecuteUserScriptError:",
     ])
     assert matrix.failure_line(log).startswith("Keras 3 cannot fit under MultiWorkerMirroredStrategy")
+    raised = "[algo-2,1] NotImplementedError: smddp-compat: Keras 3 cannot fit (a Keras limit)\n[algo-2,1] \n"
+    assert matrix.failure_line(raised) == "Keras 3 cannot fit (a Keras limit)"
 
 
 def test_failure_line_takes_the_scripts_last_exception_not_the_wrappers() -> None:
