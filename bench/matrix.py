@@ -563,8 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
             "     infrastructure error (no Docker engine for the Docker cells, the image could not be built)\n"
             "  2  a bad option\n\n"
             "examples:\n"
-            "  smddp matrix                                    # everything (~30 min on 2 cores): docs/matrix.md\n"
-            "  smddp matrix --quick                            # the CI subset (~2 min): bench/results/matrix.md\n"
+            "  smddp matrix                                    # everything (~15 min on 2 cores): docs/matrix.md\n"
+            "  smddp matrix --quick                            # the CI subset (~1-2 min): bench/results/matrix.md\n"
             "  smddp matrix --only mwms,keras3                 # MWMS on Keras 3 under every launcher\n"
             "  smddp matrix --only local,smddprun --out /tmp/m.md   # the launchers without Docker\n"),
     )
