@@ -84,8 +84,7 @@ def _sdk_local(spec: dict[str, Any]) -> int:
 def _twin(spec: dict[str, Any]) -> int:
     import boto3
 
-    from smddp_compat.local_mode.docker import SageMakerTwin, TrainingJobRequest
-    from smddp_compat.local_mode.docker._from_spec import PrivateSageMaker
+    from smddp_compat.local_mode.docker import PrivateSageMaker, SageMakerTwin, TrainingJobRequest
 
     with PrivateSageMaker() as aws:
         boto_session = aws.boto_session()

@@ -20,7 +20,7 @@ from smddp_compat.local_mode.docker.errors import (
     ImageBuildError,
     ImageNotFoundError,
 )
-from smddp_compat.local_mode.docker._from_spec import replay_spec
+from smddp_compat.local_mode.docker._from_spec import PrivateSageMaker, replay_spec
 from smddp_compat.local_mode.docker.request import Channel, TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult, replay
 
@@ -31,6 +31,7 @@ __all__ = [
     "DockerUnavailableError",
     "ImageBuildError",
     "ImageNotFoundError",
+    "PrivateSageMaker",
     "SageMakerTwin",
     "TrainingJobRequest",
     "TwinResult",
