@@ -29,6 +29,13 @@ def docker_missing_is_an_error(environ: dict[str, str]) -> bool:
     return environ.get("CI", "").lower() == "true"
 
 
+def skip_or_fail_without_docker(exc: Exception) -> None:
+    """What a test does when no Docker engine answers: skips (counted in the summary), or fails under CI."""
+    if docker_missing_is_an_error(dict(os.environ)):
+        pytest.fail(f"CI=true needs a Docker engine for the docker-backend tests ({DOCKER_SKIP_REASON}: {exc})")
+    pytest.skip(f"{DOCKER_SKIP_REASON}: {exc}")
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (file, line, "Skipped: reason")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from smddp_compat.image import DockerUnavailableError, find_engine
-from tests.conftest import DOCKER_SKIP_REASON, docker_missing_is_an_error
+from tests.conftest import skip_or_fail_without_docker
 
 REPO = Path(__file__).resolve().parents[1]
 SMDDP = Path(sys.executable).with_name("smddp")
@@ -73,9 +73,7 @@ def docker_env() -> dict[str, str]:
     try:
         find_engine(need_compose=False)
     except DockerUnavailableError as exc:
-        if docker_missing_is_an_error(dict(os.environ)):
-            pytest.fail(f"CI=true needs a Docker engine ({DOCKER_SKIP_REASON}: {exc})")
-        pytest.skip(f"{DOCKER_SKIP_REASON}: {exc}")
+        skip_or_fail_without_docker(exc)
     finally:
         if saved is None:
             os.environ.pop("DOCKER_HOST", None)

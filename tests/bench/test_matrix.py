@@ -5,7 +5,6 @@ and the ``--quick`` subset run for real (its Docker cell needs an engine: run un
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from smddp_compat.bench import matrix
 from smddp_compat.bench.matrix import Cell, declared_not_runnable
-from tests.conftest import DOCKER_SKIP_REASON, docker_missing_is_an_error
+from tests.conftest import skip_or_fail_without_docker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -156,9 +155,7 @@ def _docker_or_skip() -> None:
     try:
         find_engine(need_compose=False)
     except DockerUnavailableError as exc:
-        if docker_missing_is_an_error(dict(os.environ)):
-            pytest.fail(f"CI=true needs a Docker engine for the matrix's Docker cell ({exc})")
-        pytest.skip(f"{DOCKER_SKIP_REASON}: {exc}")
+        skip_or_fail_without_docker(exc)
 
 
 @pytest.mark.timeout(900)  # 6 real jobs, one in Docker: ~2.5 min idle, longer under load

@@ -6,7 +6,6 @@ No Docker engine means these tests cannot run: they are skipped with the reason 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import pytest
 from smddp_compat.image import DockerUnavailableError, Engine, find_engine
 from smddp_compat.image.commands import capture
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL
-from tests.conftest import DOCKER_SKIP_REASON, docker_missing_is_an_error
+from tests.conftest import skip_or_fail_without_docker
 from tests.fake_aws import Aws, aws, moto_url  # noqa: F401 - fixtures
 
 BUILD_LOG = "/tmp/smddp-docker-image-build.log"
@@ -29,9 +28,8 @@ def docker_engine() -> Engine:
     try:
         return find_engine(need_compose=False)
     except DockerUnavailableError as exc:
-        if docker_missing_is_an_error(dict(os.environ)):
-            pytest.fail(f"CI=true needs a Docker engine for the docker-backend tests ({DOCKER_SKIP_REASON}: {exc})")
-        pytest.skip(f"{DOCKER_SKIP_REASON}: {exc}")
+        skip_or_fail_without_docker(exc)
+        raise
 
 
 @pytest.fixture(scope="session")
