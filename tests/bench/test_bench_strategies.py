@@ -113,4 +113,5 @@ def test_help_names_every_measurement_its_outputs_and_exit_codes():
     text = build_parser().format_help()
     assert text.startswith("usage: smddp bench") and "``" not in text
     assert all(f"  {name} " in text for name in MEASUREMENTS)
-    assert "exit codes: 0" in text and "strategies.png" in text and "smddp bench --quick" in text
+    assert "exit codes:\n  0 " in text and "130, 143" in text  # every code, the signals' included
+    assert "strategies.png" in text and "smddp bench --quick" in text
