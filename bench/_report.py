@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from smddp_compat.bench.results import MeasurementResult, Row, Verdict
 from smddp_compat.bench.stats import MIN_SAMPLES_FOR_SPREAD
 
-__all__ = ["format_table", "format_markdown", "results_json", "write_atomic", "strategy_markdown"]
+__all__ = ["format_table", "format_markdown", "results_json", "strategy_markdown"]
 
 _HEADERS = ("comparison", "ratio median [IQR]", "n", "goal", "met", "figures")
 
@@ -122,11 +120,6 @@ def strategy_markdown(strategies_raw: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file in the same folder."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def results_json(results: Sequence[MeasurementResult], machine: dict[str, Any], date: str, duration: float,

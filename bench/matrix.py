@@ -26,7 +26,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT
+from smddp_compat.contract import write_atomically
 from smddp_compat.launcher import ProcessSpec, run_process_group
 
 __all__ = [
@@ -518,14 +518,6 @@ def render_markdown(results: Sequence[CellResult], header: dict[str, Any]) -> st
     return "\n".join(lines)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(temporary, path)
-
-
 def _commit() -> str:
     try:
         done = subprocess.run(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
@@ -754,8 +746,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               "cores": os.cpu_count(), "ran": sum(r.seconds is not None for r in results),
               "declared": sum(r.result == "cannot run" for r in results), "partial": partial,
               "sane_accuracy": SANE_ACCURACY, "image": ctx.image_built}
-    _write_atomic(out, render_markdown(results, header))
-    _write_atomic(json_out, json.dumps({**header, "cells": [r.to_json() for r in results]}, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(out, render_markdown(results, header))
+    write_atomically(json_out, json.dumps({**header, "cells": [r.to_json() for r in results]}, indent=2) + "\n")
     contradictions = [r for r in results if r.contradicts]
     not_run = [r for r in results if r.result == "not run"]
     say(f"[matrix] done in {total:.0f} s ({total / 60:.1f} min): "

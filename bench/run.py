@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat.cli_help import help_texts
+from smddp_compat.contract import write_atomically
 from smddp_compat.bench._chart import write_bandwidth_chart, write_strategy_chart
 from smddp_compat.bench.config import DEFAULT_OUT_DIR, BenchConfig
 from smddp_compat.bench.jobs import Job, JobRun, merge_jobs
@@ -33,7 +34,6 @@ from smddp_compat.bench._report import (
     format_table,
     results_json,
     strategy_markdown,
-    write_atomic,
 )
 from smddp_compat.bench.results import MeasurementResult, Row
 from smddp_compat.bench.errors import BenchInterrupted, BenchUsageError
@@ -216,7 +216,7 @@ def run_bench(config: BenchConfig, stream: Any = sys.stdout) -> tuple[list[Measu
     duration = time.time() - started
     command = "smddp bench" + (" --quick" if config.quick else "")
     all_runs = [run.to_json() for job_runs in runs.values() for run in job_runs]
-    write_atomic(config.out_dir / "results.json", results_json(results, machine, date, duration, all_runs))
+    write_atomically(config.out_dir / "results.json", results_json(results, machine, date, duration, all_runs))
     report = format_markdown(results, machine, date, duration, command)
     charts = []
     by_name = {result.name: result for result in results}
@@ -227,7 +227,7 @@ def run_bench(config: BenchConfig, stream: Any = sys.stdout) -> tuple[list[Measu
         if write_strategy_chart(by_name["strategies"].raw, config.out_dir / "strategies.png"):
             charts.append("strategies.png")
             report += "\n![strategies](strategies.png)\n"
-    write_atomic(config.out_dir / "report.md", report)
+    write_atomically(config.out_dir / "report.md", report)
     print("", file=stream)
     print(format_table(results), file=stream)
     if "strategies" in by_name:

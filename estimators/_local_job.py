@@ -28,7 +28,6 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -290,14 +289,7 @@ def save_record(output: str, job_name: str, record: Mapping[str, Any]) -> str:
     location = _record_location(output, job_name)
     if isinstance(location, Path):
         location.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{RECORD_FILE}.", suffix=".tmp", dir=location.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                file.write(text)
-            os.replace(temporary, location)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        contract.write_atomically(location, text)
         return str(location)
     from smddp_compat.local_mode.s3 import make_s3_client
 
