@@ -35,6 +35,8 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,7 @@ __all__ = [
     "ensure_image",
     "assemble_context",
     "context_digest",
+    "checkout_context",
 ]
 
 IMAGE_REPOSITORY = "smddp-compat"
@@ -276,6 +279,21 @@ class _Progress:
         self._target.flush()
 
 
+@contextmanager
+def checkout_context(base_tag: str, wheel: tuple[str, Path] | None, flavor: Flavor) -> Iterator[tuple[Path, str, str]]:
+    """This checkout's build context for `flavor` on the base `base_tag`, in a temporary folder removed on exit.
+
+    Yields:
+        The context folder, the image's tag (``repository:<first 16 of the digest>``) and the full digest (its
+        ``org.smddp-compat.digest`` label): what ``smddp image`` builds, and what ``smddp doctor`` compares.
+    """
+    with tempfile.TemporaryDirectory(prefix="smddp-image-context-") as context_dir:
+        context = Path(context_dir)
+        assemble_context(kit_root(), context, wheel=wheel, flavor=flavor)
+        digest = context_digest(context, base_tag)
+        yield context, f"{repository(flavor)}:{digest[:16]}", digest
+
+
 def ensure_image(
     engine: Engine,
     *,
@@ -311,11 +329,7 @@ def ensure_image(
     root = kit_root()
     base_tag = ensure_base_image(engine, base, log_path=log_path, stream=stream)
     wheel = host_horovod_wheel(root, base.suite, flavor) if reuse_host_wheel else None
-    with tempfile.TemporaryDirectory(prefix="smddp-image-context-") as context_dir:
-        context = Path(context_dir)
-        assemble_context(root, context, wheel=wheel, flavor=flavor)
-        digest = context_digest(context, base_tag)
-        tag = f"{name}:{digest[:16]}"
+    with checkout_context(base_tag, wheel, flavor) as (context, tag, digest):
         if not force and image_exists(engine, tag):
             return ImageBuild(tag, False, time.monotonic() - start, wheel[1] if wheel else None, flavor)
         out = stream if stream is not None else progress

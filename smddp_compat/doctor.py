@@ -46,7 +46,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -393,16 +392,12 @@ def _expected_image() -> tuple[str, str]:
     Raises:
         ImageBuildError: The kit is installed without its checkout.
     """
-    from smddp_compat.image.build import assemble_context, context_digest, host_horovod_wheel, kit_root, repository
+    from smddp_compat.image.build import checkout_context, host_horovod_wheel, kit_root
     from smddp_compat.image.rootfs import host_base_recipe
 
-    root = kit_root()
     base = host_base_recipe()
-    wheel = host_horovod_wheel(root, base.suite, "cpu")
-    with tempfile.TemporaryDirectory(prefix="smddp-doctor-context-") as context_dir:
-        assemble_context(root, Path(context_dir), wheel=wheel, flavor="cpu")
-        digest = context_digest(Path(context_dir), base.tag)
-    return f"{repository('cpu')}:{digest[:16]}", digest
+    with checkout_context(base.tag, host_horovod_wheel(kit_root(), base.suite, "cpu"), "cpu") as (_, tag, digest):
+        return tag, digest
 
 
 def _image_label(engine: Any, name: str) -> str | None:
