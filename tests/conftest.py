@@ -15,8 +15,11 @@ pass without running them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
+
+from tests import tiers
 
 os.environ.setdefault("SMDDP_ENGINE", "gloo")
 
@@ -54,3 +57,38 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             "Start an engine (source .ci/docker.sh && smddp_docker_start) and run pytest again to run them; "
             "with CI=true a missing engine fails the run."
         )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--tier", default=None, metavar="NAMES",
+                     help=f"run only the tests of these tiers (comma-separated: {', '.join(tiers.TIERS)}); "
+                          "see tests/tiers.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Puts every test in its tier (tests/tiers.py) and keeps only the tiers ``--tier`` names."""
+    tiers.assign_tiers(items)
+    tiers.select_tiers(config, items, config.getoption("--tier"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """A unit-tier test's fixtures may not start processes either."""
+    with tiers.guard(item, "setup"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A unit-tier test may not start a process (tests/tiers.py)."""
+    with tiers.guard(item, "call"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A unit-tier test that tried to start a process fails, saying which marker it needs."""
+    report = yield
+    tiers.violation_report(item, report)
+    return report

@@ -58,6 +58,7 @@ def _has_sections(text: str) -> None:
     assert examples and examples[0].strip(), text
 
 
+@pytest.mark.processes
 def test_smddp_help_lists_every_command_the_exit_codes_and_examples() -> None:
     done = _run([*SMDDP, "--help"])
     assert done.returncode == 0, done.stderr
@@ -70,6 +71,7 @@ def test_smddp_help_lists_every_command_the_exit_codes_and_examples() -> None:
     assert bare.returncode == 2 and bare.stdout == "" and "usage: smddp <command>" in bare.stderr
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("args, prog", HELP_RUNS, ids=[" ".join(a[1:-1]) or a[0] for a, _ in HELP_RUNS])
 def test_help_exits_0_with_its_program_a_description_exit_codes_and_examples(args: list[str], prog: str) -> None:
     if args[:2] == SMDDP and not _module_present(SUBCOMMANDS[args[2]][0]):

@@ -29,6 +29,7 @@ def _sm_environ(hosts: list[str], current: str, **extra: str) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------ module boundaries
 
 
+@pytest.mark.processes
 def test_the_module_imports_only_the_standard_library() -> None:
     code = ("import sys, smddp_compat.cluster; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names))")

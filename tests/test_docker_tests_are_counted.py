@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.processes
+
 REPO = Path(__file__).resolve().parents[1]
 ONE_DOCKER_TEST = "tests/docker/test_twin.py::test_smdistributed_through_the_kits_estimator"
 

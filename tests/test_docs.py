@@ -58,6 +58,8 @@ from tests.conftest import docker_missing_is_an_error
 from tests.docker.conftest import docker_engine, kit_image, no_leftovers  # noqa: F401 - fixtures
 from tests.fake_aws import ACCESS_KEY, REGION, SECRET_KEY, moto_url  # noqa: F401 - fixture
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[1]
 DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL = {"bash", "sh", "shell", "console"}

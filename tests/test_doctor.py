@@ -19,6 +19,8 @@ import pytest
 from smddp_compat.image import DockerUnavailableError, find_engine
 from tests.conftest import skip_or_fail_without_docker
 
+pytestmark = pytest.mark.processes
+
 REPO = Path(__file__).resolve().parents[1]
 SMDDP = Path(sys.executable).with_name("smddp")
 if not SMDDP.exists():

@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 CASES = [
     ("smddp_compat", ["tensorflow", "boto3", "sagemaker", "horovod"]),
     ("smddp_compat.launcher", ["tensorflow", "boto3", "sagemaker"]),

@@ -34,6 +34,7 @@ def test_workers_are_counted_from_tf_config(env: dict[str, str], workers: int) -
     assert known_limits.mwms_workers(env) == workers
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(("env", "armed"), [(_tf_config(1), False), (_tf_config(2), True),
                                            ({**_tf_config(2), "TF_USE_LEGACY_KERAS": "1"}, False)])
 def test_the_check_is_armed_only_for_several_workers_on_keras3(env: dict[str, str], armed: bool) -> None:
@@ -43,6 +44,7 @@ def test_the_check_is_armed_only_for_several_workers_on_keras3(env: dict[str, st
     assert done.stdout.strip() == str(armed), done.stderr
 
 
+@pytest.mark.processes
 def test_a_site_sitecustomize_still_runs(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()
@@ -59,6 +61,7 @@ def _local_job(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.processes
 def test_keras3_fit_under_two_mwms_workers_stops_with_one_line_naming_the_fix(tmp_path: Path) -> None:
     done = _local_job(tmp_path)
     output = done.stdout + done.stderr
@@ -71,6 +74,7 @@ def test_keras3_fit_under_two_mwms_workers_stops_with_one_line_naming_the_fix(tm
     assert "failure reason" in output and "Keras 3 cannot fit" in output.split("failure reason", 1)[1]
 
 
+@pytest.mark.processes
 def test_the_same_script_trains_with_tf_keras(tmp_path: Path) -> None:
     done = _local_job(tmp_path, "--env", "TF_USE_LEGACY_KERAS=1")
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]

@@ -48,7 +48,7 @@ def test_the_package_list_holds_every_folder_of_code():
     }
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_wheel_installs_one_top_level_name(tmp_path):
     # Built from a copy: setuptools builds in the source tree, and a checkout's own build/ could hold stale files.
     source = tmp_path / "source"
@@ -99,6 +99,7 @@ def test_no_code_imports_a_part_by_its_bare_folder_name():
     assert offenders == []
 
 
+@pytest.mark.processes
 def test_the_parts_import_under_the_namespace_from_a_checkout():
     code = ("import smddp_compat.local_mode, smddp_compat.estimators, smddp_compat.entry_points.common.training_env; "
             "print(smddp_compat.local_mode.__file__)")

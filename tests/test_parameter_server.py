@@ -304,6 +304,7 @@ def _ps_command(env: dict[str, str], **kwargs: object) -> subprocess.Popen[str]:
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("env, message", [
     ({}, ("TF_CONFIG=None: describes no parameter-server task; this command runs a parameter server. Fix: give it "
           "the TF_CONFIG of the host's ps task")),
@@ -320,6 +321,7 @@ def test_parameter_server_command_refuses_bad_settings(env: dict[str, str], mess
     assert "parameter server: ConfigurationError: " in stderr and message in stderr, stderr
 
 
+@pytest.mark.processes
 def test_parameter_server_command_serves_until_the_coordinator_is_gone() -> None:
     """A real TensorFlow parameter server (the master-named cluster, as the toolkit starts it): it exits 0 only after
     the coordinator's endpoint was reachable and then stopped; without a coordinator, it fails after the timeout."""
@@ -351,6 +353,7 @@ def test_parameter_server_command_serves_until_the_coordinator_is_gone() -> None
             "(SMDDP_PS_START_TIMEOUT_SECONDS)") in stderr, stderr
 
 
+@pytest.mark.processes
 def test_import_needs_no_tensorflow() -> None:
     code = "import sys, smddp_compat.parameter_server; print([m for m in ('tensorflow', 'numpy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO,

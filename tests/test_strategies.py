@@ -98,6 +98,7 @@ def test_the_mesh_is_written_one_way_in_both_clis_and_the_old_way_is_still_read(
     assert mesh_option_text(old.mesh) == "batch=4,model=2"
 
 
+@pytest.mark.processes
 def test_the_strategies_import_without_tensorflow_or_the_sdk() -> None:
     code = ("import sys, smddp_compat.strategies, smddp_compat.distribution_config; "
             "assert not {'tensorflow', 'sagemaker', 'horovod'} & set(sys.modules), sorted(sys.modules)")

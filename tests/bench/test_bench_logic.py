@@ -20,6 +20,7 @@ from smddp_compat.bench.run import _schedule, main
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.processes
 def test_importing_bench_does_not_import_tensorflow():
     code = "import sys, smddp_compat.bench, smddp_compat.bench.run; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=120)

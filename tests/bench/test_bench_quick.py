@@ -14,6 +14,8 @@ import pytest
 
 from smddp_compat.bench.measurements import MEASUREMENTS
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -2,6 +2,8 @@
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.mark.parametrize("num_proc", [2, 3])
 def test_collectives_match_rank_and_size(run_ranks, num_proc):

@@ -9,6 +9,7 @@ import pytest
 from tests.compat.conftest import PROGRAMS, quiet_env
 
 
+@pytest.mark.processes
 def test_mismatched_shapes_fail_fast_with_clear_error(run_ranks):
     started = time.monotonic()
     job = run_ranks("errors.py", 2, "mismatch", timeout=120)
@@ -23,12 +24,14 @@ def _single(case: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.processes
 def test_init_twice_raises_the_documented_text():
     proc = _single("twice")
     assert proc.returncode != 0
     assert "init() called more than once. smdistributed.dataparallel is already initialized." in proc.stderr
 
 
+@pytest.mark.processes
 def test_call_before_init_names_the_function():
     proc = _single("before")
     assert proc.returncode != 0
@@ -83,6 +86,7 @@ def test_valid_bucket_sizes_accepted(sdp):
         assert sdp.DistributedOptimizer(tf.keras.optimizers.SGD(), bucket_cap_mb=value) is not None
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("argv, expected", [
     (["-np", "0", "python", "x.py"], "-np must be at least 1, got 0"),
     (["-np", "2", "-H", "localhost:x", "python", "x.py"], "slots 'x' of host 'localhost' is not an integer"),

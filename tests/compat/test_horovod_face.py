@@ -31,7 +31,7 @@ def face_runs(tmp_path_factory):
     return get
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("num_proc", [2, 3])
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_horovod_face_functions_match_rank_and_size(face_runs, flavour, num_proc):
@@ -123,6 +123,7 @@ def test_everything_else_is_horovods_own():
         hvd.no_such_function  # noqa: B018
 
 
+@pytest.mark.processes
 def test_init_twice_is_allowed_alone(tmp_path):
     """Horovod's semantics in one process: init twice, shutdown, init again; the SMDDP face sees it."""
     code = ("import smddp_compat.horovod.tensorflow as hvd, smddp_compat.tensorflow as sdp\n"
@@ -134,6 +135,7 @@ def test_init_twice_is_allowed_alone(tmp_path):
     assert proc.stdout.split() == ["0", "1", "0", "False", "True"]
 
 
+@pytest.mark.processes
 def test_keras2_spellings_work_on_keras3_after_init():
     """After init(), Keras 3 takes what Horovod's Keras 2-era recipes and tests write (see keras_compat)."""
     code = """

@@ -12,7 +12,7 @@ import pytest
 PROGRAM = "keras3_horovod_api.py"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_raw_horovod_fails_on_keras_3(run_ranks) -> None:
     job = run_ranks(PROGRAM, 2, "horovod")
     assert job.returncode == 0, job.output[-3000:]
@@ -25,7 +25,7 @@ def test_raw_horovod_fails_on_keras_3(run_ranks) -> None:
         assert "object has no attribute 'ref'" in result["gradient"]["error"], result["gradient"]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_kit_runs_the_same_calls_on_keras_3(run_ranks) -> None:
     job = run_ranks(PROGRAM, 2, "smddp_compat")
     assert job.returncode == 0, job.output[-3000:]

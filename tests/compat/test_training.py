@@ -2,6 +2,8 @@
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 FLAVOURS = {"keras3": {}, "tf_keras": {"TF_USE_LEGACY_KERAS": "1"}}
 
 

@@ -23,6 +23,7 @@ def _run(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.processes
 def test_the_stdlib_modules_import_without_any_third_party_package() -> None:
     done = _run(
         """
@@ -85,6 +86,7 @@ def test_failure_file_content_is_flushed_to_disk_before_the_rename(tmp_path: Pat
     assert events == ["fsync", "replace"]
 
 
+@pytest.mark.processes
 def test_a_crash_before_the_rename_leaves_the_previous_failure_file(tmp_path: Path) -> None:
     contract.write_failure_file(tmp_path, "the first reason")
     done = _run(

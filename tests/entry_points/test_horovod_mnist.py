@@ -20,6 +20,8 @@ from tests.entry_points.script_runs import (
     step_at_least,
 )
 
+pytestmark = pytest.mark.processes
+
 SCRIPT = "horovod_mnist.py"
 
 
@@ -59,7 +61,7 @@ def test_sigkill_mid_epoch_then_resume(layout: Layout) -> None:
     assert np.mean(np.argmax(probs.numpy(), axis=1) == y_test) > 0.7
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_two_ranks_end_with_identical_weights(layout: Layout) -> None:
     run = run_script(script_command(SCRIPT, ["--epochs", "1", "--steps-per-epoch", "15", "--log-steps", "5",
                                              "--weights-digest", "true",

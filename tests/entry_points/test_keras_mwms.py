@@ -55,6 +55,7 @@ def test_global_batch_rules() -> None:
         global_batch_size(32, 33, 2)
 
 
+@pytest.mark.processes
 def test_one_host_sigkill_then_resume(layout: Layout) -> None:
     args = ["--epochs", "2", "--steps-per-epoch", "25", "--checkpoint-steps", "10", "--log-steps", "5",
             "--checkpoint-dir", str(layout.checkpoint_dir)]
@@ -93,7 +94,7 @@ def _free_port_pair() -> int:
     raise RuntimeError("no two consecutive free ports")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("strategy", ["auto", "multi_worker_mirrored"])
 def test_two_workers_mwms(strategy: str, tmp_path) -> None:  # noqa: ANN001 - pytest's tmp_path
     from smddp_compat.launcher import ProcessSpec, run_process_group

@@ -100,6 +100,7 @@ RUNS = {
 }
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("run_id", list(RUNS))
 def test_strategy_trains_stops_and_resumes(run_id: str, layout: Layout) -> None:
     hyperparameters, class_name, replicas, keras = RUNS[run_id]
@@ -168,6 +169,7 @@ def no_tensorflow(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("case", list(REFUSALS))
 def test_refusal(case: str, layout: Layout, no_tensorflow: Path) -> None:
     hyperparameters, environ, expected = REFUSALS[case]
@@ -203,6 +205,7 @@ except ValueError as exc:
 """
 
 
+@pytest.mark.processes
 def test_keras3_cannot_fit_the_cnn_under_central_storage(layout: Layout) -> None:
     """Why --strategy central_storage selects tf-keras. If this starts printing FIT OK, Keras fixed it: drop the
     switch (plan_strategy's needs_tf_keras) and the module docstring's paragraph."""
@@ -212,6 +215,7 @@ def test_keras3_cannot_fit_the_cnn_under_central_storage(layout: Layout) -> None
     assert "FIT FAILED:" in proc.stdout and "AggregatingVariable" in proc.stdout, proc.stdout + proc.stderr[-2000:]
 
 
+@pytest.mark.processes
 def test_checkpoint_of_the_other_keras_is_named(layout: Layout) -> None:
     args = ["--epochs", "1", "--steps-per-epoch", "4", "--log-steps", "2", "--save-model", "false",
             "--checkpoint-dir", str(layout.checkpoint_dir)]

@@ -31,6 +31,8 @@ from tests.entry_points.script_runs import (
     script_command,
 )
 
+pytestmark = pytest.mark.processes
+
 SCRIPT = "parameter_server_mnist.py"
 HOSTS = ["algo-1", "algo-2"]
 ADDRESSES = {"algo-1": "127.0.0.2", "algo-2": "127.0.0.3"}
@@ -131,7 +133,7 @@ def _accuracy(log: str) -> float:
     return float(values[-1])
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_two_hosts_train_then_resume(tmp_path: Path) -> None:
     ports = _free_ports(4)
     args = ["--epochs", "3", "--log-steps", "31", "--task-timeout", "60", "--start-timeout", "120"]
@@ -178,7 +180,7 @@ def test_two_hosts_train_then_resume(tmp_path: Path) -> None:
     assert _accuracy(second) >= TARGET_ACCURACY
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("victim, how", [("algo-2,worker", "SIGKILL"), ("algo-2,ps", "SIGKILL"),
                                          ("algo-2,worker", "SIGSTOP")])
 def test_a_lost_task_ends_the_job_naming_it(tmp_path: Path, victim: str, how: str) -> None:

@@ -184,6 +184,7 @@ def test_metric_lines_are_stable_and_parse() -> None:
     assert metric_definitions(["loss"]) == [{"Name": "loss", "Regex": metric_regex("loss")}]
 
 
+@pytest.mark.processes
 def test_run_entry_point_writes_failure_file_and_exits_non_zero(tmp_path: Path) -> None:
     program = tmp_path / "fails.py"
     program.write_text(
@@ -202,6 +203,7 @@ def test_run_entry_point_writes_failure_file_and_exits_non_zero(tmp_path: Path) 
     assert "Traceback" in failure and "HyperparameterError" in done.stderr
 
 
+@pytest.mark.processes
 def test_sigterm_sets_the_flag_and_a_second_one_kills(tmp_path: Path) -> None:
     program = tmp_path / "loop.py"
     program.write_text(
@@ -253,6 +255,7 @@ def test_checkpoints_are_atomic_pruned_and_restored(tmp_path: Path) -> None:
         restore_latest(tf.train.Checkpoint(v=tf.Variable([[1.0, 2.0, 3.0]])), tmp_path)
 
 
+@pytest.mark.processes
 def test_data_and_contract_modules_do_not_import_tensorflow() -> None:
     code = ("import sys, smddp_compat.entry_points, smddp_compat.entry_points.common.datasets, "
             "smddp_compat.entry_points.common.training_env, smddp_compat.entry_points.common.hyperparameters, "

@@ -22,6 +22,8 @@ from tests.entry_points.script_runs import (
     step_at_least,
 )
 
+pytestmark = pytest.mark.processes
+
 SCRIPT = "smddp_mnist.py"
 METRIC_LINE = re.compile(r"^(?:[a-z_]+=(?:[-+0-9.e]+|nan|inf); )*[a-z_]+=(?:[-+0-9.e]+|nan|inf);$")
 
@@ -89,7 +91,7 @@ def test_sigterm_checkpoints_and_the_restart_resumes(layout: Layout) -> None:
     assert np.mean(np.argmax(restored.predict(x_test, verbose=0), axis=1) == y_test) > 0.7
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_two_ranks_end_with_identical_weights_also_after_a_resume(layout: Layout) -> None:
     def run_to(steps: int):  # noqa: ANN202
         args = ["--max-steps", str(steps), "--log-steps", "10", "--weights-digest", "true",
@@ -110,7 +112,7 @@ def test_two_ranks_end_with_identical_weights_also_after_a_resume(layout: Layout
     assert json.loads((layout.output_data_dir / "metrics.json").read_text())["resumed_from"] == 20
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_runs_with_tf_keras(layout: Layout) -> None:
     run = run_script(script_command(SCRIPT, ["--max-steps", "20", "--log-steps", "10",
                                              "--checkpoint-dir", str(layout.checkpoint_dir)]),

@@ -28,6 +28,8 @@ from tests.entry_points.script_runs import (
     step_at_least,
 )
 
+pytestmark = pytest.mark.processes
+
 SCRIPT = "dtensor_mnist_core.py"
 STEPS_PER_EPOCH = 4000 // 128
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -52,6 +52,7 @@ def _epoch_lines(run: Run) -> list[dict[str, str]]:
     return [m for m in run.metrics() if "epoch" in m]
 
 
+@pytest.mark.processes
 def test_each_mode_continues_the_previous_checkpoint(continuation: Continuation) -> None:
     runs = continuation.runs
     assert "mesh {'batch': 8}" in runs["data"].text
@@ -75,6 +76,7 @@ def test_each_mode_continues_the_previous_checkpoint(continuation: Continuation)
     assert summary["test_accuracy"] > 0.65, summary
 
 
+@pytest.mark.processes
 def test_the_export_reloads_and_predicts_on_raw_strings(continuation: Continuation) -> None:
     import tensorflow as tf
 
@@ -99,6 +101,7 @@ def test_the_export_reloads_and_predicts_on_raw_strings(continuation: Continuati
     assert one.shape == (1, 2) and np.isfinite(one).all()
 
 
+@pytest.mark.processes
 def test_a_bad_mode_fails_with_a_clear_reason(job: Layout) -> None:
     run = run_script(script_command(SCRIPT, ["--mode", "pipeline"]), job.env(), timeout=120)
     assert run.returncode != 0
@@ -108,6 +111,7 @@ def test_a_bad_mode_fails_with_a_clear_reason(job: Layout) -> None:
     assert not (job.model_dir / "1").exists()
 
 
+@pytest.mark.processes
 def test_a_batch_that_does_not_split_over_the_mesh_is_refused(job: Layout) -> None:
     run = run_script(script_command(SCRIPT, ["--mode", "spatial", "--batch-size", "63"]), job.env(), timeout=120)
     assert run.returncode != 0
@@ -124,7 +128,7 @@ def test_mode_layouts_without_a_run() -> None:
     assert MODES["spatial"].mesh_dims(16) == [("batch", 4), ("feature", 2), ("model", 2)]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_an_interrupted_run_is_finished_by_the_next_one(job: Layout) -> None:
     args = ["--mode", "model", "--batch-size", str(BATCH), "--log-steps", "5", "--export", "false",
             "--checkpoint-dir", str(job.checkpoint_dir)]

@@ -141,6 +141,7 @@ class _Request:
         self.image, self.instance_type, self.instance_count = image, instance_type, instance_count
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "labels, image, instance_type, said",
     [

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.estimators.conftest import REPO
+
+pytestmark = pytest.mark.processes
 
 
 def _run(code: str) -> subprocess.CompletedProcess:

@@ -70,6 +70,7 @@ def test_cpu_clients_take_the_mesh_devices_by_the_one_rule():
         client_environments({"mesh": {"batch": 3}}, environ)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("per_host", [1, 2])
 def test_staged_dtensor_launcher_starts_the_script(tiny_script, tmp_path, per_host):
     plan = plan_distribution({"dtensor": {"enabled": True, "processes_per_host": per_host,
@@ -91,6 +92,7 @@ def test_staged_dtensor_launcher_starts_the_script(tiny_script, tmp_path, per_ho
     assert all(p["argv"] == ["--epochs", "3", "--name", "a b; c"] for p in seen)
 
 
+@pytest.mark.processes
 def test_launcher_outside_a_job_explains_itself(tiny_script, tmp_path):
     plan = plan_distribution({"dtensor": {"enabled": True}}, spec=CPU_HOST, instance_count=1)
     staged = stage_source(tiny_script, None, [], plan)
@@ -105,6 +107,7 @@ def test_launcher_outside_a_job_explains_itself(tiny_script, tmp_path):
     assert "SM_HOSTS=None: is not set" in out.stderr
 
 
+@pytest.mark.processes
 def test_sdk3_dtensor_driver(tiny_script, tmp_path):
     drivers = stage_driver_dir(("dtensor_driver.py", "dtensor_launch.py", "hyperparameter_args.py"), with_compat=True)
     env = _container_env(
@@ -134,6 +137,7 @@ with open(os.path.join(os.environ["PROBE_DIR"], f"probe-{sdp.rank()}.json"), "w"
 """
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="needs Horovod (the main .venv)")
 def test_sdk3_smddp_driver_runs_an_smddp_script_on_one_host(tmp_path):
     """The v3 SMDDP driver from its staged directory: 2 ranks, a real allreduce through the shipped alias."""

@@ -33,6 +33,7 @@ def _estimator(entry_point, tmp_path, **kwargs):
     return TensorFlow(**defaults), str(probe)
 
 
+@pytest.mark.processes
 def test_smdistributed_runs_one_rank_per_host_with_metacharacters_inert(tiny_script, tmp_path, caplog):
     marker = f"/tmp/pwned-{uuid.uuid4().hex}"
     est, probe = _estimator(tiny_script, tmp_path, hyperparameters={"epochs": 2}, distribution={
@@ -51,6 +52,7 @@ def test_smdistributed_runs_one_rank_per_host_with_metacharacters_inert(tiny_scr
     assert os.path.isfile(result.artifacts.model)
 
 
+@pytest.mark.processes
 def test_dtensor_clients_get_dtensor_environment(tiny_script, tmp_path):
     est, probe = _estimator(tiny_script, tmp_path, distribution={
         "dtensor": {"enabled": True, "mesh": {"batch": 2}}})
@@ -62,6 +64,7 @@ def test_dtensor_clients_get_dtensor_environment(tiny_script, tmp_path):
     assert {p["env"]["SMDDP_DTENSOR_MESH"] for p in probes} == {'{"batch":2}'}
 
 
+@pytest.mark.processes
 def test_failed_job_raises_with_reason(tmp_path):
     from smddp_compat.estimators import JobError
 
@@ -93,7 +96,7 @@ def test_local_mode_errors_leave_fit_as_estimator_errors(tiny_script, tmp_path):
     assert _probes(probe) == []
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_smddp_mnist_trains_on_two_hosts(tmp_path):
     """The end-to-end: an unchanged SMDDP script, 2 hosts x 1 rank, real training on offline MNIST."""
     est, _ = _estimator(
@@ -109,6 +112,7 @@ def test_smddp_mnist_trains_on_two_hosts(tmp_path):
     assert "loss" in logs
 
 
+@pytest.mark.processes
 def test_cli_submit_local_process(tiny_script, tmp_path, capsys):
     from smddp_compat.estimators.cli import main
 

@@ -13,6 +13,8 @@ from datetime import datetime
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -29,7 +29,7 @@ def test_only_horovod_tensorflow_and_keras_imports_are_swapped():
         "x = 'import horovod.tensorflow'\n")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @needs_checkout
 @pytest.mark.timeout(7200)
 @pytest.mark.parametrize("suite", ["test_tensorflow.py", "test_tensorflow2_keras.py"])

@@ -57,6 +57,7 @@ def test_no_rules_without_an_open_mpi_session_directory(tmp_path):
     assert allreduce_rules_environment(mpirun_rank(tmp_path / "gone")) == {}
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(mpirun_unavailable_reason() is not None, reason=str(mpirun_unavailable_reason()))
 @pytest.mark.parametrize("own_setting", [False, True])
 def test_a_job_reduces_correctly_with_the_rules_and_without_them(tmp_path, own_setting):

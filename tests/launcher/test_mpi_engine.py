@@ -39,6 +39,7 @@ def specs(code: str, ranks: int, tmp_path: Path | None = None, **env: str) -> li
     ]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_each_rank_runs_its_own_spec_with_prefix_and_log(tmp_path, ranks):
     code = f"""
@@ -60,6 +61,7 @@ def test_each_rank_runs_its_own_spec_with_prefix_and_log(tmp_path, ranks):
         assert sorted(log) == sorted([f"rank {rank} of {ranks} {label} {tmp_path}", f"to stderr {rank}"])
 
 
+@pytest.mark.processes
 def test_the_failed_rank_its_code_and_failure_file_are_reported(tmp_path):
     (tmp_path / "failure-2").write_text("bad hyperparameter lr=-1\n")
     code = f"""
@@ -80,6 +82,7 @@ def test_the_failed_rank_its_code_and_failure_file_are_reported(tmp_path):
                              "the other processes were stopped")
 
 
+@pytest.mark.processes
 def test_kill_9_of_a_rank_ends_the_job_within_seconds_and_names_it():
     code = f"import os, time; print('PID', {RANK}, os.getpid(), flush=True); time.sleep(120)"
     out = io.StringIO()
@@ -104,6 +107,7 @@ def test_kill_9_of_a_rank_ends_the_job_within_seconds_and_names_it():
     assert "process [algo-2,1] on host algo-2 was killed by signal SIGKILL" in result.reason
 
 
+@pytest.mark.processes
 def test_time_limit_stops_every_rank():
     code = f"import os, time; print('PID', os.getpid(), flush=True); time.sleep(120)"
     out = io.StringIO()
@@ -114,6 +118,7 @@ def test_time_limit_stops_every_rank():
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.processes
 def test_sigint_to_smddprun_stops_mpirun_and_its_ranks(tmp_path):
     code = "import time; print('up', flush=True); time.sleep(120)"
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}

@@ -142,6 +142,7 @@ def _smddprun_env(**extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.processes
 def test_without_np_outside_mpirun_is_a_usage_error():
     proc = subprocess.run([sys.executable, "-m", "smddp_compat.launcher", "python", "x.py"],
                           capture_output=True, text=True, timeout=60, env=_smddprun_env())
@@ -149,6 +150,7 @@ def test_without_np_outside_mpirun_is_a_usage_error():
     assert "smddprun needs -np N" in proc.stderr
 
 
+@pytest.mark.processes
 def test_the_wrapper_becomes_the_command_with_its_exit_code():
     # exec: the command runs in the wrapper's own process, and its exit code is the wrapper's.
     code = "import os, sys; print(os.getpid(), os.environ['HOROVOD_CONTROLLER']); sys.exit(7)"
@@ -180,6 +182,7 @@ with open(f"result-{rank}.txt", "w") as out:  # ranks' prints may interleave on 
 """
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed (Debian's openmpi-bin)")
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_mpirun_runs_smddprun_per_rank_as_sagemaker_does(tmp_path, ranks):

@@ -95,6 +95,7 @@ def _smddprun(tmp_path: Path, *options: str, env: dict[str, str]) -> tuple[str, 
     return proc.stdout + proc.stderr, logs
 
 
+@pytest.mark.processes
 def test_smddprun_hides_them_on_the_console_and_keeps_them_in_the_rank_logs(tmp_path: Path) -> None:
     console, logs = _smddprun(tmp_path, env=_environment())
     assert "[0] training line" in console and "[1] training line" in console
@@ -103,6 +104,7 @@ def test_smddprun_hides_them_on_the_console_and_keeps_them_in_the_rank_logs(tmp_
         assert all(line in log for line in STARTUP_LINES), log
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("option, env", [(("--show-tf-logs",), {}), ((), {"TF_CPP_MIN_LOG_LEVEL": "0"})],
                          ids=["--show-tf-logs", "TF_CPP_MIN_LOG_LEVEL-set"])
 def test_smddprun_shows_them_when_asked(tmp_path: Path, option: tuple[str, ...], env: dict[str, str]) -> None:
@@ -111,6 +113,7 @@ def test_smddprun_shows_them_when_asked(tmp_path: Path, option: tuple[str, ...],
         assert f"[{rank}] {STARTUP_LINES[5]}" in console, console
 
 
+@pytest.mark.processes
 def test_smddp_local_hides_them_on_the_console_and_keeps_them_in_the_host_logs(tmp_path: Path) -> None:
     (tmp_path / "prints.py").write_text(PRINTS_STARTUP_LINES)
     command = [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", "local",

@@ -60,6 +60,7 @@ def test_shim_goes_first_on_pythonpath():
     assert with_shim_on_path({"PYTHONPATH": "/x"}, enabled=False) == {"PYTHONPATH": "/x"}
 
 
+@pytest.mark.processes
 def test_real_smddp_is_never_shadowed(tmp_path, capsys):
     real = tmp_path / "smdistributed" / "dataparallel"
     real.mkdir(parents=True)
@@ -80,6 +81,7 @@ def test_stall_env():
     assert stall_env(None, 20)["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "10"
 
 
+@pytest.mark.processes
 def test_smddprun_runs_ranks_with_their_env_and_prefix(tmp_path):
     code = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('HOROVOD_')}))"
     proc = subprocess.run([sys.executable, "-m", "smddp_compat.launcher", "-np", "3", "--timeout", "60",
@@ -94,6 +96,7 @@ def test_smddprun_runs_ranks_with_their_env_and_prefix(tmp_path):
     assert sorted(seen) == ["0", "1", "2"] and {e["HOROVOD_SIZE"] for e in seen.values()} == {"3"}
 
 
+@pytest.mark.processes
 def test_smddprun_returns_the_failed_rank_code():
     code = "import os, sys, time; r = int(os.environ['HOROVOD_RANK']); time.sleep(0 if r else 60); sys.exit(5 if r else 0)"
     proc = subprocess.run([sys.executable, "-m", "smddp_compat.launcher", "-np", "2", "--grace", "2",
@@ -102,6 +105,7 @@ def test_smddprun_returns_the_failed_rank_code():
     assert "process [1] on host localhost exited with code 5" in proc.stderr
 
 
+@pytest.mark.processes
 def test_smddprun_custom_options_are_literal(tmp_path):
     target = tmp_path / "pwned"
     proc = subprocess.run([sys.executable, "-m", "smddp_compat.launcher", "-np", "1", "echo", f"; touch {target}"],

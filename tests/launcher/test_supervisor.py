@@ -19,6 +19,7 @@ def spec(label: str, code: str, tmp_path=None, **kwargs) -> ProcessSpec:
     return ProcessSpec(argv=[sys.executable, "-c", textwrap.dedent(code)], env=dict(os.environ), label=label, **kwargs)
 
 
+@pytest.mark.processes
 def test_output_is_prefixed_and_logged(tmp_path):
     out = io.StringIO()
     log = tmp_path / "logs" / "r0.log"
@@ -32,6 +33,7 @@ def test_output_is_prefixed_and_logged(tmp_path):
     assert log.read_text() == "hello\nworld\n"
 
 
+@pytest.mark.processes
 def test_one_failure_stops_the_others_quickly(tmp_path):
     marker = tmp_path / "failure"
     marker.write_text("bad hyperparameter lr=-1")
@@ -49,6 +51,7 @@ def test_one_failure_stops_the_others_quickly(tmp_path):
     assert result.results[0].returncode == -signal.SIGTERM
 
 
+@pytest.mark.processes
 def test_sigterm_ignoring_process_is_killed_after_grace():
     code = """
         import signal, time
@@ -62,6 +65,7 @@ def test_sigterm_ignoring_process_is_killed_after_grace():
     assert result.results[0].returncode == -signal.SIGKILL
 
 
+@pytest.mark.processes
 def test_kill_9_of_a_rank_ends_the_job_and_names_it():
     code = "import os, time; print(os.getpid(), flush=True); time.sleep(120)"
     out = io.StringIO()
@@ -87,12 +91,14 @@ def test_kill_9_of_a_rank_ends_the_job_and_names_it():
     assert "[1] on host algo-1 was killed by signal SIGKILL" in result.reason
 
 
+@pytest.mark.processes
 def test_timeout_stops_everything():
     result = run_process_group([spec("0", "import time; time.sleep(60)")], stream=io.StringIO(), timeout=1, grace=1)
     assert result.timed_out and result.exit_code == 124
     assert "time limit of 1 s" in result.reason
 
 
+@pytest.mark.processes
 def test_grandchildren_are_not_left_behind(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
     code = f"""
@@ -111,6 +117,7 @@ def test_grandchildren_are_not_left_behind(tmp_path):
         time.sleep(0.05)
 
 
+@pytest.mark.processes
 def test_sigint_to_the_supervisor_stops_the_job(tmp_path):
     script = tmp_path / "supervise.py"
     script.write_text(textwrap.dedent(f"""
@@ -136,6 +143,7 @@ def test_sigint_to_the_supervisor_stops_the_job(tmp_path):
     assert not alive
 
 
+@pytest.mark.processes
 def test_missing_program_is_a_launch_error():
     with pytest.raises(LaunchError, match="no-such-program"):
         run_process_group([ProcessSpec(["no-such-program"], dict(os.environ), "0")], stream=io.StringIO())

@@ -78,6 +78,7 @@ def test_an_unknown_compression_type_is_refused(tmp_path: Path) -> None:
         _store(tmp_path, {"algo-1": _host(tmp_path / "hosts", "algo-1", {}, {})}, compression="ZIP")
 
 
+@pytest.mark.processes
 def test_the_process_backend_stores_a_failed_jobs_model_and_reports_clashes(tmp_path: Path) -> None:
     from smddp_compat.local_mode import JobSpec, run
 

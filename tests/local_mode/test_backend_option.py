@@ -46,6 +46,7 @@ def test_unknown_backend_is_refused(capsys):
     assert "invalid choice: 'kubernetes'" in capsys.readouterr().err
 
 
+@pytest.mark.processes
 def test_both_backends_return_one_outcome_shape(scripts_dir, tmp_path):
     """The process backend runs a real job through the protocol; the twin's result maps to the same exit codes."""
     from datetime import datetime, timezone

@@ -7,7 +7,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from smddp_compat.local_mode import JobSpec, run
+
+pytestmark = pytest.mark.processes
 
 # Writes a checkpoint per host and reports what the checkpoint folder held when it started.
 _SCRIPT = """#!/bin/sh

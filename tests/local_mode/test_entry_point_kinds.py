@@ -50,6 +50,7 @@ def test_the_commands_match_the_toolkits(tmp_path: Path, source: Path) -> None:
     assert _argv(_spec(source, "train.py", tmp_path), layout, args) == [python, "-m", "train", *args]
 
 
+@pytest.mark.processes
 def test_a_bash_entry_point_runs_under_bash(tmp_path: Path, source: Path) -> None:
     script = source / "train.sh"
     script.write_text(
@@ -67,6 +68,7 @@ def test_a_bash_entry_point_runs_under_bash(tmp_path: Path, source: Path) -> Non
     assert oct(script.stat().st_mode & 0o777) == oct(0o644)  # the user's file is left as it was
 
 
+@pytest.mark.processes
 def test_a_python_entry_point_runs_as_a_script_or_as_a_module_with_setup_py(tmp_path: Path, source: Path) -> None:
     (source / "train.py").write_text(
         "import sys\n"

@@ -17,6 +17,8 @@ import pytest
 
 from smddp_compat.local_mode import JobFailedError, JobSpec, run
 
+pytestmark = pytest.mark.processes
+
 REPO = Path(__file__).resolve().parents[2]
 STOP_LIMIT_SECONDS = 10.0
 

@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "horovod", "boto3", "botocore", "sagemaker", "keras", "numpy")
 
 
+@pytest.mark.processes
 def test_import_does_not_load_heavy_packages() -> None:
     probe = (
         "import json, sys; import smddp_compat.local_mode, smddp_compat.local_mode.cli, smddp_compat.local_mode.runner; "

@@ -17,6 +17,8 @@ from smddp_compat.local_mode import JobSpec, run
 from smddp_compat.local_mode.environment import host_addresses
 from smddp_compat.local_mode.environment import inherited_environment, is_reserved
 
+pytestmark = pytest.mark.processes
+
 SHAPES = [(1, 1), (1, 2), (2, 1), (2, 2)]
 CASES = [("none", 1, 1), ("none", 2, 1)] + [
     (distribution, hosts, per_host) for distribution in ("smddp", "mpi", "mwms", "dtensor") for hosts, per_host in SHAPES

@@ -14,10 +14,12 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+from smddp_compat.image import Engine
+from smddp_compat.local_mode.docker._containers import TwinEngine
+
 from smddp_compat.launcher._mpi_group import MpirunOutput, TaggedLines
 from smddp_compat.launcher._supervisor import ProcessSpec
-from smddp_compat.local_mode.docker._containers import TwinEngine
-from smddp_compat.image import Engine
 
 # mpirun --tag-output, raw (recorded run 4 of 8): rank 3's first text and rank 0's last line share a line.
 RAW_MPIRUN = b"""[1,0]<stdout>:step=1 rank=0 checksum=-3.4567[1,0]<stdout>:
@@ -115,6 +117,7 @@ def _fake_docker(tmp_path: Path, recorded: bytes) -> Engine:
     return Engine(docker=str(docker), compose=(), server_version="test", docker_host="")
 
 
+@pytest.mark.processes
 def test_the_twins_log_pump_writes_every_rank_line_whole_to_the_log_the_console_and_the_watch(tmp_path: Path) -> None:
     engine = TwinEngine(_fake_docker(tmp_path, TOOLKIT), "job")
     console, seen, log = io.StringIO(), [], tmp_path / "algo-1.log"
@@ -136,6 +139,7 @@ def test_the_twins_log_pump_writes_every_rank_line_whole_to_the_log_the_console_
     assert console.getvalue().splitlines()[2] == "[algo-1] [1,mpirank:0,algo-1]<stdout>:step=2 rank=0 checksum=-6.9134"
 
 
+@pytest.mark.processes
 def test_the_pump_survives_a_failing_watch_and_a_closed_console(tmp_path: Path) -> None:
     engine = TwinEngine(_fake_docker(tmp_path, TOOLKIT), "job")
     console = io.StringIO()

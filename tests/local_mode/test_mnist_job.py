@@ -12,7 +12,7 @@ import pytest
 from smddp_compat.local_mode.cli import main
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_smddp_local_default_job_trains_mnist_on_two_hosts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], no_leftover_job_dirs: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

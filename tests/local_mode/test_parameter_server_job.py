@@ -19,7 +19,7 @@ import pytest
 
 ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
 TARGET_ACCURACY = 0.90  # held-out accuracy after two epochs (0.95-0.97 measured; one epoch gives 0.91-0.94)
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 
 
 def _smddp_local(tmp_path: Path, *extra: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:

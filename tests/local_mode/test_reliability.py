@@ -15,6 +15,8 @@ import pytest
 
 from smddp_compat.local_mode import JobSpec, run
 
+pytestmark = pytest.mark.processes
+
 STOP_LIMIT_SECONDS = 10.0
 
 
@@ -71,7 +73,7 @@ def _shm_entries() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_fifty_jobs_in_a_row_leave_nothing_behind(tmp_path: Path, scripts_dir: Path, no_leftover_job_dirs: None) -> None:
     me = psutil.Process()
     children_before = {p.pid for p in me.children(recursive=True)}

@@ -23,6 +23,7 @@ def s3(moto_s3: str):
     return client
 
 
+@pytest.mark.processes
 def test_s3_channel_and_s3_output(tmp_path: Path, scripts_dir: Path, s3, no_leftover_job_dirs: None) -> None:
     s3.put_object(Bucket=BUCKET, Key="data/train/train.csv", Body=b"x,y\n1,2\n")
     s3.put_object(Bucket=BUCKET, Key="data/train/sub/more.csv", Body=b"x,y\n3,4\n")

@@ -8,7 +8,10 @@ import io
 import sys
 from pathlib import Path
 
+import pytest
 from smddp_compat.local_mode import JobSpec, run
+
+pytestmark = pytest.mark.processes
 
 
 def test_a_syntax_error_reaches_the_failure_reason_in_the_toolkits_shape(tmp_path: Path) -> None:

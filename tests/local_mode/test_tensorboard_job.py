@@ -15,6 +15,8 @@ from smddp_compat import contract
 from smddp_compat.local_mode import JobSpec, run
 from tests.entry_points.script_runs import SCRIPTS, read_scalars
 
+pytestmark = pytest.mark.processes
+
 # Each host writes a file where its configuration says; algo-1 also a link out of the folder, then, once algo-2 has
 # written its own, fails the job.
 _SCRIPT = """#!/bin/sh

@@ -11,8 +11,10 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-
+import pytest
 from smddp_compat.local_mode import JobSpec, run
+
+pytestmark = pytest.mark.processes
 
 
 def _results(tarball: str, prefix: str) -> list[dict[str, Any]]:

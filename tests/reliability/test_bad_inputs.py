@@ -234,6 +234,7 @@ def _assert_names_value_and_fix(message: str, value: tuple[str, ...], fix: tuple
         assert words in message, f"the fix ({words!r}) is not named in: {message}"
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("bad", CLI_CASES, ids=[b.case for b in CLI_CASES])
 def test_bad_command_line_input(bad: Bad, workdir: Path, aws_requests: list[str], private_tmp: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
@@ -282,6 +283,7 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, 150_000))
 
 
+@pytest.mark.processes
 def test_full_disk_fails_the_job_without_a_partial_model_tarball(tmp_path: Path) -> None:
     out = tmp_path / "disk"
     with tiny_filesystem(out, "64k") as mounted:
@@ -299,6 +301,7 @@ def test_full_disk_fails_the_job_without_a_partial_model_tarball(tmp_path: Path)
         assert_no_half_written_artifacts(out)
 
 
+@pytest.mark.processes
 def test_unwritable_output_folder_is_refused_before_the_job_starts(tmp_path: Path) -> None:
     out = tmp_path / "read-only"
     with tiny_filesystem(out, "64k", "ro") as mounted:
@@ -313,6 +316,7 @@ def test_unwritable_output_folder_is_refused_before_the_job_starts(tmp_path: Pat
         assert not target.exists()
 
 
+@pytest.mark.processes
 def test_mismatched_tensor_shapes_across_ranks_fail_the_local_job(tmp_path: Path) -> None:
     proc = subprocess.run(
         smddp("local", "mismatched_shapes.py", "--source-dir", str(PROGRAMS), "--distribution", "smddp",
@@ -327,6 +331,7 @@ def test_mismatched_tensor_shapes_across_ranks_fail_the_local_job(tmp_path: Path
     assert_no_half_written_artifacts(tmp_path / "out")
 
 
+@pytest.mark.processes
 def test_global_batch_not_divisible_by_the_replicas(tmp_path: Path) -> None:
     proc = subprocess.run(
         smddp("local", "keras_mwms.py", "--source-dir", str(REPO / "entry_points"), "--distribution", "mwms",
@@ -382,10 +387,12 @@ COMPAT_CASES = [
 ]
 
 
+@pytest.mark.processes
 def test_bad_compat_calls_leave_no_file(compat_api_errors: dict) -> None:
     assert compat_api_errors["files_left"] == []
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("case, kind, value, fix", COMPAT_CASES, ids=[c[0] for c in COMPAT_CASES])
 def test_bad_smddp_compat_call(compat_api_errors: dict, case: str, kind: str, value: tuple[str, ...],
                                fix: tuple[str, ...]) -> None:

@@ -126,6 +126,7 @@ def _failing_job(tmp_path: Path, plant: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(argv, env=quiet_env(), cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.processes
 def test_smddp_local_ends_a_job_whose_failure_file_is_a_fifo(tmp_path: Path) -> None:
     start = time.monotonic()
     try:
@@ -139,6 +140,7 @@ def test_smddp_local_ends_a_job_whose_failure_file_is_a_fifo(tmp_path: Path) -> 
     assert elapsed < 30
 
 
+@pytest.mark.processes
 def test_smddp_local_never_reports_a_linked_secret_as_the_failure_reason(tmp_path: Path, secret_file: Path) -> None:
     proc = _failing_job(tmp_path, f"os.symlink({str(secret_file)!r}, failure)")
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -314,6 +316,7 @@ def test_dot_channel_names_are_refused_by_jobspec(tmp_path: Path, name: str) -> 
     assert "input/data" in str(caught.value)
 
 
+@pytest.mark.processes
 def test_dot_channel_names_are_refused_by_smddp_local(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("raise SystemExit('must not run')\n")
     proc = subprocess.run(

@@ -130,6 +130,7 @@ def assert_no_traceback(running: Running) -> None:
 # -- 1. a signal at a bad moment --------------------------------------------------------------------------------------
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "trigger, options, rank_options, signum, exit_code",
     [
@@ -166,6 +167,7 @@ def test_a_signal_during_the_grace_period_ends_every_rank_at_once(
         assert f"{signal.Signals(signum).name} during the stop" in job.text_stderr
 
 
+@pytest.mark.processes
 def test_a_signal_right_after_a_rank_was_created_orphans_nothing(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     spawned = tmp_path / "spawned.pids"
@@ -190,6 +192,7 @@ def _count(lines: list[str], prefix: str) -> int:
     return sum(1 for line in lines if line.startswith(prefix))
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("engine", ["gloo", "mpi"])
 def test_a_closed_console_keeps_the_logs_and_never_blocks_a_rank(tmp_path: Path, engine: str) -> None:
     pid_dir, logs = tmp_path / "pids", tmp_path / "logs"
@@ -216,6 +219,7 @@ def _file_size_limit() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "fault, engine",
     [("dev-full", "gloo"), ("dev-full", "mpi"), ("file-size-limit", "gloo")],
@@ -245,6 +249,7 @@ def test_a_log_file_that_cannot_be_written_keeps_the_console_and_never_blocks_a_
             assert _count((logs / "rank.1.log").read_text().splitlines(), "line ") == LINES
 
 
+@pytest.mark.processes
 def test_smddp_local_with_a_closed_console_does_not_hang(tmp_path: Path) -> None:
     """``smddp local ... | head -1``: the process backend keeps draining its processes and ends with the job, whose
     exit code it keeps (0), without a traceback for the summary it can no longer print."""
@@ -361,6 +366,7 @@ def read_only_folder(path: Path) -> Iterator[None]:
         subprocess.run(["umount", str(path)], capture_output=True, timeout=30, check=True)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("case", ["a-file-in-the-way", "under-a-file", "read-only-folder"])
 def test_an_unwritable_log_dir_is_refused_before_any_rank_starts(tmp_path: Path, case: str) -> None:
     pid_dir = tmp_path / "pids"

@@ -17,6 +17,8 @@ import pytest
 
 from tests.reliability.conftest import PROGRAMS, alive, launch, processes_running, smddprun
 
+pytestmark = pytest.mark.processes
+
 STOP_LIMIT_SECONDS = 10.0
 
 

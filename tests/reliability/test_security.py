@@ -137,6 +137,7 @@ def test_no_shell_and_no_string_commands_in_the_repository() -> None:
 
 # -- metacharacters pass literally ----------------------------------------------------------------------------------
 
+@pytest.mark.processes
 def test_smddp_local_passes_hyperparameters_with_metacharacters_literally(tmp_path: Path) -> None:
     marks = {name: tmp_path / name for name in ("pwned-subst", "pwned-semicolon", "pwned-backtick", "pwned-env")}
     values = {
@@ -164,6 +165,7 @@ def test_smddp_local_passes_hyperparameters_with_metacharacters_literally(tmp_pa
     assert [m.name for m in marks.values() if m.exists()] == []
 
 
+@pytest.mark.processes
 def test_smddprun_passes_arguments_with_metacharacters_literally(tmp_path: Path) -> None:
     marks = [tmp_path / "pwned-a", tmp_path / "pwned-b", tmp_path / "pwned-c"]
     hostile = [f"; touch {marks[0]}", f"$(touch {marks[1]})", f"`touch {marks[2]}` && echo done", "*", "$HOME"]
@@ -176,6 +178,7 @@ def test_smddprun_passes_arguments_with_metacharacters_literally(tmp_path: Path)
     assert [m.name for m in marks if m.exists()] == []
 
 
+@pytest.mark.processes
 def test_custom_mpi_options_reach_local_process_literally_and_are_not_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:
@@ -224,6 +227,7 @@ def _texts_under(folder: Path) -> dict[str, bytes]:
     return texts
 
 
+@pytest.mark.processes
 def test_aws_credentials_never_reach_files_logs_failure_files_or_artifacts(tmp_path: Path) -> None:
     env = quiet_env(AWS_SECRET_ACCESS_KEY=SECRET, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SESSION_TOKEN=SECRET + "token")
     proc = subprocess.run(

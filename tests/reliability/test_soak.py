@@ -43,7 +43,7 @@ def _shm() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_fifty_short_jobs_leave_nothing_behind(tmp_path: Path, private_tmp: Path) -> None:
     me = psutil.Process()
     children_before = {p.pid for p in me.children(recursive=True)}

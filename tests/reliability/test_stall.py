@@ -220,6 +220,7 @@ def test_watch_is_a_no_op_when_the_watchdog_is_off() -> None:
 
 # -- real ranks under smddprun --------------------------------------------------------------------------------------
 
+@pytest.mark.processes
 @pytest.mark.parametrize("engine", ["gloo", "mpi"])
 def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp: Path, engine: str) -> None:
     entered: list[float] = []

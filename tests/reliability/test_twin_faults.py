@@ -203,6 +203,7 @@ def _small_filesystem(path: Path, size: str) -> bool:
     return done.returncode == 0
 
 
+@pytest.mark.processes
 def test_a_full_disk_when_storing_keeps_the_trained_model_and_says_where(tmp_path: Path) -> None:
     output = tmp_path / "small"
     if not _small_filesystem(output, "256k"):
@@ -222,6 +223,7 @@ def test_a_full_disk_when_storing_keeps_the_trained_model_and_says_where(tmp_pat
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.processes
 def test_a_refused_s3_upload_keeps_the_trained_model_and_says_where(tmp_path: Path, moto_url: str) -> None:  # noqa: F811
     """The output bucket is gone when the job ends (deleted by the script itself, as an admin or a lifecycle rule
     might): the upload is refused, the model stays on disk and the message says where."""
@@ -248,6 +250,7 @@ def _moto_env(moto_url: str) -> dict[str, str]:
                      AWS_DEFAULT_REGION="us-east-1")
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("where", ["folder", "s3"])
 def test_two_jobs_of_one_name_at_once_the_second_is_refused(tmp_path: Path, moto_url: str, where: str) -> None:  # noqa: F811
     env = _moto_env(moto_url)
@@ -272,6 +275,7 @@ def test_two_jobs_of_one_name_at_once_the_second_is_refused(tmp_path: Path, moto
     assert first.returncode == 0, out + err
 
 
+@pytest.mark.processes
 def test_an_unreachable_s3_output_is_refused_before_the_job_starts(tmp_path: Path, moto_url: str) -> None:  # noqa: F811
     env = _moto_env(moto_url)
     marker = tmp_path / "started"
