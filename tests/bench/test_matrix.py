@@ -158,7 +158,7 @@ def _docker_or_skip() -> None:
         skip_or_fail_without_docker(exc)
 
 
-@pytest.mark.processes
+@pytest.mark.e2e  # Docker (its twin cell) without the docker_engine fixture
 @pytest.mark.timeout(900)  # 6 real jobs, one in Docker: ~2.5 min idle, longer under load
 def test_quick_matrix_runs_and_reports_the_keras3_mwms_fit_failure_with_its_fix(tmp_path: Path) -> None:
     _docker_or_skip()

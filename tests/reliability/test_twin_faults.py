@@ -27,12 +27,18 @@ from tests.reliability.conftest import quiet_env, smddp
 pytestmark = pytest.mark.timeout(300)
 
 
-def _twin_entries(docker: str) -> set[str]:
+def _twin_entries(docker: str, job: str = "", running: bool = False) -> set[str]:
+    """The twin's containers (only the running ones with ``running``) and networks, those of the jobs whose id starts
+    with ``job`` (lower case): a twin job of another pytest-xdist worker may be running beside this test's."""
     found: set[str] = set()
-    for what in (["ps", "--all"], ["network", "ls"]):
-        code, output = capture([docker, *what, "--quiet", "--filter", f"label={TWIN_LABEL}"], timeout=60)
+    for what in ([["ps"]] if running else [["ps", "--all"], ["network", "ls"]]):
+        code, output = capture([docker, *what, "--filter", f"label={TWIN_LABEL}",
+                                "--format", f'{{{{.ID}}}} {{{{.Label "{TWIN_LABEL}"}}}}'], timeout=60)
         assert code == 0, output
-        found.update(f"{what[0]}:{entry}" for entry in output.split())
+        for line in output.splitlines():
+            entry, _, job_id = line.partition(" ")
+            if entry and job_id.startswith(job.lower()):
+                found.add(f"{what[0]}:{entry}")
     return found
 
 
@@ -90,10 +96,11 @@ def _sleeping_request(tmp_path: Path, image: str, name: str) -> Path:
     return path
 
 
-def _start_twin(tmp_path: Path, image: str, docker: str) -> tuple[subprocess.Popen[str], set[str]]:
-    """Starts ``smddp local --backend docker`` on a sleeping request; returns once both hosts' containers run."""
-    before = _twin_entries(docker)
-    request = _sleeping_request(tmp_path, image, f"faults-{uuid.uuid4().hex[:6]}")
+def _start_twin(tmp_path: Path, image: str, docker: str) -> tuple[subprocess.Popen[str], str]:
+    """Starts ``smddp local --backend docker`` on a sleeping request; returns once both hosts' containers and the S3
+    service run, with the job's name (the start of its twin job id)."""
+    name = f"faults-{uuid.uuid4().hex[:6]}"
+    request = _sleeping_request(tmp_path, image, name)
     proc = subprocess.Popen(
         smddp("local", "--backend", "docker", "--request", str(request), "--output", str(tmp_path / "out"),
               "--stop-grace", "3"),
@@ -101,19 +108,18 @@ def _start_twin(tmp_path: Path, image: str, docker: str) -> tuple[subprocess.Pop
     )
     deadline = time.monotonic() + 120
     while True:
-        code, running = capture([docker, "ps", "--quiet", "--filter", f"label={TWIN_LABEL}"], timeout=60)
-        if len(set(running.split()) - {e.split(":", 1)[1] for e in before}) >= 3:  # the S3 service and 2 hosts
+        if len(_twin_entries(docker, name, running=True)) >= 3:  # the S3 service and 2 hosts, running
             break
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the twin's containers did not start within 120 s"
         time.sleep(0.3)
-    return proc, before
+    return proc, name
 
 
 def test_sigterm_to_the_twin_stops_the_job_and_removes_everything(
     docker_engine: Any, kit_image: str, tmp_path: Path  # noqa: F811
 ) -> None:
-    proc, before = _start_twin(tmp_path, kit_image, docker_engine.docker)
+    proc, name = _start_twin(tmp_path, kit_image, docker_engine.docker)
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
@@ -122,17 +128,17 @@ def test_sigterm_to_the_twin_stops_the_job_and_removes_everything(
     assert json.loads(stdout)["TrainingJobStatus"] == "Stopped"
     assert "Traceback" not in stderr, stderr[-3000:]
     assert took < 3 + 20, f"the twin took {took:.1f} s to stop with a 3 s grace"
-    assert _twin_entries(docker_engine.docker) == before, "the stopped twin left containers or a network"
+    assert not _twin_entries(docker_engine.docker, name), "the stopped twin left containers or a network"
 
 
 def test_sigkill_of_the_twin_leaves_nothing_running(docker_engine: Any, kit_image: str, tmp_path: Path) -> None:  # noqa: F811
     """Killed outright, the twin cannot clean up: its reaper removes the containers and the network."""
-    proc, before = _start_twin(tmp_path, kit_image, docker_engine.docker)
+    proc, name = _start_twin(tmp_path, kit_image, docker_engine.docker)
     os.killpg(proc.pid, signal.SIGKILL)  # the twin and its whole process group (the reaper has its own session)
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 30
-    while _twin_entries(docker_engine.docker) != before:
-        assert time.monotonic() < deadline, f"left after the twin was killed: {_twin_entries(docker_engine.docker) - before}"
+    while _twin_entries(docker_engine.docker, name):
+        assert time.monotonic() < deadline, f"left after the twin was killed: {_twin_entries(docker_engine.docker, name)}"
         time.sleep(0.5)
 
 
