@@ -20,7 +20,11 @@ toolkit's own trainer (``sagemaker_training.trainer.train``: the ``s3://`` sourc
    MultiWorkerMirroredStrategy with several workers) fails with one line naming it and the fix (the job's
    ``FailureReason``), not TensorFlow's 100-line error.
 
-Everything else is the toolkit's own code, unchanged.
+Everything else is the toolkit's own code, unchanged. One opt-in change is the twin's alone, never SageMaker's: with
+``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1`` in the container's environment (``smddp local --backend docker
+--short-toolkit-waits``) the fixed sleeps of the toolkit's MPI and SMDDP runners (30 s on the leader after
+``mpirun``, 30 s on each worker after its ``orted``, 30 s between its looks for the status file) last at most 1 s.
+The runners' protocol (status files, ssh checks) is kept; only its waiting is cut.
 """
 
 from __future__ import annotations
@@ -29,9 +33,16 @@ import asyncio
 import os
 import signal
 import sys
+import time
+from types import ModuleType
 from typing import Any
 
-__all__ = ["main", "run_argument_list"]
+__all__ = ["main", "run_argument_list", "SHORT_TOOLKIT_WAITS", "ShortSleeps"]
+
+SHORT_TOOLKIT_WAITS = "SMDDP_TWIN_SHORT_TOOLKIT_WAITS"
+"""Set to ``1`` by the twin when asked to shorten the toolkit's fixed waits (never on SageMaker)."""
+
+_SHORT_WAIT_SECONDS = 1.0
 
 
 async def run_argument_list(
@@ -58,6 +69,28 @@ async def run_argument_list(
     return return_code, output, proc
 
 
+class ShortSleeps:
+    """The ``time`` module as the toolkit's MPI and SMDDP runners see it, with every ``sleep`` cut to at most 1 s."""
+
+    def __init__(self, module: ModuleType = time, longest: float = _SHORT_WAIT_SECONDS) -> None:
+        self._module = module
+        self._longest = longest
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleeps ``seconds``, but at most the shortened wait."""
+        self._module.sleep(min(seconds, self._longest))
+
+
+def _shorten_toolkit_waits() -> None:
+    from sagemaker_training import mpi, smdataparallel
+
+    for runner in (mpi, smdataparallel):
+        runner.time = ShortSleeps()  # type: ignore[attr-defined]
+
+
 def _pass_on_sigterm(signum: int, _frame: object) -> None:
     """Sends the signal to every other process of the container (``kill(-1)``: all but this one)."""
     try:
@@ -71,6 +104,8 @@ def main() -> None:
     from sagemaker_training import process, trainer
 
     process.run_async = run_argument_list
+    if os.environ.get(SHORT_TOOLKIT_WAITS) == "1":
+        _shorten_toolkit_waits()
     if os.getpid() == 1:
         signal.signal(signal.SIGTERM, _pass_on_sigterm)
     trainer.train()

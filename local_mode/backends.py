@@ -95,6 +95,8 @@ class DockerBackend:
             request's ``CheckpointConfig.S3Uri``, synced under the output).
         interrupt_after: For a managed spot job: seconds after the containers start when it is interrupted once
             (and restarted), as EC2 reclaims spot instances (None: never).
+        short_toolkit_waits: Cut the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch to 1 s (the
+            twin's choice, not SageMaker's; said in the answer's ``Twin.Warnings``).
     """
 
     name: ClassVar[str] = "docker"
@@ -105,6 +107,7 @@ class DockerBackend:
     output: str | None = None
     checkpoints: str | None = None
     interrupt_after: float | None = None
+    short_toolkit_waits: bool = False
 
     def run(self, job: TrainingJobRequest | JobSpec) -> TwinResult:
         """Replays the request (see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`), or runs the job
@@ -132,11 +135,13 @@ class DockerBackend:
                         "instance types under its own job name, output path and checkpoint path",
                         "leave it out (set processes_per_host, job_name, output_path or checkpoint_path in the JobSpec)",
                     )
-            return replay_spec(job, stream=stream, stop_grace=self.stop_grace)
+            return replay_spec(job, stream=stream, stop_grace=self.stop_grace,
+                               short_toolkit_waits=self.short_toolkit_waits)
         options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
         return SageMakerTwin(
             job, gpus_per_host=self.gpus_per_host, stream=stream, job_name=self.job_name, output=self.output,
-            checkpoints=self.checkpoints, interrupt_after=self.interrupt_after, **options,
+            checkpoints=self.checkpoints, interrupt_after=self.interrupt_after,
+            short_toolkit_waits=self.short_toolkit_waits, **options,
         ).run()
 
 

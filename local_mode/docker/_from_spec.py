@@ -432,6 +432,7 @@ def replay_spec(
     *,
     stream: IO[str] | None = sys.stderr,
     stop_grace: float | None = None,
+    short_toolkit_waits: bool = False,
 ) -> Any:
     """Runs ``spec`` as SageMaker would: its estimator request, built against a private server, replayed by the twin.
 
@@ -443,6 +444,8 @@ def replay_spec(
         spec: The job.
         stream: Where progress, the twin's and the containers' output go.
         stop_grace: Seconds from SIGTERM to SIGKILL on a stop or time-out (None: SageMaker's 120).
+        short_toolkit_waits: Cut the training toolkit's fixed 30 s sleeps to 1 s (the twin's choice, not SageMaker's;
+            see :class:`~local_mode.docker.twin.SageMakerTwin`).
 
     Returns:
         The twin's :class:`~local_mode.docker.twin.TwinResult` (artifact URIs in the spec's output).
@@ -473,7 +476,7 @@ def replay_spec(
             result = SageMakerTwin(
                 request, stream=stream, engine=engine, s3_client_factory=aws.s3_client, job_name=job.job_name,
                 output=str(staging) if staging is not None else spec.output_path,
-                checkpoints=spec.checkpoint_path, **options,
+                checkpoints=spec.checkpoint_path, short_toolkit_waits=short_toolkit_waits, **options,
             ).run()
         if staging is not None:
             assert isinstance(destination, S3Location)

@@ -77,6 +77,7 @@ from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resourc
 from smddp_compat import contract
 from smddp_compat.image import LATEST_TAG, Engine, find_engine, image_exists
 from smddp_compat.image.commands import run_command
+from smddp_compat.image.train import SHORT_TOOLKIT_WAITS
 from smddp_compat.launcher import ConsoleStream
 
 __all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
@@ -90,6 +91,9 @@ STOP_GRACE_SECONDS = 120.0
 _S3_PORT = 9000
 _S3_READY_SECONDS = 60.0
 _POLL_SECONDS = 0.5
+SHORT_WAITS_WARNING = ("short_toolkit_waits: the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch "
+                       "last at most 1 s here; SageMaker waits them (and bills them)")
+"""The twin's own choice, said at the start and listed in ``Twin.Warnings``, when the toolkit's waits are cut."""
 _TWIN_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "smddp-twin", "AWS_SECRET_ACCESS_KEY": "smddp-twin"}
 
 
@@ -116,6 +120,9 @@ class SageMakerTwin:
             (never written to), synced to ``<output>/<job_name>/checkpoints``.
         interrupt_after: For a managed spot job (``EnableManagedSpotTraining``): seconds after its containers start
             when the twin interrupts it once, as EC2 reclaims spot instances (see :meth:`interrupt`).
+        short_toolkit_waits: Cut the training toolkit's fixed sleeps after an MPI or SMDDP launch (30 s on the
+            leader after ``mpirun``, 30 s on each worker) to at most 1 s, in the kit's image (``image/train.py``).
+            Not SageMaker's behaviour, which keeps them: the answer lists it under ``Twin.Warnings``.
 
     Raises:
         ConfigurationError: A setting is out of range, ``checkpoints`` is given for a request without
@@ -139,6 +146,7 @@ class SageMakerTwin:
         output: str | None = None,
         checkpoints: str | None = None,
         interrupt_after: float | None = None,
+        short_toolkit_waits: bool = False,
     ) -> None:
         timings = [("stop_grace", stop_grace), ("checkpoint_sync_seconds", checkpoint_sync_seconds)]
         if interrupt_after is not None:
@@ -175,6 +183,8 @@ class SageMakerTwin:
         self._checkpoint_sync: FolderSync | None = None  # made with the request's S3 client, in run()
         self._tensorboard_sync: FolderSync | None = None
         self.interrupt_after = interrupt_after
+        self.short_toolkit_waits = short_toolkit_waits
+        self._twin_choices = [SHORT_WAITS_WARNING] if short_toolkit_waits else []
         self._interrupt_at: float | None = None  # monotonic time of the interruption interrupt_after asks for
         self._interrupt_requested = threading.Event()
         self._ran_seconds = 0.0  # the containers' run time before the current run (a spot job's earlier runs)
@@ -254,7 +264,8 @@ class SageMakerTwin:
                         f"{world['SageMaker']} on SageMaker ({request.instance_count} x "
                         f"{_instance_gpus(request.instance_type)})"
                     )
-                for warning in [*request.warnings, *self._metric_problems, *self._image_problems]:  # each said once
+                for warning in [*self._twin_choices, *request.warnings, *self._metric_problems,
+                                *self._image_problems]:  # each said once
                     self._say(f"warning: {warning}")
                 log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -309,7 +320,7 @@ class SageMakerTwin:
                     end=end, exit_codes=codes, secondary_status_transitions=self._statuses.transitions,
                     billable_seconds=(end - start).total_seconds() - self._statuses.seconds_in(*UNBILLED_STATUSES),
                     logs=dict(artifacts.logs), processes_per_host=self.gpus_per_host,
-                    warnings=list(request.warnings), world_sizes=self._world_sizes(), s3_writes=writes,
+                    warnings=[*self._twin_choices, *request.warnings], world_sizes=self._world_sizes(), s3_writes=writes,
                     request=request, arn=training_job_arn(self._region(), request.job_name),
                     model_location=model_location(self.destination, request.compression),
                     final_metric_data=self._metrics.final_metric_data(), failure_detected=failed_at,
@@ -319,7 +330,7 @@ class SageMakerTwin:
             result = TwinResult(
                 job_name=request.job_name, status="Stopped", secondary_status="Stopped", failure_reason=None,
                 model_artifacts=None, output_artifacts=None, start=start, end=self._statuses.finish("Stopped"),
-                processes_per_host=self.gpus_per_host, warnings=list(request.warnings),
+                processes_per_host=self.gpus_per_host, warnings=[*self._twin_choices, *request.warnings],
                 world_sizes=self._world_sizes(), request=request,
                 secondary_status_transitions=self._statuses.transitions,
                 arn=training_job_arn(self._region(), request.job_name),
@@ -512,6 +523,9 @@ class SageMakerTwin:
             **s3_access,
             **request.environment,
         }
+        environment.pop(SHORT_TOOLKIT_WAITS, None)  # the twin's own switch: only short_toolkit_waits sets it
+        if self.short_toolkit_waits:
+            environment[SHORT_TOOLKIT_WAITS] = "1"
         for layout in layouts.values():  # the Debugger's and the profiler's configuration, as SageMaker writes them
             for name, content in config_files(request.params).items():
                 (layout.input_config_dir / name).write_text(json.dumps(content), encoding="utf-8")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -23,6 +24,7 @@ import pytest
 
 from smddp_compat.launcher import usable_cores
 from smddp_compat.local_mode import cli
+from smddp_compat.local_mode.docker.twin import SHORT_WAITS_WARNING
 from tests.fake_aws import Aws
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +112,30 @@ def test_a_script_runs_on_two_hosts_in_one_command(kit_image: str, tmp_path: Pat
         assert record["probe_env"] == "yes"
         assert record["program"] == "probe.sh" and "python" in record["interpreter"]  # the shebang, not sh
     assert (checkpoints / "step-1.txt").read_text() == "checkpoint"
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.usefixtures("no_leftovers")
+def test_short_toolkit_waits_cut_the_leaders_30_s_and_the_answer_says_so(kit_image: str, tmp_path: Path) -> None:
+    """A 2-host SMDDP job with --short-toolkit-waits: the toolkit's leader waits at most a second between writing
+    the workers' status files and finishing (SageMaker's toolkit sleeps 30 s there), and Twin.Warnings says so."""
+    output = tmp_path / "out"
+    done = _smddp_local(
+        ["allreduce.py", "--source-dir", str(REPO / "tests" / "local_mode" / "scripts"), "--instance-count", "2",
+         "--distribution", "smddp", "--backend", "docker", "--short-toolkit-waits", "--output", str(output),
+         "--job-name", "short-waits", "--max-run", "600", "--stop-grace", "10"],
+        env=_without_aws_credentials(tmp_path), timeout=800,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    described = json.loads(done.stdout)
+    assert described["TrainingJobStatus"] == "Completed"
+    assert SHORT_WAITS_WARNING in described["Twin"]["Warnings"]
+    assert f"warning: {SHORT_WAITS_WARNING}" in done.stderr
+    leader = (output / "short-waits" / "logs" / "algo-1.log").read_text()
+    stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in leader.splitlines()
+              if "status file from leader node" in line]
+    assert len(stamps) == 2, leader[-3000:]  # "Begin writing ..." and "Finished writing ..."
+    assert (stamps[1] - stamps[0]).total_seconds() < 10, stamps
 
 
 # -- refusals: before anything starts ------------------------------------------------------------------------------

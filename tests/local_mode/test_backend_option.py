@@ -39,6 +39,42 @@ def _completed():
                       model_artifacts=None, output_artifacts=None, start=now, end=now, exit_codes={"algo-1": 0})
 
 
+def test_short_toolkit_waits_reach_the_twin_and_are_refused_by_the_process_backend(monkeypatch, capsys, tmp_path):
+    from smddp_compat.local_mode.backends import DockerBackend
+
+    script = tmp_path / "train.py"
+    script.write_text("print('never runs')\n")
+    ran = []
+    monkeypatch.setattr(DockerBackend, "run", lambda self, job: ran.append(self) or _completed())
+    assert cli.main([str(script), "--backend", "docker", "--short-toolkit-waits"]) == 0
+    assert ran[0].short_toolkit_waits is True
+    capsys.readouterr()
+    assert cli.main([str(script), "--short-toolkit-waits"]) == 2
+    error = capsys.readouterr().err
+    assert "--short-toolkit-waits: the training toolkit runs in the twin only" in error and "--backend docker" in error
+
+
+def test_short_sleeps_cut_every_sleep_to_a_second_and_pass_the_rest_through():
+    from smddp_compat.image.train import ShortSleeps
+
+    class Clock:
+        slept: list[float] = []
+
+        @staticmethod
+        def sleep(seconds):
+            Clock.slept.append(seconds)
+
+        @staticmethod
+        def time():
+            return 42.0
+
+    short = ShortSleeps(Clock)  # type: ignore[arg-type]
+    short.sleep(30)
+    short.sleep(0.25)
+    assert Clock.slept == [1.0, 0.25]
+    assert short.time() == 42.0
+
+
 def test_unknown_backend_is_refused(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["--backend", "kubernetes"])
