@@ -22,7 +22,7 @@ from smddp_compat.launcher import ProcessSpec, run_process_group
 
 from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
 from smddp_compat.bench.errors import BenchInterrupted
-from smddp_compat.bench.jobs import Job, JobRun, Launcher
+from smddp_compat.bench.jobs import MAIN_JOB, Job, JobRun, Launcher
 
 __all__ = ["run_job", "launch_argv", "job_environment", "console_script"]
 
@@ -99,13 +99,15 @@ def launch_argv(job: Job, run_dir: Path, timeout: float, env: dict[str, str]) ->
         smddp = console_script("smddp")
         command = [smddp] if smddp else [sys.executable, "-c", "import sys; from smddp_compat.cli import main; "
                                                              "sys.exit(main())"]
+        backend = ["--backend", "docker"] if job.launcher is Launcher.TWIN else []
+        if job.program == MAIN_JOB:
+            return [*command, "local", *job.local_options, *backend, "--output", str(run_dir / "local-output"),
+                    "--max-run", str(int(timeout))]
         hyperparameters = [f"{name.removeprefix('--')}={value}" for name, value in job.args_dict().items()]
         if job.launcher is Launcher.TWIN:  # the ranks run in containers: the bench's folders are not there
             where = [f"BENCH_RESULT_DIR={TWIN_RESULT_DIR}"]
-            backend = ["--backend", "docker"]
         else:
             where = [f"BENCH_RESULT_DIR={env['BENCH_RESULT_DIR']}", f"BENCH_REPO={env['BENCH_REPO']}"]
-            backend = []
         passed = [f"{name}={env[name]}" for name, _ in job.env] + where + ["TF_CPP_MIN_LOG_LEVEL=3",
                                                                           "PYTHONUNBUFFERED=1"]
         options = list(job.local_options)

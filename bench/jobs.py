@@ -11,7 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["Launcher", "Job", "JobRun", "merge_jobs"]
+__all__ = ["Launcher", "Job", "JobRun", "merge_jobs", "MAIN_JOB"]
+
+MAIN_JOB = "main-job"
+"""The program of a LOCAL_MODE or TWIN job that is the README's main job: ``smddp local`` with no entry point (2 hosts,
+the SMDDP MNIST script on the offline data), its ``local_options`` added."""
 
 
 class Launcher(str, enum.Enum):
@@ -73,7 +77,10 @@ class Job:
         for name, value in self.env:  # settings that make it a variant of another job
             if name.startswith("HOROVOD_"):
                 tag += f"-{name.removeprefix('HOROVOD_').lower()}-{value}"
+        if "--short-toolkit-waits" in self.local_options:
+            tag += "-short-waits"
         base = f"{self.program.removesuffix('.py')}-{self.launcher.value}-{self.ranks}"
+        tag = tag.strip("-")
         return f"{base}-{tag}" if tag else base
 
     def args_dict(self) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import default_engine, engine_launcher
-from smddp_compat.bench.jobs import Job, JobRun, Launcher, merge_jobs
+from smddp_compat.bench.jobs import MAIN_JOB, Job, JobRun, Launcher, merge_jobs
 from smddp_compat.bench._report import format_markdown, format_table
 from smddp_compat.bench.results import Goal, MeasurementResult, Row, Verdict
 from smddp_compat.bench.stats import MIN_SAMPLES_FOR_SPREAD, paired_ratios, summarise
@@ -50,7 +50,7 @@ def test_every_measurement_asks_for_jobs_in_full_and_quick_mode(tmp_path):
         jobs = merge_jobs(job for module in MEASUREMENTS.values() for job in module.jobs(config))
         programs = {job.program for job in jobs}
         assert programs == {"overhead.py", "collectives.py", "mwms_allreduce.py", "train.py", "allreduce_profile.py",
-                            "strategies.py"}
+                            "strategies.py", MAIN_JOB}
         launchers = {job.launcher for job in jobs}
         assert {Launcher.MWMS, Launcher.LOCAL_MODE, Launcher.HOROVODRUN, Launcher.TWIN} <= launchers
     # the default engine's 2-rank collectives job serves bandwidth, small tensors and fp16 at once, and repeats

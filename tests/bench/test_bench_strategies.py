@@ -115,3 +115,37 @@ def test_help_names_every_measurement_its_outputs_and_exit_codes():
     assert all(f"  {name} " in text for name in MEASUREMENTS)
     assert "exit codes:\n  0 " in text and "130, 143" in text  # every code, the signals' included
     assert "strategies.png" in text and "smddp bench --quick" in text
+
+
+def test_main_job_rows_judge_the_short_waits_twin_against_the_goal(tmp_path):
+    config = _config(tmp_path, quick=False)
+    main = startup._main_jobs(config)
+    assert set(main) == {"main: process backend", "main: twin, short waits", "main: twin"}
+    assert "--short-toolkit-waits" in main["main: twin, short waits"].local_options
+    assert len({job.label for job in main.values()}) == 3  # each its own run folder
+    runs = {
+        main["main: process backend"].key: [JobRun(main["main: process backend"], r, True, "", 0.0, 20.0, [], "log")
+                                            for r in range(6)],
+        main["main: twin, short waits"].key: [
+            JobRun(main["main: twin, short waits"], r, True, "", 100.0, 44.0 + r, [], "log",
+                   {"toolkit up": 110.0, "script invoked": 112.0}) for r in range(6)],
+        main["main: twin"].key: [JobRun(main["main: twin"], 0, False, "timed out after 240 s", 0.0, 240.0, [], "log")],
+    }
+    rows = {row.comparison: row for row in startup._main_job_rows(config, lambda job: runs.get(job.key, []))}
+    short = rows["README's main job, start to Completed: twin --short-toolkit-waits / process backend"]
+    assert short.goal == startup.MAIN_JOB_GOAL and short.met is True
+    assert "first line at 10.0 s" in short.detail and "invoked at 12.0 s" in short.detail
+    faithful = rows["README's main job, start to Completed: twin / process backend"]
+    assert faithful.ratio is None and "timed out after 240 s" in faithful.detail
+    # --quick: no faithful twin of the main job (its path is the same as the short one's, 30 s slower)
+    assert "main: twin" not in startup._main_jobs(_config(tmp_path, quick=True))
+
+
+def test_the_main_job_is_smddp_local_with_no_entry_point(tmp_path):
+    from smddp_compat.bench._launch import launch_argv
+
+    job = startup._main_jobs(_config(tmp_path, quick=True))["main: twin, short waits"]
+    argv = launch_argv(job, tmp_path, 240, {})
+    local = argv[argv.index("local"):]
+    assert local[:6] == ["local", "--hyperparameters", "epochs=1", "steps-per-epoch=5", "--short-toolkit-waits",
+                         "--backend"] and "--source-dir" not in local and "--max-run" in local
