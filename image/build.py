@@ -56,6 +56,8 @@ __all__ = [
     "CUDA_LABEL",
     "Flavor",
     "ImageBuild",
+    "BUILD_LOCK",
+    "one_build_at_a_time",
     "kit_root",
     "ensure_image",
     "assemble_context",
@@ -325,6 +327,53 @@ def ensure_image(
     """
     start = time.monotonic()
     flavor: Flavor = "gpu" if gpu else "cpu"
+    limit = _GPU_BUILD_SECONDS if gpu else _BUILD_SECONDS
+    with one_build_at_a_time(limit, stream if stream is not None else progress):
+        return _ensure_image(engine, base, reuse_host_wheel, force, log_path, stream, flavor, progress, start)
+
+
+BUILD_LOCK = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "smddp-compat" / "image-build.lock"
+"""The file whose lock one build of the kit's images holds on this machine (beside the Horovod wheel cache)."""
+
+
+@contextmanager
+def one_build_at_a_time(limit: float, out: IO[str] | None = None) -> Iterator[None]:
+    """Holds this machine's image-build lock (:data:`BUILD_LOCK`): a second ``smddp image``, a job that builds on first
+    use or a test started meanwhile waits for the first build to end (at most ``limit`` seconds), then finds the
+    image built instead of building it again beside it.
+
+    Raises:
+        ImageBuildError: The lock was not free within ``limit`` seconds.
+    """
+    import fcntl
+
+    BUILD_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_LOCK, "a", encoding="utf-8") as lock:
+        deadline = time.monotonic() + limit
+        said = False
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ImageBuildError(
+                        "waiting for another build", f"{BUILD_LOCK} was still locked after {limit:.0f} s: another "
+                        "build of the kit's image is running. Fix: let it finish (or stop it), then run again", None,
+                    ) from None
+                if not said and out is not None:
+                    out.write(f"==> another build of the kit's image is running: waiting for it (lock {BUILD_LOCK})\n")
+                    out.flush()
+                    said = True
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _ensure_image(engine: Engine, base: BaseImageRecipe, reuse_host_wheel: bool, force: bool, log_path: str | None,
+                  stream: IO[str] | None, flavor: Flavor, progress: IO[str] | None, start: float) -> ImageBuild:
     name = _REPOSITORIES[flavor]
     root = kit_root()
     base_tag = ensure_base_image(engine, base, log_path=log_path, stream=stream)
@@ -351,7 +400,7 @@ def ensure_image(
             "--label", f"{CUDA_LABEL}={_CUDA[flavor]}",
             "--tag", tag, str(context),
         ]  # fmt: skip
-        limit = _GPU_BUILD_SECONDS if gpu else _BUILD_SECONDS
+        limit = _GPU_BUILD_SECONDS if flavor == "gpu" else _BUILD_SECONDS
         result = run_command(argv, timeout=limit, log_path=log_path, stream=shown, prefix="    ", env=env)
         if not result.ok:
             raise ImageBuildError("docker build", result.describe(), log_path)

@@ -6,7 +6,6 @@ No Docker engine means these tests cannot run: they are skipped with the reason 
 
 from __future__ import annotations
 
-import fcntl
 import subprocess
 import sys
 import time
@@ -41,11 +40,9 @@ def docker_engine() -> Engine:
 def kit_image(docker_engine: Engine) -> str:
     """The kit's training image, from ``smddp image`` (its tag is the last line it prints; built when missing:
     ~10 minutes on 2 cores; CI builds it beforehand)."""
-    # One build at a time: pytest-xdist's workers each ask for the image, and the first builds it.
-    with open(BUILD_LOG + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "image", "--log", BUILD_LOG],
-                              capture_output=True, text=True, timeout=3600)
+    # pytest-xdist's workers each ask: one builds, the others wait for it (smddp_compat.image.one_build_at_a_time).
+    done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "image", "--log", BUILD_LOG],
+                          capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, f"smddp image failed: {done.stderr[-3000:]}"
     tag = done.stdout.strip().splitlines()[-1]
     assert tag.startswith("smddp-compat:"), done.stdout
