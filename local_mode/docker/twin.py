@@ -96,6 +96,8 @@ SHORT_WAITS_WARNING = ("short_toolkit_waits: the training toolkit's fixed 30 s s
 """The twin's own choice, said at the start and listed in ``Twin.Warnings``, when the toolkit's waits are cut."""
 YIELD_WHEN_IDLE = "OMPI_MCA_mpi_yield_when_idle"
 """Open MPI's setting that makes a rank waiting in MPI yield its core (see :func:`shared_cores_environment`)."""
+BINDING_POLICY = "OMPI_MCA_hwloc_base_binding_policy"
+"""Open MPI's setting of where mpirun binds each rank (``--bind-to``; see :func:`shared_cores_environment`)."""
 _TWIN_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "smddp-twin", "AWS_SECRET_ACCESS_KEY": "smddp-twin"}
 
 
@@ -815,10 +817,19 @@ def _cpu_image_on_gpu(engine: Engine, request: TrainingJobRequest) -> list[str]:
 
 
 def shared_cores_environment(environment: dict[str, str]) -> dict[str, str]:
-    """Open MPI's ``mpi_yield_when_idle`` for the containers, unless the request's ``Environment`` sets it.
+    """Open MPI's ``mpi_yield_when_idle`` and no rank binding for the containers, each unless the request's
+    ``Environment`` sets it.
 
-    On SageMaker every host has cores of its own, and the toolkit's ``mpirun`` (one slot per process, so Open MPI
-    sees no oversubscription) lets a rank waiting in MPI spin on its core. In the twin every host shares this
+    Binding: the toolkit's ``mpirun`` gives no ``--bind-to``, so Open MPI binds each rank to a core when the job has
+    at most 2 ranks, the first free core of its host: on SageMaker each host's own core 0, in the twin the same core 0
+    for every container (they share this machine's cores), so the README's main job ran both ranks on one core with
+    the other idle, and a rank waiting in MPI held the core its peer needed until the next timer tick: an 8-byte
+    allreduce between the containers took 4 ms, a training step 116 ms against 14-17 ms in the process backend.
+    With ``hwloc_base_binding_policy=none`` (``mpirun --bind-to none``, as the kit's own MPI launcher runs) a step
+    took 16-17 ms (issue 30.4). From 3 ranks up Open MPI binds to the NUMA node, here every core: no change.
+
+    Yield: on SageMaker every host has cores of its own, and the toolkit's ``mpirun`` (one slot per process, so Open
+    MPI sees no oversubscription) lets a rank waiting in MPI spin on its core. In the twin every host shares this
     machine's cores with the other hosts' ranks and with each rank's TensorFlow threads and Horovod's background
     thread, which the spinning takes them from: on 2 cores the README's main job (2 hosts x 1 process, SMDDP) trained
     1.9x slower per step without it (25.3 s against 13.3 s for 2 epochs). The kit's own MPI launcher sets it for the
@@ -827,7 +838,8 @@ def shared_cores_environment(environment: dict[str, str]) -> dict[str, str]:
     Args:
         environment: The containers' environment so far (the request's ``Environment`` included).
     """
-    return {} if YIELD_WHEN_IDLE in environment else {YIELD_WHEN_IDLE: "1"}
+    defaults = {YIELD_WHEN_IDLE: "1", BINDING_POLICY: "none"}
+    return {name: value for name, value in defaults.items() if name not in environment}
 
 
 def _granted_gpus(request: TrainingJobRequest, wanted: int | None) -> int:
