@@ -196,8 +196,14 @@ def stack_pyproject(root: Path) -> str:
     return "\n".join(lines)
 
 
-def _ignore(_directory: str, names: list[str]) -> set[str]:
-    return {name for name in names if any(fnmatch.fnmatch(name, pattern) for pattern in _SKIPPED)}
+#: Output folders inside the kit's packages, never part of the image (the bench's and the matrix's default output:
+#: a run writing there during a build or a test must not change the image's digest).
+_OUTPUTS = {"bench": {"results"}}
+
+
+def _ignore(directory: str, names: list[str]) -> set[str]:
+    skipped = {name for name in names if any(fnmatch.fnmatch(name, pattern) for pattern in _SKIPPED)}
+    return skipped | (_OUTPUTS.get(Path(directory).name, set()) & set(names))
 
 
 def assemble_context(

@@ -1,4 +1,4 @@
-"""One build of the kit's image at a time on a machine: a second asker waits for the first, within a time limit."""
+"""Building the kit's image: one build at a time on a machine, and a context that run outputs do not change."""
 
 from __future__ import annotations
 
@@ -38,3 +38,10 @@ def test_a_second_build_waits_for_the_first_and_says_so(tmp_path: Path, monkeypa
         waited = time.monotonic() - started
     thread.join(10)
     assert 0.5 < waited < 10, waited
+
+
+def test_the_bench_output_folder_is_not_part_of_the_image() -> None:
+    # bench/results is where smddp bench and smddp matrix write by default: a run during a build or a test must not
+    # change the image's digest (the doctor then calls the image stale).
+    assert build._ignore("/kit/bench", ["results", "run.py", "__pycache__"]) == {"results", "__pycache__"}
+    assert build._ignore("/kit/smddp_compat", ["results", "cli.py"]) == set()

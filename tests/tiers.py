@@ -19,11 +19,13 @@ needs, so a new slow test cannot land in the fast tier by forgetting its marker.
 its fixture, so it cannot forget either.
 
 ``--tier NAMES`` (comma-separated) runs the tests of those tiers only; ``bash tests/run`` runs every tier, the
-fast tier first and stopping at its first failure (what ``.ci/run`` calls)::
+fast tier first and stopping at its first failure (what ``.ci/run`` calls). Tests run side by side in the last tier
+must not disturb each other's jobs: a Docker test removes or checks only its own containers and networks, and tests
+that share a fixed name (the SDK local mode's ``sagemaker-local`` network) carry one ``xdist_group``::
 
     .venv/bin/pytest --tier unit -x
     .venv/bin/pytest --tier processes
-    .venv/bin/pytest --tier docker,e2e -n 2
+    .venv/bin/pytest --tier docker,e2e -n 2 --dist loadgroup
 """
 
 from __future__ import annotations

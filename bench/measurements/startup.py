@@ -58,7 +58,7 @@ MAIN_JOB_GOAL = Goal("<=", 2.5)
 def _main_jobs(config: BenchConfig) -> dict[str, Job]:
     """The README's main job: process backend, twin with the toolkit's waits cut, and (full runs) the faithful twin.
     ``--quick`` trains one short epoch."""
-    shorter = ("--hyperparameters", "epochs=1", "steps-per-epoch=5") if config.quick else ()
+    shorter = ("--hyperparameters", "epochs=1", "max-steps=20") if config.quick else ()
     marks = (ACCURACY_MARK, *TWIN_PHASE_MARKS)
     jobs = {
         "main: process backend": Job(MAIN_JOB, Launcher.LOCAL_MODE, 2, repeat=True, local_options=shorter,

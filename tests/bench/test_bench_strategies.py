@@ -147,5 +147,5 @@ def test_the_main_job_is_smddp_local_with_no_entry_point(tmp_path):
     job = startup._main_jobs(_config(tmp_path, quick=True))["main: twin, short waits"]
     argv = launch_argv(job, tmp_path, 240, {})
     local = argv[argv.index("local"):]
-    assert local[:6] == ["local", "--hyperparameters", "epochs=1", "steps-per-epoch=5", "--short-toolkit-waits",
+    assert local[:6] == ["local", "--hyperparameters", "epochs=1", "max-steps=20", "--short-toolkit-waits",
                          "--backend"] and "--source-dir" not in local and "--max-run" in local

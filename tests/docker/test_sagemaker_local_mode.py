@@ -18,7 +18,8 @@ import pytest
 from smddp_compat.image import Engine
 from smddp_compat.image.commands import capture
 
-pytestmark = pytest.mark.timeout(900)
+# One network name for every SDK local-mode job (sagemaker-local): its tests share one pytest-xdist worker.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("sdk-local-mode")]
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -39,24 +40,27 @@ def sdk_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def sdk_network(docker_engine: Engine) -> Iterator[None]:
-    """``sagemaker-local`` as an internal network; the SDK's leftover containers and the network removed after."""
+    """``sagemaker-local`` as an internal network; the SDK's leftover (docker compose) containers and the network removed
+    after."""
 
     def listing(*what: str) -> set[str]:
         code, output = capture([docker_engine.docker, *what], timeout=60)
         assert code == 0, output
         return set(output.split())
 
-    containers = listing("ps", "--all", "--quiet")
+    # Only docker compose's containers are the SDK's: a twin job of another pytest-xdist worker keeps its own.
+    compose = ("ps", "--all", "--quiet", "--filter", "label=com.docker.compose.project")
+    containers = listing(*compose)
     code, output = capture([docker_engine.docker, "network", "create", "--internal", "sagemaker-local"], timeout=60)
     assert code == 0, output
     try:
         yield
     finally:
-        new = sorted(listing("ps", "--all", "--quiet") - containers)
+        new = sorted(listing(*compose) - containers)
         if new:
             capture([docker_engine.docker, "rm", "--force", *new], timeout=120)
         capture([docker_engine.docker, "network", "rm", "sagemaker-local"], timeout=60)
-    assert listing("ps", "--all", "--quiet") == containers
+    assert listing(*compose) == containers
 
 
 CASES = {

@@ -65,6 +65,7 @@ def _only_job(aws):
     return jobs[0]
 
 
+@pytest.mark.processes
 def test_module_imports_only_sdk3_and_no_tensorflow():
     code = "import sys, smddp_compat.estimators.sdk3; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
