@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,17 @@ def sdk_network(docker_engine: Engine) -> Iterator[None]:
 
     # Only docker compose's containers are the SDK's: a twin job of another pytest-xdist worker keeps its own.
     compose = ("ps", "--all", "--quiet", "--filter", "label=com.docker.compose.project")
+    def remove_network() -> None:
+        # The engine may still be detaching the last job's containers: try again for a while.
+        deadline = time.monotonic() + 60
+        while capture([docker_engine.docker, "network", "rm", "sagemaker-local"], timeout=60)[0] != 0:
+            if "sagemaker-local" not in listing("network", "ls", "--format", "{{.Name}}"):
+                return
+            assert time.monotonic() < deadline, "the sagemaker-local network could not be removed within 60 s"
+            time.sleep(1)
+
     containers = listing(*compose)
+    remove_network()  # a previous SDK test's, whose removal did not finish (only this module's group uses the name)
     code, output = capture([docker_engine.docker, "network", "create", "--internal", "sagemaker-local"], timeout=60)
     assert code == 0, output
     try:
@@ -59,7 +70,7 @@ def sdk_network(docker_engine: Engine) -> Iterator[None]:
         new = sorted(listing(*compose) - containers)
         if new:
             capture([docker_engine.docker, "rm", "--force", *new], timeout=120)
-        capture([docker_engine.docker, "network", "rm", "sagemaker-local"], timeout=60)
+        remove_network()
     assert listing(*compose) == containers
 
 
