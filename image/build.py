@@ -26,6 +26,7 @@ the layers that changed).
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import hashlib
 import json
@@ -335,7 +336,7 @@ def ensure_image(
     flavor: Flavor = "gpu" if gpu else "cpu"
     limit = _GPU_BUILD_SECONDS if gpu else _BUILD_SECONDS
     with one_build_at_a_time(limit, stream if stream is not None else progress):
-        return _ensure_image(engine, base, reuse_host_wheel, force, log_path, stream, flavor, progress, start)
+        return _ensure_image(engine, base, reuse_host_wheel, force, log_path, stream, flavor, progress, start, limit)
 
 
 BUILD_LOCK = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "smddp-compat" / "image-build.lock"
@@ -351,8 +352,6 @@ def one_build_at_a_time(limit: float, out: IO[str] | None = None) -> Iterator[No
     Raises:
         ImageBuildError: The lock was not free within ``limit`` seconds.
     """
-    import fcntl
-
     BUILD_LOCK.parent.mkdir(parents=True, exist_ok=True)
     with open(BUILD_LOCK, "a", encoding="utf-8") as lock:
         deadline = time.monotonic() + limit
@@ -379,7 +378,8 @@ def one_build_at_a_time(limit: float, out: IO[str] | None = None) -> Iterator[No
 
 
 def _ensure_image(engine: Engine, base: BaseImageRecipe, reuse_host_wheel: bool, force: bool, log_path: str | None,
-                  stream: IO[str] | None, flavor: Flavor, progress: IO[str] | None, start: float) -> ImageBuild:
+                  stream: IO[str] | None, flavor: Flavor, progress: IO[str] | None, start: float,
+                  limit: float) -> ImageBuild:
     name = _REPOSITORIES[flavor]
     root = kit_root()
     base_tag = ensure_base_image(engine, base, log_path=log_path, stream=stream)
@@ -406,7 +406,6 @@ def _ensure_image(engine: Engine, base: BaseImageRecipe, reuse_host_wheel: bool,
             "--label", f"{CUDA_LABEL}={_CUDA[flavor]}",
             "--tag", tag, str(context),
         ]  # fmt: skip
-        limit = _GPU_BUILD_SECONDS if flavor == "gpu" else _BUILD_SECONDS
         result = run_command(argv, timeout=limit, log_path=log_path, stream=shown, prefix="    ", env=env)
         if not result.ok:
             raise ImageBuildError("docker build", result.describe(), log_path)

@@ -34,7 +34,7 @@ import _posixsubprocess
 import os
 import subprocess
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -135,13 +135,8 @@ def processes_blocked(record: list[str]) -> Iterator[None]:
 def guard(item: pytest.Item, phase: str) -> Any:
     """A context for one phase (``setup`` or ``call``) of a test: blocks process creation for ``unit`` tests."""
     if not has_tier(item, "unit"):
-        return _nothing()
+        return nullcontext()
     return processes_blocked(item.stash.setdefault(_VIOLATIONS, {}).setdefault(phase, []))
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def violation_report(item: pytest.Item, report: pytest.TestReport) -> None:
