@@ -99,7 +99,11 @@ def launch_argv(job: Job, run_dir: Path, timeout: float, env: dict[str, str]) ->
         smddp = console_script("smddp")
         command = [smddp] if smddp else [sys.executable, "-c", "import sys; from smddp_compat.cli import main; "
                                                              "sys.exit(main())"]
-        backend = ["--backend", "docker"] if job.launcher is Launcher.TWIN else []
+        backend = []
+        if job.launcher is Launcher.TWIN:
+            # Faithful unless the job says otherwise, whatever SMDDP_TWIN_SHORT_TOOLKIT_WAITS the bench inherited.
+            waits = [] if "--short-toolkit-waits" in job.local_options else ["--no-short-toolkit-waits"]
+            backend = ["--backend", "docker", *waits]
         if job.program == MAIN_JOB:
             return [*command, "local", *job.local_options, *backend, "--output", str(run_dir / "local-output"),
                     "--max-run", str(int(timeout))]

@@ -96,7 +96,8 @@ class DockerBackend:
         interrupt_after: For a managed spot job: seconds after the containers start when it is interrupted once
             (and restarted), as EC2 reclaims spot instances (None: never).
         short_toolkit_waits: Cut the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch to 1 s (the
-            twin's choice, not SageMaker's; said in the answer's ``Twin.Warnings``).
+            twin's choice, not SageMaker's; said in the answer's ``Twin.Warnings``). None: the twin's default
+            (``SMDDP_TWIN_SHORT_TOOLKIT_WAITS`` in the environment).
     """
 
     name: ClassVar[str] = "docker"
@@ -107,7 +108,7 @@ class DockerBackend:
     output: str | None = None
     checkpoints: str | None = None
     interrupt_after: float | None = None
-    short_toolkit_waits: bool = False
+    short_toolkit_waits: bool | None = None
 
     def run(self, job: TrainingJobRequest | JobSpec) -> TwinResult:
         """Replays the request (see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`), or runs the job

@@ -150,10 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     twin.add_argument("--interrupt-after", type=positive_seconds, default=None, metavar="SECONDS",
                       help="managed spot jobs (EnableManagedSpotTraining): a spot interruption this long after the "
                       "containers start; the same job then restarts from its synced checkpoints, as on SageMaker")
-    twin.add_argument("--short-toolkit-waits", action="store_true",
+    twin.add_argument("--short-toolkit-waits", action=argparse.BooleanOptionalAction, default=None,
                       help="cut the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch (leader and "
                       "workers) to 1 s: about 30 s less per multi-host MPI/SMDDP job. Not SageMaker's behaviour (it "
-                      "waits them, billed); the answer says so in Twin.Warnings")
+                      "waits them, billed); the answer says so in Twin.Warnings. Default: cut when "
+                      "SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1 is in the environment, kept otherwise")
     return parser
 
 

@@ -72,6 +72,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tiers.select_tiers(config, items, config.getoption("--tier"))
 
 
+@pytest.fixture(autouse=True)
+def _short_toolkit_waits(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twin jobs of the docker and e2e tiers cut the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch
+    (``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1``, the twin's documented default switch; the rest of SageMaker's start
+    sequence is unchanged). Tests marked ``faithful_toolkit_waits`` keep them."""
+    if tiers.tier_of(request.node) in ("docker", "e2e") and not request.node.get_closest_marker(
+            "faithful_toolkit_waits"):
+        monkeypatch.setenv(tiers.SHORT_TOOLKIT_WAITS, "1")
+    else:
+        monkeypatch.delenv(tiers.SHORT_TOOLKIT_WAITS, raising=False)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     """A unit-tier test's fixtures may not start processes either."""

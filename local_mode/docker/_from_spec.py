@@ -432,7 +432,7 @@ def replay_spec(
     *,
     stream: IO[str] | None = sys.stderr,
     stop_grace: float | None = None,
-    short_toolkit_waits: bool = False,
+    short_toolkit_waits: bool | None = None,
 ) -> Any:
     """Runs ``spec`` as SageMaker would: its estimator request, built against a private server, replayed by the twin.
 
@@ -445,7 +445,7 @@ def replay_spec(
         stream: Where progress, the twin's and the containers' output go.
         stop_grace: Seconds from SIGTERM to SIGKILL on a stop or time-out (None: SageMaker's 120).
         short_toolkit_waits: Cut the training toolkit's fixed 30 s sleeps to 1 s (the twin's choice, not SageMaker's;
-            see :class:`~local_mode.docker.twin.SageMakerTwin`).
+            None: the twin's default; see :class:`~local_mode.docker.twin.SageMakerTwin`).
 
     Returns:
         The twin's :class:`~local_mode.docker.twin.TwinResult` (artifact URIs in the spec's output).

@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -80,7 +80,7 @@ from smddp_compat.image.commands import run_command
 from smddp_compat.image.train import SHORT_TOOLKIT_WAITS
 from smddp_compat.launcher import ConsoleStream
 
-__all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
+__all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "cut_toolkit_waits", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
 NETWORK_INTERFACE = "eth0"
 """The interface each container's hosts talk over (written to resourceconfig.json)."""
@@ -126,7 +126,9 @@ class SageMakerTwin:
             when the twin interrupts it once, as EC2 reclaims spot instances (see :meth:`interrupt`).
         short_toolkit_waits: Cut the training toolkit's fixed sleeps after an MPI or SMDDP launch (30 s on the
             leader after ``mpirun``, 30 s on each worker) to at most 1 s, in the kit's image (``image/train.py``).
-            Not SageMaker's behaviour, which keeps them: the answer lists it under ``Twin.Warnings``.
+            Not SageMaker's behaviour, which keeps them: the answer lists it under ``Twin.Warnings``. None: cut
+            when ``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1`` is in this process's environment (a default for every twin
+            job of a shell or a test run), kept otherwise.
 
     Raises:
         ConfigurationError: A setting is out of range, ``checkpoints`` is given for a request without
@@ -150,7 +152,7 @@ class SageMakerTwin:
         output: str | None = None,
         checkpoints: str | None = None,
         interrupt_after: float | None = None,
-        short_toolkit_waits: bool = False,
+        short_toolkit_waits: bool | None = None,
     ) -> None:
         timings = [("stop_grace", stop_grace), ("checkpoint_sync_seconds", checkpoint_sync_seconds)]
         if interrupt_after is not None:
@@ -187,6 +189,7 @@ class SageMakerTwin:
         self._checkpoint_sync: FolderSync | None = None  # made with the request's S3 client, in run()
         self._tensorboard_sync: FolderSync | None = None
         self.interrupt_after = interrupt_after
+        short_toolkit_waits = cut_toolkit_waits(short_toolkit_waits)
         self.short_toolkit_waits = short_toolkit_waits
         self._twin_choices = [SHORT_WAITS_WARNING] if short_toolkit_waits else []
         self._interrupt_at: float | None = None  # monotonic time of the interruption interrupt_after asks for
@@ -768,6 +771,12 @@ class _Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+def cut_toolkit_waits(choice: bool | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether a twin job cuts the training toolkit's fixed sleeps: ``choice`` when given, else whether
+    ``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1`` is in ``environ`` (the same switch the kit's image reads in a container)."""
+    return choice if choice is not None else environ.get(SHORT_TOOLKIT_WAITS) == "1"
 
 
 def replay_job_name(name: str) -> str:

@@ -115,27 +115,34 @@ def test_a_script_runs_on_two_hosts_in_one_command(kit_image: str, tmp_path: Pat
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.faithful_toolkit_waits  # the environment's switch is set below, per case
 @pytest.mark.usefixtures("no_leftovers")
-def test_short_toolkit_waits_cut_the_leaders_30_s_and_the_answer_says_so(kit_image: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("option, switch, cut", [("--short-toolkit-waits", "0", True),
+                                                 ("--no-short-toolkit-waits", "1", False)])
+def test_short_toolkit_waits_cut_the_leaders_30_s_and_the_answer_says_so(
+    option: str, switch: str, cut: bool, kit_image: str, tmp_path: Path
+) -> None:
     """A 2-host SMDDP job with --short-toolkit-waits: the toolkit's leader waits at most a second between writing
-    the workers' status files and finishing (SageMaker's toolkit sleeps 30 s there), and Twin.Warnings says so."""
+    the workers' status files and finishing (SageMaker's toolkit sleeps 30 s there), and Twin.Warnings says so. With
+    --no-short-toolkit-waits the 30 s are kept, even when SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1 is in the environment."""
     output = tmp_path / "out"
     done = _smddp_local(
         ["allreduce.py", "--source-dir", str(REPO / "tests" / "local_mode" / "scripts"), "--instance-count", "2",
-         "--distribution", "smddp", "--backend", "docker", "--short-toolkit-waits", "--output", str(output),
-         "--job-name", "short-waits", "--max-run", "600", "--stop-grace", "10"],
-        env=_without_aws_credentials(tmp_path), timeout=800,
+         "--distribution", "smddp", "--backend", "docker", option, "--output", str(output),
+         "--job-name", "toolkit-waits", "--max-run", "600", "--stop-grace", "10"],
+        env={**_without_aws_credentials(tmp_path), "SMDDP_TWIN_SHORT_TOOLKIT_WAITS": switch}, timeout=800,
     )
     assert done.returncode == 0, done.stderr[-5000:]
     described = json.loads(done.stdout)
     assert described["TrainingJobStatus"] == "Completed"
-    assert SHORT_WAITS_WARNING in described["Twin"]["Warnings"]
-    assert f"warning: {SHORT_WAITS_WARNING}" in done.stderr
-    leader = (output / "short-waits" / "logs" / "algo-1.log").read_text()
+    assert (SHORT_WAITS_WARNING in described["Twin"]["Warnings"]) is cut
+    assert (f"warning: {SHORT_WAITS_WARNING}" in done.stderr) is cut
+    leader = (output / "toolkit-waits" / "logs" / "algo-1.log").read_text()
     stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in leader.splitlines()
               if "status file from leader node" in line]
     assert len(stamps) == 2, leader[-3000:]  # "Begin writing ..." and "Finished writing ..."
-    assert (stamps[1] - stamps[0]).total_seconds() < 10, stamps
+    waited = (stamps[1] - stamps[0]).total_seconds()
+    assert waited < 10 if cut else waited >= 29, stamps
 
 
 # -- refusals: before anything starts ------------------------------------------------------------------------------

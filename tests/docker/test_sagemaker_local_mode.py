@@ -7,8 +7,10 @@ internal network of its own engine (so the hosts reach only each other) and remo
 
 from __future__ import annotations
 
+import fcntl
 import json
 import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,11 @@ from smddp_compat.image.commands import capture
 pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("sdk-local-mode")]
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+#: docker compose's containers (the SDK's; the twin's are not compose's), and those of them on ``sagemaker-local``.
+COMPOSE = ("ps", "--all", "--quiet", "--filter", "label=com.docker.compose.project")
+ON_THE_NETWORK = (*COMPOSE, "--filter", "network=sagemaker-local")
+#: One holder of ``sagemaker-local`` at a time, across pytest-xdist workers.
+LOCK = Path(tempfile.gettempdir()) / "smddp-tests-sagemaker-local.lock"
 
 
 @pytest.fixture
@@ -41,37 +48,47 @@ def sdk_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def sdk_network(docker_engine: Engine) -> Iterator[None]:
-    """``sagemaker-local`` as an internal network; the SDK's leftover (docker compose) containers and the network removed
-    after."""
+    """``sagemaker-local`` as an internal network, held by one test at a time; the SDK's (docker compose) containers
+    and the network removed after.
+
+    The SDK hard-codes the network's name, so every test here takes one lock file, whichever pytest-xdist worker runs
+    it (the ``xdist_group`` mark keeps them on one worker; the lock holds even if it did not). Compose containers still
+    on the network when the lock is taken are a previous holder's leftovers and are removed first."""
 
     def listing(*what: str) -> set[str]:
         code, output = capture([docker_engine.docker, *what], timeout=60)
         assert code == 0, output
         return set(output.split())
 
-    # Only docker compose's containers are the SDK's: a twin job of another pytest-xdist worker keeps its own.
-    compose = ("ps", "--all", "--quiet", "--filter", "label=com.docker.compose.project")
+    def remove(containers: set[str]) -> None:
+        if containers:
+            capture([docker_engine.docker, "rm", "--force", *sorted(containers)], timeout=120)
+
     def remove_network() -> None:
         # The engine may still be detaching the last job's containers: try again for a while.
         deadline = time.monotonic() + 60
         while capture([docker_engine.docker, "network", "rm", "sagemaker-local"], timeout=60)[0] != 0:
             if "sagemaker-local" not in listing("network", "ls", "--format", "{{.Name}}"):
                 return
+            remove(listing(*ON_THE_NETWORK))
             assert time.monotonic() < deadline, "the sagemaker-local network could not be removed within 60 s"
             time.sleep(1)
 
-    containers = listing(*compose)
-    remove_network()  # a previous SDK test's, whose removal did not finish (only this module's group uses the name)
-    code, output = capture([docker_engine.docker, "network", "create", "--internal", "sagemaker-local"], timeout=60)
-    assert code == 0, output
-    try:
-        yield
-    finally:
-        new = sorted(listing(*compose) - containers)
-        if new:
-            capture([docker_engine.docker, "rm", "--force", *new], timeout=120)
+    with open(LOCK, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        remove(listing(*ON_THE_NETWORK))
         remove_network()
-    assert listing(*compose) == containers
+        before = listing(*COMPOSE)
+        code, output = capture([docker_engine.docker, "network", "create", "--internal", "sagemaker-local"], timeout=60)
+        assert code == 0, output
+        try:
+            yield
+        finally:
+            new = listing(*COMPOSE) - before
+            remove(new)
+            remove_network()
+        left = listing(*COMPOSE) & new
+        assert not left, f"the SDK's containers could not be removed: {sorted(left)}"
 
 
 CASES = {

@@ -48,6 +48,10 @@ def test_short_toolkit_waits_reach_the_twin_and_are_refused_by_the_process_backe
     monkeypatch.setattr(DockerBackend, "run", lambda self, job: ran.append(self) or _completed())
     assert cli.main([str(script), "--backend", "docker", "--short-toolkit-waits"]) == 0
     assert ran[0].short_toolkit_waits is True
+    assert cli.main([str(script), "--backend", "docker", "--no-short-toolkit-waits"]) == 0
+    assert ran[1].short_toolkit_waits is False
+    assert cli.main([str(script), "--backend", "docker"]) == 0
+    assert ran[2].short_toolkit_waits is None  # the twin's default: the environment's switch
     capsys.readouterr()
     assert cli.main([str(script), "--short-toolkit-waits"]) == 2
     error = capsys.readouterr().err
@@ -108,3 +112,14 @@ def test_both_backends_return_one_outcome_shape(scripts_dir, tmp_path):
     assert twin("Failed", "Failed", {}).exit_code == 1
     assert twin("Stopped", "MaxRuntimeExceeded", {"algo-1": 143}).exit_code == 124
     assert twin("Stopped", "Stopped", {"algo-1": 143}).exit_code == 143
+
+
+@pytest.mark.parametrize("choice, environ, cut", [
+    (None, {}, False), (None, {"SMDDP_TWIN_SHORT_TOOLKIT_WAITS": "1"}, True),
+    (None, {"SMDDP_TWIN_SHORT_TOOLKIT_WAITS": "0"}, False), (False, {"SMDDP_TWIN_SHORT_TOOLKIT_WAITS": "1"}, False),
+    (True, {}, True),
+])
+def test_the_toolkits_waits_are_kept_unless_the_option_or_the_environment_cuts_them(choice, environ, cut):
+    from smddp_compat.local_mode.docker.twin import cut_toolkit_waits
+
+    assert cut_toolkit_waits(choice, environ) is cut
