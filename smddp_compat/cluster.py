@@ -585,3 +585,54 @@ def dtensor_environments(
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(first + d) for d in range(devices_per_client))
         envs.append(env)
     return envs
+
+
+@dataclass(frozen=True)
+class HostCapacity:
+    """What one host offers a job's processes.
+
+    Attributes:
+        name: The host as the messages name it (an instance type, or ``this machine``).
+        slots: Processes one host holds at most: its GPUs, else its vCPUs or CPU cores; None when unknown.
+        gpus: Its GPUs (0: DTensor clients use virtual CPU devices).
+        slot_unit: What a CPU slot is called (``vCPU``, ``CPU core``).
+        larger: How to get a larger host, for the fix of a message (None: there is no larger one).
+        shared_by: How many hosts share these slots (local hosts all share this machine): a strategy that fills a
+            host by default takes its share, ``slots // shared_by``.
+    """
+
+    name: str
+    slots: int | None
+    gpus: int = 0
+    slot_unit: str = "vCPU"
+    larger: str | None = None
+    shared_by: int = 1
+
+    @classmethod
+    def instance(cls, name: str, vcpus: int, gpus: int) -> HostCapacity:
+        """A SageMaker instance type: one process per GPU, or per vCPU on CPU types, fits."""
+        return cls(name, gpus or vcpus, gpus, "vCPU", "a larger instance type")
+
+    @classmethod
+    def this_machine(cls, cores: int | None, hosts: int = 1) -> HostCapacity:
+        """This machine, which the job's ``hosts`` local hosts share: its CPU cores (None: unknown), no GPU.
+
+        One rule for every local entry (``smddp local``, ``JobSpec``, the estimators' ``local_process``): a host may
+        run up to all the cores' worth of processes (more processes than cores in all is warned about when the job
+        starts, not refused), and a strategy that fills a host by default takes its share of the cores.
+        """
+        return cls("this machine (shared by every local host)", cores, 0, "CPU core", shared_by=max(1, hosts))
+
+    @property
+    def default_slots(self) -> int:
+        """The processes a strategy that fills a host runs by default: its slots (its share of them), at least 1."""
+        return max(1, (self.slots or 1) // self.shared_by)
+
+    @property
+    def is_gpu(self) -> bool:
+        """True when the host has GPUs."""
+        return self.gpus > 0
+
+    def describe_slots(self) -> str:
+        """e.g. ``8 GPU(s)`` or ``4 vCPU(s)``."""
+        return f"{self.gpus} GPU(s)" if self.is_gpu else f"{self.slots} {self.slot_unit}(s)"

@@ -17,12 +17,12 @@ Standard library only: this module ships inside the uploaded code and the images
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from smddp_compat.cluster import HostCapacity
 from smddp_compat.errors import ConfigurationError
 from smddp_compat.strategies import (
     ALL_SETTINGS,
@@ -32,6 +32,9 @@ from smddp_compat.strategies import (
     sdk_keys,
     strategy_for_sdk_key,
     strategy_named,
+    Mesh,
+    count_setting,
+    parse_mesh,
     users_of,
 )
 
@@ -52,11 +55,6 @@ __all__ = [
 KINDS: dict[str, str | None] = {name: strategy.sdk_key for name, strategy in STRATEGIES.items()}
 DEFAULT_DTENSOR_PORT = dtensor.DEFAULT_PORT
 DEFAULT_DTENSOR_JOB_NAME = dtensor.DEFAULT_JOB_NAME
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-Mesh = tuple[tuple[str, int], ...]
-"""A DTensor mesh: its dimensions in order, e.g. ``(("batch", 4), ("model", 2))``."""
-
 
 @dataclass(frozen=True)
 class FieldNames:
@@ -98,126 +96,6 @@ class FieldNames:
         return cls(kind=kind, **{name: f"{prefix}[{name!r}]" for name in ALL_SETTINGS})
 
 
-@dataclass(frozen=True)
-class HostCapacity:
-    """What one host offers a job's processes.
-
-    Attributes:
-        name: The host as the messages name it (an instance type, or ``this machine``).
-        slots: Processes one host holds at most: its GPUs, else its vCPUs or CPU cores; None when unknown.
-        gpus: Its GPUs (0: DTensor clients use virtual CPU devices).
-        slot_unit: What a CPU slot is called (``vCPU``, ``CPU core``).
-        larger: How to get a larger host, for the fix of a message (None: there is no larger one).
-        shared_by: How many hosts share these slots (local hosts all share this machine): a strategy that fills a
-            host by default takes its share, ``slots // shared_by``.
-    """
-
-    name: str
-    slots: int | None
-    gpus: int = 0
-    slot_unit: str = "vCPU"
-    larger: str | None = None
-    shared_by: int = 1
-
-    @classmethod
-    def instance(cls, name: str, vcpus: int, gpus: int) -> HostCapacity:
-        """A SageMaker instance type: one process per GPU, or per vCPU on CPU types, fits."""
-        return cls(name, gpus or vcpus, gpus, "vCPU", "a larger instance type")
-
-    @classmethod
-    def this_machine(cls, cores: int | None, hosts: int = 1) -> HostCapacity:
-        """This machine, which the job's ``hosts`` local hosts share: its CPU cores (None: unknown), no GPU.
-
-        One rule for every local entry (``smddp local``, ``JobSpec``, the estimators' ``local_process``): a host may
-        run up to all the cores' worth of processes (more processes than cores in all is warned about when the job
-        starts, not refused), and a strategy that fills a host by default takes its share of the cores.
-        """
-        return cls("this machine (shared by every local host)", cores, 0, "CPU core", shared_by=max(1, hosts))
-
-    @property
-    def default_slots(self) -> int:
-        """The processes a strategy that fills a host runs by default: its slots (its share of them), at least 1."""
-        return max(1, (self.slots or 1) // self.shared_by)
-
-    @property
-    def is_gpu(self) -> bool:
-        """True when the host has GPUs."""
-        return self.gpus > 0
-
-    def describe_slots(self) -> str:
-        """e.g. ``8 GPU(s)`` or ``4 vCPU(s)``."""
-        return f"{self.gpus} GPU(s)" if self.is_gpu else f"{self.slots} {self.slot_unit}(s)"
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _mesh_items(value: object, name: str) -> list[tuple[object, object]]:
-    if isinstance(value, str):
-        items: list[tuple[object, object]] = []
-        for item in (part.strip() for part in value.split(",")):
-            dim, sep, size = item.partition("=")
-            if not sep:
-                raise ConfigurationError(name, value, f"{item!r} is not DIMENSION=SIZE", "write it as batch=4,model=2")
-            try:
-                items.append((dim.strip(), int(size)))
-            except ValueError:
-                raise ConfigurationError(
-                    name, value, f"size {size!r} of dimension {dim.strip()!r} is not an integer",
-                    "every size must be an integer >= 1",
-                ) from None
-        return items
-    if isinstance(value, Mapping):
-        return list(value.items())
-    if isinstance(value, (list, tuple)) and all(isinstance(i, (list, tuple)) and len(i) == 2 for i in value):
-        return [(i[0], i[1]) for i in value]
-    raise ConfigurationError(
-        name, value, "expected a mapping of dimension name to size",
-        "write it as {'batch': 4, 'model': 2} (or [['batch', 4], ['model', 2]], or batch=4,model=2 on a command line)",
-    )
-
-
-def parse_mesh(value: object, name: str = "dtensor_mesh") -> Mesh | None:
-    """A DTensor mesh from a mapping, a list of (name, size) pairs, or ``batch=4,model=2`` text.
-
-    Args:
-        value: The mesh as given (None: no mesh; the script builds its own).
-        name: The field named in the error.
-
-    Returns:
-        The dimensions in order, or None.
-
-    Raises:
-        ConfigurationError: Not a mesh, no dimension, a name that is not an ASCII identifier or is repeated, or a
-            size that is not an integer >= 1.
-    """
-    if value is None:
-        return None
-    items = _mesh_items(value, name)
-    if not items:
-        raise ConfigurationError(name, value, "the mesh has no dimension", "give at least one, e.g. {'batch': 4}")
-    seen: set[str] = set()
-    mesh = []
-    for dim, size in items:
-        if not isinstance(dim, str) or not _IDENTIFIER.match(dim):
-            raise ConfigurationError(
-                name, value, f"dimension name {dim!r} is not an ASCII identifier",
-                "use ASCII letters, digits and '_', not starting with a digit, e.g. 'batch' or 'model'",
-            )
-        if dim in seen:
-            raise ConfigurationError(
-                name, value, f"dimension name {dim!r} is given twice", "give each dimension once, with one size"
-            )
-        if not _is_int(size) or size < 1:
-            raise ConfigurationError(
-                name, value, f"dimension {dim!r} has size {size!r}", "every size must be an integer >= 1"
-            )
-        seen.add(dim)
-        mesh.append((dim, int(size)))
-    return tuple(mesh)
-
-
 def mesh_option_text(words: list[str] | None, option: str = "--mesh") -> str | None:
     """The ``--mesh`` option of every CLI (``DIM=SIZE,...``) as one text; the older space-separated form
     (``--mesh batch=4 model=2``) is still read, with a note on standard error.
@@ -237,12 +115,6 @@ def mesh_option_text(words: list[str] | None, option: str = "--mesh") -> str | N
               "the space-separated form is still read)", file=sys.stderr)
         return joined
     return words[0]
-
-
-def count_setting(name: str, value: object) -> None:
-    """Refuses a count that is given and not an integer >= 1."""
-    if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
-        raise ConfigurationError(name, value, "must be an integer >= 1", "use a positive integer, e.g. 1")
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,16 @@ Standard library only: the strategies ship inside the uploaded code and the imag
 from __future__ import annotations
 
 from smddp_compat.errors import ConfigurationError
-from smddp_compat.strategies._base import ALL_SETTINGS, JobDriver, LocalCluster, LocalLaunch, ProcessPlan, Strategy
-from smddp_compat.strategies.dtensor import DTensor
+from smddp_compat.strategies._base import (
+    ALL_SETTINGS,
+    JobDriver,
+    LocalCluster,
+    LocalLaunch,
+    ProcessPlan,
+    Strategy,
+    count_setting,
+)
+from smddp_compat.strategies.dtensor import DTensor, Mesh, parse_mesh
 from smddp_compat.strategies.mpi import MPI
 from smddp_compat.strategies.mwms import MultiWorkerMirrored
 from smddp_compat.strategies.none import NoDistribution
@@ -28,6 +36,9 @@ __all__ = [
     "LocalLaunch",
     "JobDriver",
     "ALL_SETTINGS",
+    "Mesh",
+    "count_setting",
+    "parse_mesh",
     "STRATEGIES",
     "NAMES",
     "strategy_named",

@@ -11,20 +11,51 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from smddp_compat import cluster
+from smddp_compat.cluster import HostCapacity
 from smddp_compat.errors import ConfigurationError
 
-if TYPE_CHECKING:
-    from smddp_compat.distribution_config import DistributionConfig, HostCapacity
-
-__all__ = ["Strategy", "ProcessPlan", "LocalCluster", "LocalLaunch", "JobDriver", "ALL_SETTINGS"]
+__all__ = ["Strategy", "DistributionConfig", "count_setting", "is_int", "ProcessPlan", "LocalCluster", "LocalLaunch", "JobDriver", "ALL_SETTINGS"]
 
 #: Every setting a :class:`~smddp_compat.distribution_config.DistributionConfig` holds besides its kind; each
 #: strategy accepts some of them (:attr:`Strategy.settings`).
 ALL_SETTINGS = ("processes_per_host", "custom_mpi_options", "mesh", "devices_per_process", "device_type", "port",
                 "job_name")
+
+
+def is_int(value: object) -> bool:
+    """An ``int`` that is not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def count_setting(name: str, value: object) -> None:
+    """Refuses a count that is given and not an integer >= 1."""
+    if value is not None and (not is_int(value) or value < 1):  # type: ignore[operator]
+        raise ConfigurationError(name, value, "must be an integer >= 1", "use a positive integer, e.g. 1")
+
+
+class DistributionConfig(Protocol):
+    """What a strategy reads of a job's distribution: the settings of
+    :class:`smddp_compat.distribution_config.DistributionConfig`, which calls the strategies (so they know it by this
+    protocol, not by import)."""
+
+    kind: str
+    names: Any
+    processes_per_host: int | None
+    custom_mpi_options: str | None
+    mesh: Any
+    devices_per_process: int | None
+    device_type: str | None
+    port: int
+    job_name: str
+
+    def given_settings(self) -> dict[str, Any]:
+        """The settings given explicitly."""
+
+
+_Config = TypeVar("_Config", bound=DistributionConfig)
 
 
 @dataclass(frozen=True)
@@ -175,7 +206,7 @@ class Strategy:
         """Processes per host when the job does not say."""
         return 1
 
-    def resolve(self, config: DistributionConfig, capacity: HostCapacity, hosts: int) -> DistributionConfig:
+    def resolve(self, config: _Config, capacity: HostCapacity, hosts: int) -> _Config:
         """Fills in the strategy's own defaults once ``processes_per_host`` is known (checked against the host)."""
         return config
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from smddp_compat import cluster
 from smddp_compat.errors import ConfigurationError
-from smddp_compat.strategies._base import JobDriver, LocalCluster, ProcessPlan, Strategy
+from smddp_compat.strategies._base import JobDriver, LocalCluster, ProcessPlan, Strategy, count_setting, is_int
 from smddp_compat.strategies._ports import local_endpoints
 
-__all__ = ["DTensor", "DEFAULT_PORT", "DEFAULT_JOB_NAME", "DEVICE_TYPES", "LAUNCHER_SCRIPT", "LAUNCHER_NAME", "LAUNCHER_CONFIG"]
+__all__ = ["DTensor", "Mesh", "parse_mesh", "DEFAULT_PORT", "DEFAULT_JOB_NAME", "DEVICE_TYPES", "LAUNCHER_SCRIPT", "LAUNCHER_NAME", "LAUNCHER_CONFIG"]
 
 DEFAULT_PORT = 9970
 DEFAULT_JOB_NAME = "worker"
@@ -27,8 +28,73 @@ _MAX_PORT = 65535
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+Mesh = tuple[tuple[str, int], ...]
+"""A DTensor mesh: its dimensions in order, e.g. ``(("batch", 4), ("model", 2))``."""
+
+
+def _mesh_items(value: object, name: str) -> list[tuple[object, object]]:
+    if isinstance(value, str):
+        items: list[tuple[object, object]] = []
+        for item in (part.strip() for part in value.split(",")):
+            dim, sep, size = item.partition("=")
+            if not sep:
+                raise ConfigurationError(name, value, f"{item!r} is not DIMENSION=SIZE", "write it as batch=4,model=2")
+            try:
+                items.append((dim.strip(), int(size)))
+            except ValueError:
+                raise ConfigurationError(
+                    name, value, f"size {size!r} of dimension {dim.strip()!r} is not an integer",
+                    "every size must be an integer >= 1",
+                ) from None
+        return items
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if isinstance(value, (list, tuple)) and all(isinstance(i, (list, tuple)) and len(i) == 2 for i in value):
+        return [(i[0], i[1]) for i in value]
+    raise ConfigurationError(
+        name, value, "expected a mapping of dimension name to size",
+        "write it as {'batch': 4, 'model': 2} (or [['batch', 4], ['model', 2]], or batch=4,model=2 on a command line)",
+    )
+
+
+def parse_mesh(value: object, name: str = "dtensor_mesh") -> Mesh | None:
+    """A DTensor mesh from a mapping, a list of (name, size) pairs, or ``batch=4,model=2`` text.
+
+    Args:
+        value: The mesh as given (None: no mesh; the script builds its own).
+        name: The field named in the error.
+
+    Returns:
+        The dimensions in order, or None.
+
+    Raises:
+        ConfigurationError: Not a mesh, no dimension, a name that is not an ASCII identifier or is repeated, or a
+            size that is not an integer >= 1.
+    """
+    if value is None:
+        return None
+    items = _mesh_items(value, name)
+    if not items:
+        raise ConfigurationError(name, value, "the mesh has no dimension", "give at least one, e.g. {'batch': 4}")
+    seen: set[str] = set()
+    mesh = []
+    for dim, size in items:
+        if not isinstance(dim, str) or not _IDENTIFIER.match(dim):
+            raise ConfigurationError(
+                name, value, f"dimension name {dim!r} is not an ASCII identifier",
+                "use ASCII letters, digits and '_', not starting with a digit, e.g. 'batch' or 'model'",
+            )
+        if dim in seen:
+            raise ConfigurationError(
+                name, value, f"dimension name {dim!r} is given twice", "give each dimension once, with one size"
+            )
+        if not is_int(size) or size < 1:
+            raise ConfigurationError(
+                name, value, f"dimension {dim!r} has size {size!r}", "every size must be an integer >= 1"
+            )
+        seen.add(dim)
+        mesh.append((dim, int(size)))
+    return tuple(mesh)
 
 
 class DTensor(Strategy):
@@ -44,15 +110,13 @@ class DTensor(Strategy):
 
     def check(self, config: Any) -> dict[str, Any]:
         """The mesh (stored parsed), devices, device type, port and job name, each on its own."""
-        from smddp_compat.distribution_config import count_setting, parse_mesh
-
         names = config.names
         mesh = parse_mesh(config.mesh, names.mesh)
         count_setting(names.devices_per_process, config.devices_per_process)
         if config.device_type is not None and config.device_type not in DEVICE_TYPES:
             raise ConfigurationError(names.device_type, config.device_type, "must be 'GPU' or 'CPU'",
                                      "pick one of the two")
-        if not _is_int(config.port) or not 1024 <= config.port <= _MAX_PORT:
+        if not is_int(config.port) or not 1024 <= config.port <= _MAX_PORT:
             raise ConfigurationError(
                 names.port, config.port, f"must be an integer in 1024..{_MAX_PORT}",
                 f"use the default {DEFAULT_PORT} or a free port",
