@@ -599,7 +599,7 @@ def _prepare_docker(ctx: RunContext, say: Callable[[str], None]) -> None:
     from smddp_compat.image import DockerUnavailableError, find_engine
 
     try:
-        engine = find_engine(need_compose=False)
+        engine = find_engine()
     except DockerUnavailableError as exc:
         ctx.docker_problem = str(exc).splitlines()[0]
         return

@@ -4,7 +4,8 @@ The estimator's fields map onto :class:`smddp_compat.local_mode.JobSpec`: ``inst
 the distribution plan's kind and processes per host, hyperparameters, ``fit(inputs)`` channels (local folders,
 ``file://`` or ``s3://`` URIs), ``output_path`` (a folder, ``file://`` or ``s3://``), ``max_run``, ``environment``,
 ``checkpoint_local_path``, ``metric_definitions``. A DTensor mesh and devices per client go to local_mode's own DTensor settings.
-``custom_mpi_options`` have no meaning there (ranks start over Gloo, not mpirun) and are ignored with a warning.
+``custom_mpi_options`` have no meaning there (ranks start over Gloo, or one host's ranks as the kit's own mpirun
+group, which takes none of the job's mpirun options) and are ignored with a warning.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def build_job_spec(
     local_mode = _local_mode()
     if plan.custom_mpi_options:
         logger.warning(
-            "custom_mpi_options %r are ignored by instance_type='local_process' (ranks start over Gloo, not mpirun)",
+            "custom_mpi_options %r are ignored by instance_type='local_process' (ranks start over Gloo, or as the "
+            "kit's own mpirun group on one host, without the job's mpirun options)",
             plan.custom_mpi_options,
         )
     output = output_path or DEFAULT_LOCAL_OUTPUT

@@ -55,7 +55,8 @@ _ADDED_NAMES = ("smddp_compat", "smdistributed", DTENSOR_LAUNCHER, DTENSOR_CONFI
 def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
     """Copies the ``smddp_compat`` package a job ships: the runtime (its API, launcher, cluster and contract
     modules), without the kit's parts an installed kit holds inside it (estimators, local mode, entry points, bench:
-    in a container, ``smddp_compat.__path__`` reaches the image's own).
+    in a container, ``smddp_compat.__path__`` reaches the image's own) and without its commands
+    (:data:`smddp_compat.COMMAND_MODULES`).
 
     Args:
         destination: Where the copy goes (created).
@@ -69,7 +70,8 @@ def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
     source = compat_package_dir()
     # The parts sit inside the package only in an installed kit; a checkout keeps them beside it.
     parts = {os.path.join(source, part) for part in smddp_compat.NAMESPACE_PARTS}
-    return copy_filtered(source, destination, patterns, leave_out=parts)
+    commands = {os.path.join(source, f"{module}.py") for module in smddp_compat.COMMAND_MODULES}
+    return copy_filtered(source, destination, patterns, leave_out=parts | commands)
 
 
 def copy_filtered(

@@ -11,7 +11,7 @@
 - ``smddp image`` (:mod:`~smddp_compat.image.__main__`): build the image, or reuse it, and print its tag.
 
     >>> from smddp_compat.image import ensure_image, find_engine, host_base_recipe   # doctest: +SKIP
-    >>> ensure_image(find_engine(need_compose=False), base=host_base_recipe()).tag   # doctest: +SKIP
+    >>> ensure_image(find_engine(), base=host_base_recipe()).tag   # doctest: +SKIP
     'smddp-compat:7f1bb1d263adada8'
 
 Importing this package imports only the standard library (and :mod:`smddp_compat.errors`).

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         build = ensure_image(
-            find_engine(need_compose=False),
+            find_engine(),
             base=host_base_recipe(),
             reuse_host_wheel=not args.build_horovod,
             force=args.force,

@@ -1,4 +1,4 @@
-"""Finding the Docker engine: the docker CLI, docker compose (v2 plugin or v1 program), a daemon that answers.
+"""Finding the Docker engine: the docker CLI and a daemon that answers.
 
 The image is built with it (:mod:`smddp_compat.image.build`) and the SageMaker twin runs its containers on it
 (:mod:`smddp_compat.local_mode.docker`).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from smddp_compat.image.commands import capture
 from smddp_compat.image.errors import DockerUnavailableError
 
-__all__ = ["Engine", "find_compose", "find_engine"]
+__all__ = ["Engine", "find_engine"]
 
 _CHECK_SECONDS = 20.0
 _USE_PROCESS_BACKEND = "or run the job without containers: `smddp local --backend process ...`"
@@ -27,20 +27,13 @@ class Engine:
 
     Attributes:
         docker: Path of the docker CLI.
-        compose: The compose command prefix (``[docker, "compose"]`` for v2, ``["docker-compose"]`` for v1).
         server_version: The daemon's version.
         docker_host: ``DOCKER_HOST`` as the CLI uses it (empty: the default socket).
     """
 
     docker: str
-    compose: tuple[str, ...]
     server_version: str
     docker_host: str
-
-    @property
-    def compose_v2(self) -> bool:
-        """True when compose is the v2 plugin (``docker compose``)."""
-        return len(self.compose) == 2
 
 
 def _start_hint(docker_host: str) -> str:
@@ -52,53 +45,25 @@ def _start_hint(docker_host: str) -> str:
     )
 
 
-def find_compose(docker: str) -> tuple[str, ...]:
-    """The compose command: ``docker compose`` (v2) when the plugin is there, else ``docker-compose`` (v1).
-
-    Args:
-        docker: Path of the docker CLI.
-
-    Returns:
-        The command prefix.
-
-    Raises:
-        DockerUnavailableError: Neither is installed.
-    """
-    code, _ = capture([docker, "compose", "version"], timeout=_CHECK_SECONDS)
-    if code == 0:
-        return (docker, "compose")
-    legacy = shutil.which("docker-compose")
-    if legacy:
-        return (legacy,)
-    raise DockerUnavailableError(
-        "docker compose is not installed (neither the `docker compose` plugin nor `docker-compose`). Install it: "
-        f"`sudo apt-get install docker-compose` (Debian/Ubuntu) or Docker's compose plugin; {_USE_PROCESS_BACKEND}"
-    )
-
-
-def find_engine(*, need_compose: bool = True) -> Engine:
+def find_engine() -> Engine:
     """Checks that Docker can be used now.
-
-    Args:
-        need_compose: Also require docker compose.
 
     Returns:
         The engine.
 
     Raises:
-        DockerUnavailableError: The docker CLI or compose is missing, or the daemon does not answer; the message says
+        DockerUnavailableError: The docker CLI is missing, or the daemon does not answer; the message says
             how to install or start it, or to use the process backend.
     """
     docker = shutil.which("docker")
     if docker is None:
         raise DockerUnavailableError(
             "the docker CLI is not installed (no `docker` on PATH). Install Docker: "
-            f"`sudo apt-get install docker.io docker-compose` (Debian/Ubuntu); {_USE_PROCESS_BACKEND}"
+            f"`sudo apt-get install docker.io` (Debian/Ubuntu); {_USE_PROCESS_BACKEND}"
         )
     docker_host = os.environ.get("DOCKER_HOST", "")
     code, output = capture([docker, "version", "--format", "{{.Server.Version}}"], timeout=_CHECK_SECONDS)
     if code != 0 or not output or "\n" in output:
         detail = f" (docker said: {output.splitlines()[-1]})" if output else ""
         raise DockerUnavailableError(_start_hint(docker_host) + detail)
-    compose = find_compose(docker) if need_compose else ()
-    return Engine(docker=docker, compose=compose, server_version=output, docker_host=docker_host)
+    return Engine(docker=docker, server_version=output, docker_host=docker_host)

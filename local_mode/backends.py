@@ -1,4 +1,4 @@
-"""The two ways local mode runs a job, behind one typed protocol.
+"""The two ways local mode runs a job, each returning a :class:`JobOutcome`.
 
 * :class:`ProcessBackend` (``smddp local``'s default): this machine's processes, one ``/opt/ml`` tree per simulated
   host; it receives the checked job (:class:`~local_mode.spec.JobSpec`) and plans every process with
@@ -15,7 +15,7 @@ CLI returns (0 completed, the failed process's code or 1, 124 past the time limi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import IO, TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from smddp_compat.local_mode.docker.request import TrainingJobRequest
@@ -23,10 +23,7 @@ if TYPE_CHECKING:
     from smddp_compat.local_mode.result import JobResult
     from smddp_compat.local_mode.spec import JobSpec
 
-__all__ = ["JobOutcome", "Backend", "ProcessBackend", "DockerBackend", "BACKENDS"]
-
-JobT = TypeVar("JobT", contravariant=True)
-
+__all__ = ["JobOutcome", "ProcessBackend", "DockerBackend"]
 
 @runtime_checkable
 class JobOutcome(Protocol):
@@ -44,20 +41,6 @@ class JobOutcome(Protocol):
     @property
     def exit_code(self) -> int:
         """The exit code ``smddp local`` returns for the job."""
-        ...
-
-
-class Backend(Protocol, Generic[JobT]):
-    """Runs one checked job on this machine to its end."""
-
-    name: ClassVar[str]
-
-    def run(self, job: JobT) -> JobOutcome:
-        """Runs ``job`` and returns how it ended (a failed job is an outcome, not an exception).
-
-        Raises:
-            smddp_compat.errors.SmddpError: The job could not be started (nothing is left running).
-        """
         ...
 
 
@@ -144,7 +127,3 @@ class DockerBackend:
             checkpoints=self.checkpoints, interrupt_after=self.interrupt_after,
             short_toolkit_waits=self.short_toolkit_waits, **options,
         ).run()
-
-
-#: The backends by the name ``--backend`` takes.
-BACKENDS: dict[str, type] = {ProcessBackend.name: ProcessBackend, DockerBackend.name: DockerBackend}

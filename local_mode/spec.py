@@ -426,11 +426,6 @@ class JobSpec:
         return [f"algo-{index}" for index in range(1, self.instance_count + 1)]
 
     @property
-    def world_size(self) -> int:
-        """H x P: the number of processes the job starts."""
-        return self.instance_count * self.processes_per_host
-
-    @property
     def devices_per_client(self) -> int | None:
         """Devices each DTensor client should use (given, or mesh size / clients), None when unknown."""
         return self.distribution_config.devices_per_process

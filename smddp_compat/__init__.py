@@ -20,6 +20,10 @@ __version__ = "0.1.0"
 #: The repository's folders that install as ``smddp_compat.<name>``.
 NAMESPACE_PARTS = ("estimators", "local_mode", "entry_points", "bench", "image")
 
+#: This package's modules that are commands, not runtime (the ``smddp`` CLI and what only the CLIs use): a job's
+#: bundle leaves them out, and no module a job ships imports them (pyproject's import-linter layers).
+COMMAND_MODULES = ("cli", "doctor", "job_options", "name_values")
+
 __path__ = _extend_path(__path__, __name__)  # every smddp_compat on sys.path: a shipped copy, then the installed kit
 _checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if _os.path.isfile(_os.path.join(_checkout, "pyproject.toml")) and all(

@@ -365,7 +365,7 @@ def _docker_check(mode: _Mode) -> tuple[Check, Any]:
 
     required = mode.docker_required
     try:
-        engine = find_engine(need_compose=False)
+        engine = find_engine()
     except DockerUnavailableError as exc:
         docker_host = os.environ.get("DOCKER_HOST", "")
         where = f"DOCKER_HOST={docker_host}" if docker_host else "the default socket (DOCKER_HOST is not set)"

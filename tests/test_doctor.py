@@ -73,7 +73,7 @@ def docker_env() -> dict[str, str]:
     saved = os.environ.get("DOCKER_HOST")
     os.environ["DOCKER_HOST"] = env["DOCKER_HOST"]
     try:
-        find_engine(need_compose=False)
+        find_engine()
     except DockerUnavailableError as exc:
         skip_or_fail_without_docker(exc)
     finally:

@@ -96,7 +96,7 @@ def prepare(config: BenchConfig, stream: IO[str] = sys.stdout) -> None:
     from smddp_compat.image import DockerError, ensure_image, find_engine, host_base_recipe
 
     try:
-        engine = find_engine(need_compose=False)
+        engine = find_engine()
         build = ensure_image(engine, base=host_base_recipe(), progress=stream)
     except DockerError as exc:
         print(f"startup: the twin's rows will be n/a: {exc}", file=stream, flush=True)

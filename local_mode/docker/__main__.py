@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
-        engine = find_engine(need_compose=False)
+        engine = find_engine()
         if args.command == "check":
             print(f"docker {engine.server_version} at {engine.docker_host or 'the default socket'}")
             return 0

@@ -462,7 +462,7 @@ def replay_spec(
     destination = job_destination(spec.output_path, job.job_name)
     if isinstance(destination, S3Location):
         check_s3_destination(destination, "output_path", job.job_name)
-    engine = find_engine(need_compose=False)
+    engine = find_engine()
     _tell(stream, "the kit's image: checking it (built on first use, which takes several minutes; progress follows)")
     build = ensure_image(engine, base=host_base_recipe(), stream=stream)
     _tell(stream, f"the kit's image: {build.tag} ({'built' if build.built else 'already present'}, "

@@ -173,7 +173,7 @@ class SageMakerTwin:
         self.checkpoint_sync_seconds = checkpoint_sync_seconds
         self.keep = keep
         self._s3_factory = s3_client_factory
-        self.engine = engine or find_engine(need_compose=False)
+        self.engine = engine or find_engine()
         for image in {request.image, LATEST_TAG}:
             if not image_exists(self.engine, image):
                 raise ImageNotFoundError(image)

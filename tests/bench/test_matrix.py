@@ -154,7 +154,7 @@ def _docker_or_skip() -> None:
     from smddp_compat.image import DockerUnavailableError, find_engine
 
     try:
-        find_engine(need_compose=False)
+        find_engine()
     except DockerUnavailableError as exc:
         skip_or_fail_without_docker(exc)
 

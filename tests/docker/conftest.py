@@ -30,7 +30,7 @@ def docker_engine() -> Engine:
     """A Docker engine that answers; without one, skips the test (counted in the terminal summary), or fails it
     under CI."""
     try:
-        return find_engine(need_compose=False)
+        return find_engine()
     except DockerUnavailableError as exc:
         skip_or_fail_without_docker(exc)
         raise

@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+import smddp_compat
+
 from tests.estimators.conftest import ACCESS_KEY, ROLE, SECRET_KEY, tar_members
 
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
@@ -73,6 +75,10 @@ def test_smdistributed_is_sagemakers_smddp_launch_with_compat_shipped(aws, tiny_
     assert "smdistributed/dataparallel/tensorflow/__init__.py" in members
     assert b"smddp_compat.tensorflow" in members["smdistributed/dataparallel/tensorflow/__init__.py"]
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in members)
+    # Only the runtime travels: no command module (the smddp CLI, doctor) and none of the kit's other parts.
+    shipped = {name.split("/")[1].removesuffix(".py") for name in members if name.startswith("smddp_compat/")}
+    assert "launcher" in shipped and "contract" in shipped, sorted(shipped)
+    assert not shipped & {*smddp_compat.COMMAND_MODULES, *smddp_compat.NAMESPACE_PARTS}, sorted(shipped)
     # The estimator's own fields are restored after fit (the staged directory is gone).
     assert est.entry_point == tiny_script and est.source_dir is None
 

@@ -92,10 +92,9 @@ def test_both_backends_return_one_outcome_shape(scripts_dir, tmp_path):
     from datetime import datetime, timezone
 
     from smddp_compat.local_mode import JobSpec
-    from smddp_compat.local_mode.backends import BACKENDS, DockerBackend, JobOutcome, ProcessBackend
+    from smddp_compat.local_mode.backends import JobOutcome, ProcessBackend
     from smddp_compat.local_mode.docker.twin import TwinResult
 
-    assert BACKENDS == {"process": ProcessBackend, "docker": DockerBackend}
     spec = JobSpec("fail_or_sleep.py", source_dir=str(scripts_dir), instance_count=2, output_path=str(tmp_path),
                    hyperparameters={"fail-index": 1, "delay": 0.2, "sleep": 30})
     failed = ProcessBackend(stream=open(tmp_path / "console.txt", "w")).run(spec)

@@ -114,7 +114,7 @@ def _fake_docker(tmp_path: Path, recorded: bytes) -> Engine:
     docker = tmp_path / "docker"
     docker.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.buffer.write(open({str(data)!r}, 'rb').read())\n")
     docker.chmod(0o755)
-    return Engine(docker=str(docker), compose=(), server_version="test", docker_host="")
+    return Engine(docker=str(docker), server_version="test", docker_host="")
 
 
 @pytest.mark.processes

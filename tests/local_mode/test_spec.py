@@ -118,7 +118,7 @@ def test_good_spec_is_normalised(project: Path) -> None:
     )
     assert spec.distribution is Distribution.SMDDP
     assert spec.entry_point == "train.py" and spec.entry_point_path == str(project / "src" / "train.py")
-    assert spec.hosts == ["algo-1", "algo-2"] and spec.world_size == 4
+    assert spec.hosts == ["algo-1", "algo-2"] and spec.processes_per_host == 2
     assert spec.channels["train"] == str(project / "data")
     assert spec.output_path == str(project / "out")
     assert spec.job_name is not None and spec.job_name.startswith("train-")
