@@ -21,17 +21,21 @@ its fixture, so it cannot forget either.
 ``--tier NAMES`` (comma-separated) runs the tests of those tiers only; ``bash tests/run`` runs every tier, the
 fast tier first and stopping at its first failure (what ``.ci/run`` calls). Tests run side by side in the last tier
 must not disturb each other's jobs: a Docker test removes or checks only its own containers and networks, and tests
-that share a fixed name (the SDK local mode's ``sagemaker-local`` network) carry one ``xdist_group``::
+that share something fixed (the SDK local mode's ``sagemaker-local`` network; both cores, for the bench and matrix
+smokes) hold one lock, :func:`one_at_a_time` (pytest-xdist's ``xdist_group`` does nothing under pytest 9.2: xdist
+3.8 renames the test through an attribute pytest no longer reads)::
 
     .venv/bin/pytest --tier unit -x
-    .venv/bin/pytest --tier processes
-    .venv/bin/pytest --tier docker,e2e -n 2 --dist loadgroup
+    .venv/bin/pytest --tier processes -n 2
+    .venv/bin/pytest --tier docker,e2e -n 3
 """
 
 from __future__ import annotations
 
 import _posixsubprocess
+import fcntl
 import os
+import tempfile
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -54,6 +58,15 @@ the toolkit's fixed 30 s sleeps after an MPI or SMDDP launch cut to 1 s, about 3
 
 _VIOLATIONS = pytest.StashKey[dict[str, list[str]]]()
 _TIER = pytest.StashKey[str]()
+
+
+@contextmanager
+def one_at_a_time(name: str) -> Iterator[None]:
+    """Holds the machine-wide lock ``name`` for the block: one holder at a time, whichever pytest-xdist worker (or
+    pytest run) asks; released when the block ends, also if the process dies."""
+    with open(Path(tempfile.gettempdir()) / f"smddp-tests-{name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def tier_of(item: pytest.Item) -> str:

@@ -15,16 +15,13 @@ import pytest
 from smddp_compat.bench.measurements import MEASUREMENTS
 
 pytestmark = pytest.mark.e2e
-#: The bench and matrix smokes keep both cores busy with real training jobs: under pytest-xdist they share one worker,
-#: one after the other, while the other worker runs the tests whose time is waiting (the twin's).
-CPU_BOUND_GROUP = "cpu-bound-smokes"
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.timeout(1300)  # one round of every measurement's real jobs, the twin's among them (each code path once)
-@pytest.mark.xdist_group(CPU_BOUND_GROUP)
+@pytest.mark.usefixtures("cores_to_itself")
 def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
     out = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(REPO)}

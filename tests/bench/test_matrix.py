@@ -14,7 +14,6 @@ import pytest
 from smddp_compat.bench import matrix
 from smddp_compat.bench.matrix import Cell, declared_not_runnable
 from tests.conftest import skip_or_fail_without_docker
-from tests.bench.test_bench_quick import CPU_BOUND_GROUP
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -160,7 +159,7 @@ def _docker_or_skip() -> None:
 
 
 @pytest.mark.e2e  # Docker (its twin cell) without the docker_engine fixture
-@pytest.mark.xdist_group(CPU_BOUND_GROUP)
+@pytest.mark.usefixtures("cores_to_itself")
 @pytest.mark.timeout(900)  # 6 real jobs, one in Docker: ~2.5 min idle, longer under load
 def test_quick_matrix_runs_and_reports_the_keras3_mwms_fit_failure_with_its_fix(tmp_path: Path) -> None:
     _docker_or_skip()

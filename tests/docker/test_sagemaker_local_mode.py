@@ -7,10 +7,8 @@ internal network of its own engine (so the hosts reach only each other) and remo
 
 from __future__ import annotations
 
-import fcntl
 import json
 import tarfile
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -21,16 +19,15 @@ import pytest
 
 from smddp_compat.image import Engine
 from smddp_compat.image.commands import capture
+from tests.tiers import one_at_a_time
 
-# One network name for every SDK local-mode job (sagemaker-local): its tests share one pytest-xdist worker.
-pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("sdk-local-mode")]
+# One network name for every SDK local-mode job (sagemaker-local): its tests hold one lock (sdk_network).
+pytestmark = [pytest.mark.timeout(900)]
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 #: docker compose's containers (the SDK's; the twin's are not compose's), and those of them on ``sagemaker-local``.
 COMPOSE = ("ps", "--all", "--quiet", "--filter", "label=com.docker.compose.project")
 ON_THE_NETWORK = (*COMPOSE, "--filter", "network=sagemaker-local")
-#: One holder of ``sagemaker-local`` at a time, across pytest-xdist workers.
-LOCK = Path(tempfile.gettempdir()) / "smddp-tests-sagemaker-local.lock"
 
 
 @pytest.fixture
@@ -52,9 +49,9 @@ def sdk_network(docker_engine: Engine) -> Iterator[None]:
     """``sagemaker-local`` as an internal network, held by one test at a time; the SDK's (docker compose) containers
     and the network removed after.
 
-    The SDK hard-codes the network's name, so every test here takes one lock file, whichever pytest-xdist worker runs
-    it (the ``xdist_group`` mark keeps them on one worker; the lock holds even if it did not). Compose containers still
-    on the network when the lock is taken are a previous holder's leftovers and are removed first."""
+    The SDK hard-codes the network's name, so every test here holds one lock (:func:`tests.tiers.one_at_a_time`),
+    whichever pytest-xdist worker runs it. Compose containers still on the network when the lock is taken are a
+    previous holder's leftovers and are removed first."""
 
     def listing(*what: str) -> set[str]:
         code, output = capture([docker_engine.docker, *what], timeout=60)
@@ -75,8 +72,7 @@ def sdk_network(docker_engine: Engine) -> Iterator[None]:
             assert time.monotonic() < deadline, "the sagemaker-local network could not be removed within 60 s"
             time.sleep(1)
 
-    with open(LOCK, "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+    with one_at_a_time("sagemaker-local"):
         leftovers = listing(*ON_THE_NETWORK)
         if leftovers or "sagemaker-local" in listing("network", "ls", "--format", "{{.Name}}"):
             # Said, not failed: which job leaves them is still to be found (seen twice in CI, never alone).

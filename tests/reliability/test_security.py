@@ -199,7 +199,8 @@ def test_custom_mpi_options_reach_local_process_literally_and_are_not_run(
     ignored = [r.getMessage() for r in caplog.records if "are ignored by instance_type='local_process'" in
                r.getMessage()]
     assert ignored == [f"custom_mpi_options {options!r} are ignored by instance_type='local_process' (ranks start "
-                       "over Gloo, not mpirun)"], caplog.text
+                       "over Gloo, or as the kit's own mpirun group on one host, without the job's mpirun options)"], \
+        caplog.text
     assert not mark.exists()
     assert (tmp_path / "out" / "mpi-options" / "output" / "model.tar.gz").is_file()
 
