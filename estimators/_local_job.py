@@ -131,12 +131,6 @@ class MetricRecorder:
                 self.points.append((round(seconds, 3), definition.name, value))
 
 
-def _secondary_status(status: str, failure_reason: str | None) -> str:
-    if status == "Stopped" and (failure_reason or "").startswith("MaxRuntimeExceeded"):
-        return "MaxRuntimeExceeded"
-    return status
-
-
 def build_description(
     *,
     job_name: str,
@@ -170,7 +164,7 @@ def build_description(
     created = recorder.started
     training_start = created + timedelta(seconds=recorder.training_started or 0.0)
     training_end = min(training_start + timedelta(seconds=result.duration), ended)
-    secondary = _secondary_status(result.status, result.failure_reason)
+    secondary = result.secondary_status
     model = result.artifacts.model
     if model and "://" not in model:
         model = os.path.abspath(model)
@@ -208,7 +202,7 @@ def build_description(
         algorithm["TrainingImage"] = image_uri
     description: dict[str, Any] = {
         "TrainingJobName": job_name,
-        "TrainingJobArn": f"arn:aws:sagemaker:{region}:000000000000:training-job/{job_name.lower()}",
+        "TrainingJobArn": contract.training_job_arn(region, job_name),
         "TrainingJobStatus": result.status,
         "SecondaryStatus": secondary,
         "HyperParameters": contract.encode_hyperparameters(spec.hyperparameters),

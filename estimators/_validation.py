@@ -12,11 +12,12 @@ import re
 import types
 from typing import Any, Mapping
 
-from smddp_compat.estimators.errors import ConfigurationError, raised_as_estimator_errors
+from smddp_compat import contract
+from smddp_compat.estimators.errors import ConfigurationError
 
 __all__ = [
     "check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN",
-    "JOB_NAME_PATTERN", "check_positive_int", "check_positive_seconds", "check_job_name", "check_s3_uri",
+    "check_positive_int", "check_positive_seconds", "check_job_name", "check_s3_uri",
     "known_regions", "check_region", "resolve_region", "check_channel_names",
 ]
 
@@ -133,10 +134,8 @@ def check_channel_names(inputs: object, *, field: str = "inputs") -> None:
     """
     if not isinstance(inputs, Mapping):
         return
-    from smddp_compat.local_mode.spec import channel_name_problem  # the one rule (local_mode's spec is light)
-
     for name in inputs:
-        problem = channel_name_problem(name)
+        problem = contract.channel_name_problem(name)
         if problem is not None:
             raise ConfigurationError(
                 field, name, problem, "use 1-64 letters, digits, '.', '-', '_', other than '.' and '..' "
@@ -172,12 +171,8 @@ def check_hyperparameters(hyperparameters: object, *, local_process: bool = Fals
             raise ConfigurationError(
                 "hyperparameters", key, "every name must be a non-empty string", "rename the hyperparameter"
             )
-        if local_process:
-            # local_mode's own rule (imported here: only local_process jobs load local_mode).
-            from smddp_compat.local_mode.spec import check_hyperparameter_name
-
-            with raised_as_estimator_errors():
-                check_hyperparameter_name(key)
+        if local_process and (problem := contract.hyperparameter_name_problem(key)) is not None:
+            raise ConfigurationError("hyperparameters", key, *problem)
         if hasattr(value, "to_string") and hasattr(value, "expr"):  # a SageMaker pipeline parameter
             continue
         try:
@@ -188,11 +183,6 @@ def check_hyperparameters(hyperparameters: object, *, local_process: bool = Fals
                 "use a str, int, float, bool, list or dict of those",
             ) from None
     return dict(hyperparameters)
-
-
-#: SageMaker's rule for training job names (CreateTrainingJob's TrainingJobName; local_mode uses the same one).
-JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_JOB_NAME_RULE = "1 to 63 letters, digits and '-', starting and ending with a letter or digit (SageMaker's rule)"
 
 
 def _is_pipeline_variable(value: object) -> bool:
@@ -251,15 +241,12 @@ def check_job_name(name: object, field: str = "job_name") -> str:
         The name.
 
     Raises:
-        ConfigurationError: Not a string matching :data:`JOB_NAME_PATTERN` (``_``, ``.``, ``/``, ``..``, a leading
-            or trailing ``-``, or more than 63 characters).
+        ConfigurationError: Not a name by SageMaker's rule (:func:`smddp_compat.contract.job_name_problem`).
     """
-    if not isinstance(name, str) or not JOB_NAME_PATTERN.match(name):
-        raise ConfigurationError(
-            field, name, f"is not a training job name: {_JOB_NAME_RULE}",
-            "use e.g. my-job-1 (replace '_' and '.' with '-')",
-        )
-    return name
+    problem = contract.job_name_problem(name)
+    if problem is not None:
+        raise ConfigurationError(field, name, *problem)
+    return name  # type: ignore[return-value]
 
 
 def check_s3_uri(uri: object, field: str) -> str:

@@ -34,6 +34,11 @@ class JobOutcome(Protocol):
     failure_reason: str | None
 
     @property
+    def secondary_status(self) -> str:
+        """SageMaker's secondary status at the end (``MaxRuntimeExceeded`` for a job its time limit stopped)."""
+        ...
+
+    @property
     def ok(self) -> bool:
         """True when the job completed."""
         ...

@@ -49,6 +49,8 @@ class JobResult:
         processes: Every process's outcome, in index order.
         final_metrics: Each metric of the job's ``metric_definitions`` with its last value in the logs (the
             process backend's ``FinalMetricDataList``: :func:`~local_mode.metrics.final_values_from_logs`).
+        max_run_exceeded: The job was stopped because ``max_run`` passed (SageMaker's secondary status
+            ``MaxRuntimeExceeded``).
     """
 
     job_name: str
@@ -60,6 +62,13 @@ class JobResult:
     artifacts: ArtifactPaths
     processes: tuple[ProcessOutcome, ...] = field(default_factory=tuple)
     final_metrics: Mapping[str, float] = field(default_factory=dict)
+    max_run_exceeded: bool = False
+
+    @property
+    def secondary_status(self) -> str:
+        """SageMaker's secondary status at the end: the status, or ``MaxRuntimeExceeded`` for a job stopped by its
+        time limit (as the twin's :attr:`~local_mode.docker.twin.TwinResult.secondary_status`)."""
+        return "MaxRuntimeExceeded" if self.status == STOPPED and self.max_run_exceeded else self.status
 
     @property
     def ok(self) -> bool:

@@ -254,6 +254,7 @@ def _run_claimed(
                 ProcessOutcome(r.spec.label, r.spec.host, r.returncode, r.duration) for r in group.results
             ),
             final_metrics=final_metrics,
+            max_run_exceeded=status == STOPPED and group.timed_out,
         )
         kept, safe = _kept_checkpoints(spec, destination, checkpoints, out)
         temporary = temporary and safe  # an upload that failed: the job's work tree (and checkpoints) stays

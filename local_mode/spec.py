@@ -39,7 +39,6 @@ __all__ = [
     "DEFAULT_MAX_RUN",
     "DEFAULT_OUTPUT_PATH",
     "check_hyperparameter_name",
-    "channel_name_problem",
 ]
 
 DEFAULT_MAX_RUN = 24 * 60 * 60
@@ -49,9 +48,6 @@ DEFAULT_OUTPUT_PATH = "smddp_local_output"
 """Where artifacts go when no output path is given (relative to the working directory)."""
 
 # SageMaker's limits (CreateTrainingJob): job names, channel names, hyperparameter values.
-_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_HP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _ENTRY_POINT_SUFFIXES = (".py", ".sh")
@@ -109,21 +105,10 @@ def check_hyperparameter_name(name: object) -> str:
         HyperparameterError: ``name`` is not a string of letters, digits, ``_``, ``-`` and ``.`` (at most 256), or
             starts with ``sagemaker_`` (the framework's own hyperparameters).
     """
-    if not isinstance(name, str) or not _HP_NAME.match(name):
-        raise HyperparameterError(
-            "hyperparameters",
-            name,
-            "is not a usable hyperparameter name (it becomes the --NAME argument and SM_HP_NAME)",
-            "use letters, digits, '_', '-', '.' (no spaces or '='), e.g. learning_rate",
-        )
-    if name.lower().startswith(contract.SAGEMAKER_PREFIX):
-        raise HyperparameterError(
-            "hyperparameters",
-            name,
-            "names starting with 'sagemaker_' are reserved for the framework (the SageMaker SDK and local_mode set them)",
-            "rename the hyperparameter",
-        )
-    return name
+    problem = contract.hyperparameter_name_problem(name)
+    if problem is not None:
+        raise HyperparameterError("hyperparameters", name, *problem)
+    return name  # type: ignore[return-value]
 
 
 def _validate_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,32 +147,12 @@ def _validate_environment(values: Mapping[str, str]) -> dict[str, str]:
     return checked
 
 
-def channel_name_problem(name: object) -> str | None:
-    """What is wrong with a channel name, or None when SageMaker and the job's tree both accept it.
-
-    SageMaker's pattern (1-64 letters, digits, '.', '-', '_') lets ``.`` and ``..`` through, but the channel becomes
-    the folder ``input/data/<name>``: those two would name ``input/data`` itself or ``input`` (and, in local mode,
-    the job's staging folders), so they are refused too.
-
-    Args:
-        name: A channel name as given.
-
-    Returns:
-        The problem, worded for :class:`ConfigurationError`, or None.
-    """
-    if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
-        return "is not a valid channel name"
-    if name in (".", ".."):
-        return f"names no folder of its own: input/data/{name} is {'input/data' if name == '.' else 'input'} itself"
-    return None
-
-
 def _validate_channels(values: Mapping[str, str]) -> dict[str, str]:
     if not isinstance(values, Mapping):
         raise ConfigurationError("channels", values, "must be a mapping", "pass a dict of NAME -> PATH or s3:// URI")
     checked: dict[str, str] = {}
     for name, source in values.items():
-        problem = channel_name_problem(name)
+        problem = contract.channel_name_problem(name)
         if problem is not None:
             raise ConfigurationError(
                 "channels", name, problem, "use 1-64 letters, digits, '.', '-', '_', other than '.' and '..' "
@@ -323,13 +288,9 @@ class JobSpec:
             raise ConfigurationError("max_run", self.max_run, "must be finite", "e.g. max_run=86400 (one day)")
 
         job_name = self.job_name if self.job_name is not None else default_job_name(entry_point)
-        if not isinstance(job_name, str) or not _JOB_NAME.match(job_name):
-            raise ConfigurationError(
-                "job_name",
-                job_name,
-                "is not a valid SageMaker job name",
-                "use 1-63 letters, digits and '-' (not first or last), e.g. mnist-run-1",
-            )
+        problem = contract.job_name_problem(job_name)
+        if problem is not None:
+            raise ConfigurationError("job_name", job_name, *problem)
         set_(self, "job_name", job_name)
 
         for name in ("checkpoint_path", "work_dir"):

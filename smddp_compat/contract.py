@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +34,13 @@ from typing import Any
 from smddp_compat.errors import ConfigurationError
 
 __all__ = [
+    # SageMaker's names
+    "LOCAL_ACCOUNT",
+    "training_job_arn",
+    "JOB_NAME_PATTERN",
+    "job_name_problem",
+    "channel_name_problem",
+    "hyperparameter_name_problem",
     # the /opt/ml tree
     "OPT_ML",
     "INPUT_DIR",
@@ -306,6 +314,69 @@ def encode_hyperparameter(name: str, value: Any) -> str:
             "pass large inputs through a channel instead of a hyperparameter",
         )
     return text
+
+
+#: The account a job run on this machine names in its ARN (no AWS account runs it).
+LOCAL_ACCOUNT = "000000000000"
+
+
+def training_job_arn(region: str, job_name: str, account: str = LOCAL_ACCOUNT) -> str:
+    """A training job's ARN as SageMaker forms it: ``arn:aws:sagemaker:<region>:<account>:training-job/<name>``, the
+    name in lower case."""
+    return f"arn:aws:sagemaker:{region}:{account}:training-job/{job_name.lower()}"
+
+
+#: SageMaker's rule for training job names (CreateTrainingJob's ``TrainingJobName``), which every entry applies.
+JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_JOB_NAME_RULE = "1 to 63 letters, digits and '-', starting and ending with a letter or digit (SageMaker's rule)"
+
+
+def job_name_problem(name: object) -> tuple[str, str] | None:
+    """What is wrong with a training job name by SageMaker's rule, as ``(problem, fix)`` for a
+    :class:`~smddp_compat.errors.ConfigurationError` of the caller's package; None for a valid name.
+
+    ``_``, ``.``, ``/``, ``..``, a leading or trailing ``-`` and more than 63 characters are refused, so a valid name
+    is safe as a path segment and an S3 key part."""
+    if isinstance(name, str) and JOB_NAME_PATTERN.match(name):
+        return None
+    return f"is not a training job name: {_JOB_NAME_RULE}", "use e.g. my-job-1 (replace '_' and '.' with '-')"
+
+
+_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_HYPERPARAMETER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$")
+
+
+def channel_name_problem(name: object) -> str | None:
+    """What is wrong with a channel name, or None when SageMaker and the job's tree both accept it.
+
+    SageMaker's pattern (1-64 letters, digits, '.', '-', '_') lets ``.`` and ``..`` through, but the channel becomes
+    the folder ``input/data/<name>``: those two would name ``input/data`` itself or ``input`` (and, in local mode,
+    the job's staging folders), so they are refused too.
+
+    Args:
+        name: A channel name as given.
+
+    Returns:
+        The problem, worded for :class:`~smddp_compat.errors.ConfigurationError`, or None.
+    """
+    if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
+        return "is not a valid channel name"
+    if name in (".", ".."):
+        return f"names no folder of its own: input/data/{name} is {'input/data' if name == '.' else 'input'} itself"
+    return None
+
+
+def hyperparameter_name_problem(name: object) -> tuple[str, str] | None:
+    """What is wrong with a hyperparameter's name for a job the kit runs, as ``(problem, fix)``; None when it is
+    usable. The name becomes the script's ``--NAME`` argument and ``SM_HP_NAME``: letters, digits, ``_``, ``-`` and
+    ``.`` (at most 256), not starting with ``sagemaker_`` (the framework's own hyperparameters)."""
+    if not isinstance(name, str) or not _HYPERPARAMETER_NAME.match(name):
+        return ("is not a usable hyperparameter name (it becomes the --NAME argument and SM_HP_NAME)",
+                "use letters, digits, '_', '-', '.' (no spaces or '='), e.g. learning_rate")
+    if name.lower().startswith(SAGEMAKER_PREFIX):
+        return ("names starting with 'sagemaker_' are reserved for the framework (the SageMaker SDK and local_mode set "
+                "them)", "rename the hyperparameter")
+    return None
 
 
 def encode_hyperparameters(values: Mapping[str, Any]) -> dict[str, str]:

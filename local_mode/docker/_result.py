@@ -36,7 +36,6 @@ __all__ = [
     "TWIN_NOTES",
     "failure_reason",
     "model_location",
-    "training_job_arn",
 ]
 
 
@@ -74,16 +73,6 @@ _DEFAULT_FLAGS = ("EnableNetworkIsolation", "EnableInterContainerTrafficEncrypti
 
 # SageMaker's default StoppingCondition.MaxRuntimeInSeconds (one day).
 _DEFAULT_MAX_RUNTIME = 86400
-
-# The account the twin's ARNs name: the twin is no account of AWS's.
-_ACCOUNT = "000000000000"
-
-
-def training_job_arn(region: str, job_name: str) -> str:
-    """The job's ARN as SageMaker forms it (``arn:aws:sagemaker:<region>:<account>:training-job/<name>``, the name
-    in lower case), in the twin's stand-in account."""
-    return f"arn:aws:sagemaker:{region}:{_ACCOUNT}:training-job/{job_name.lower()}"
-
 
 def model_location(destination: Path | S3Location, compression: str = "GZIP") -> str:
     """Where a job's model is stored under its destination (``<destination>/output/model.tar.gz``, or the model's
@@ -280,7 +269,7 @@ class TwinResult:
         ended = self.failure_detected if self.status == "Failed" and self.failure_detected else last["StartTime"]
         answer.update({
             "TrainingJobName": self.job_name,
-            "TrainingJobArn": self.arn or training_job_arn("us-east-1", self.job_name),
+            "TrainingJobArn": self.arn or contract.training_job_arn("us-east-1", self.job_name),
             "ModelArtifacts": {"S3ModelArtifacts": self.model_artifacts or self.model_location or ""},
             "TrainingJobStatus": self.status,
             "SecondaryStatus": self.secondary_status,

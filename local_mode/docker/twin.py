@@ -63,7 +63,6 @@ from smddp_compat.local_mode.docker._result import (
     TwinResult,
     failure_reason,
     model_location,
-    training_job_arn,
 )
 from smddp_compat.local_mode.folder_sync import FolderSync, sync_target
 from smddp_compat.local_mode.docker._fields import config_files
@@ -328,7 +327,7 @@ class SageMakerTwin:
                     billable_seconds=(end - start).total_seconds() - self._statuses.seconds_in(*UNBILLED_STATUSES),
                     logs=dict(artifacts.logs), processes_per_host=self.gpus_per_host,
                     warnings=[*self._twin_choices, *request.warnings], world_sizes=self._world_sizes(), s3_writes=writes,
-                    request=request, arn=training_job_arn(self._region(), request.job_name),
+                    request=request, arn=contract.training_job_arn(self._region(), request.job_name),
                     model_location=model_location(self.destination, request.compression),
                     final_metric_data=self._metrics.final_metric_data(), failure_detected=failed_at,
                 )
@@ -340,7 +339,7 @@ class SageMakerTwin:
                 processes_per_host=self.gpus_per_host, warnings=[*self._twin_choices, *request.warnings],
                 world_sizes=self._world_sizes(), request=request,
                 secondary_status_transitions=self._statuses.transitions,
-                arn=training_job_arn(self._region(), request.job_name),
+                arn=contract.training_job_arn(self._region(), request.job_name),
                 model_location=model_location(self.destination, request.compression),
             )
         finally:
@@ -524,7 +523,7 @@ class SageMakerTwin:
         s3_access = {"AWS_ENDPOINT_URL": twin_endpoint, **_TWIN_CREDENTIALS} if twin_endpoint else {}
         environment = {
             contract.TRAINING_JOB_NAME: request.job_name,
-            "TRAINING_JOB_ARN": training_job_arn(region, request.job_name),
+            "TRAINING_JOB_ARN": contract.training_job_arn(region, request.job_name),
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
             **s3_access,

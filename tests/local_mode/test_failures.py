@@ -112,6 +112,7 @@ def test_max_run_is_enforced(tmp_path: Path, scripts_dir: Path, no_leftover_job_
     elapsed = time.monotonic() - started
     assert result.status == "Stopped" and result.exit_code == 124
     assert result.failure_reason is not None and result.failure_reason.startswith("MaxRuntimeExceeded")
+    assert result.secondary_status == "MaxRuntimeExceeded"
     assert "max_run=2 s" in result.failure_reason
     assert 2 <= elapsed < 2 + STOP_LIMIT_SECONDS
     # A stopped job still gets its artifacts, as on SageMaker.

@@ -156,3 +156,18 @@ def test_the_answers_times_follow_the_transitions_as_sagemakers_do() -> None:
     assert [t["Status"] for t in stopped["SecondaryStatusTransitions"]][-4:] == ["Training", "Stopping", "Uploading",
                                                                                 "Stopped"]
     assert (stopped["TrainingTimeInSeconds"], stopped["BillableTimeInSeconds"]) == (31, 21)
+
+
+@pytest.mark.parametrize("status, exceeded, secondary", [
+    ("Completed", False, "Completed"), ("Failed", False, "Failed"), ("Stopped", False, "Stopped"),
+    ("Stopped", True, "MaxRuntimeExceeded"),
+])
+def test_a_jobs_end_is_data_not_words_in_its_reason(status, exceeded, secondary):
+    """The process backend's result says a time limit stopped the job (SageMaker's secondary status), whatever its
+    failure reason reads; the estimator's local view reads that, not the reason's text."""
+    from smddp_compat.local_mode.artifacts import ArtifactPaths
+    from smddp_compat.local_mode.result import JobResult
+
+    result = JobResult("j", status, 1.0, 124 if exceeded else 0, "anything at all", None, ArtifactPaths(None, None),
+                       max_run_exceeded=exceeded)
+    assert result.secondary_status == secondary
