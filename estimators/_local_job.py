@@ -41,7 +41,7 @@ from sagemaker.estimator import _TrainingJob
 from smddp_compat import contract
 from smddp_compat.estimators._validation import check_job_name
 from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, JobError
-from smddp_compat.local_mode.metrics import MetricDefinition
+from smddp_compat.local_mode.metrics import MetricDefinition, MetricWatch
 
 __all__ = [
     "RECORD_FILE",
@@ -71,7 +71,8 @@ def _now() -> datetime:
 
 class MetricRecorder:
     """The stream a ``local_process`` job's output is shown through: everything goes on to standard output (looked up
-    at each write), and each whole line a process printed is searched for the job's metrics.
+    at each write), and each whole line a process printed is read for the job's metrics by local mode's one reader
+    (:class:`~smddp_compat.local_mode.metrics.MetricWatch`, keeping the series).
 
     Args:
         definitions: The job's metric definitions (checked, compiled).
@@ -80,7 +81,6 @@ class MetricRecorder:
 
     Attributes:
         started: When the recorder was made (the job's creation), UTC.
-        points: ``(seconds since started, metric name, value)`` for every value found, in the order printed.
         training_started: Seconds since ``started`` when local mode said it starts the processes (None before).
     """
 
@@ -89,8 +89,8 @@ class MetricRecorder:
     ) -> None:
         self.definitions = tuple(definitions)
         self.started = _now()
-        self.points: list[tuple[float, str, float]] = []
         self.training_started: float | None = None
+        self._watch = MetricWatch(self.definitions, keep_series=True)
         self._target = target
         self._clock = clock
         self._origin = clock()
@@ -124,11 +124,13 @@ class MetricRecorder:
         found = _PROCESS_LINE.match(line)
         if found is None:  # local mode's own lines and summary ("  metric loss = ...") are not the job's output
             return
-        text = found.group(2)
-        for definition in self.definitions:
-            value = definition.value_in(text)
-            if value is not None:
-                self.points.append((round(seconds, 3), definition.name, value))
+        self._watch.observe(found.group(2), when=self.started + timedelta(seconds=seconds))
+
+    @property
+    def points(self) -> list[tuple[float, str, float]]:
+        """``(seconds since started, metric name, value)`` for every value found, in the order printed."""
+        return [(round((when - self.started).total_seconds(), 3), name, value)
+                for when, name, value in self._watch.series]
 
 
 def build_description(

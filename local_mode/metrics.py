@@ -137,15 +137,22 @@ def check_metric_definitions(value: object, where: str = "metric_definitions") -
 
 
 class MetricWatch:
-    """Each metric's last value in the lines it is shown, with when it was seen (thread-safe: one watch takes the
-    lines of every host's log).
+    """The kit's one reader of metrics in log lines: each metric's last value, with when it was seen, and (asked
+    for) every value in the order printed, as CloudWatch keeps a job's series. Thread-safe: one watch takes the lines
+    of every host's log.
 
     Args:
         definitions: The metrics to watch.
+        keep_series: Also keep every value seen (:attr:`series`).
+
+    Attributes:
+        series: ``(when, metric name, value)`` for every value seen, in order (empty unless ``keep_series``).
     """
 
-    def __init__(self, definitions: Sequence[MetricDefinition]) -> None:
+    def __init__(self, definitions: Sequence[MetricDefinition], *, keep_series: bool = False) -> None:
         self.definitions = tuple(definitions)
+        self.series: list[tuple[datetime, str, float]] = []
+        self._keep_series = keep_series
         self._latest: dict[str, tuple[float, datetime]] = {}
         self._lock = threading.Lock()
 
@@ -159,6 +166,8 @@ class MetricWatch:
             with self._lock:
                 for name, value in found:
                     self._latest[name] = (value, seen)
+                    if self._keep_series:
+                        self.series.append((seen, name, value))
 
     def values(self) -> dict[str, float]:
         """Metric name -> its last value, in the definitions' order (metrics never seen are left out)."""
