@@ -43,9 +43,10 @@ def test_a_spot_job_keeping_its_last_checkpoints_is_interrupted_restarts_from_th
     request = TrainingJobRequest.from_params(aws.requests[-1])
     assert request.spot and request.max_wait == 1200
     stream = io.StringIO()
-    # 15 s after the containers start: the toolkit has started the script, which has saved a few checkpoints and
-    # cannot have finished (100 steps at 0.4 s).
-    result = SageMakerTwin(request, stream=stream, checkpoint_sync_seconds=1, stop_grace=20, interrupt_after=15,
+    # 25 s after the containers start: the toolkit has started the script, which has saved a few checkpoints and
+    # cannot have finished (100 steps at 0.4 s). 15 s was too short with 3 pytest-xdist workers on 2 cores: the
+    # script on algo-1 had not yet printed its start.
+    result = SageMakerTwin(request, stream=stream, checkpoint_sync_seconds=1, stop_grace=20, interrupt_after=25,
                            checkpoints=CHECKPOINTS, **_as_the_service(request)).run()
     printed = stream.getvalue()
     assert (result.status, result.secondary_status) == ("Completed", "Completed"), printed[-4000:]
