@@ -2,8 +2,8 @@
 
 Two backends (``smddp local --backend``): the process backend (this package's :func:`run`, no Docker) and the
 SageMaker twin (:mod:`smddp_compat.local_mode.docker`: the job's request replayed in the kit's image, one container
-per host). In the process backend, hosts ``algo-1`` .. ``algo-H`` each get their own ``/opt/ml`` tree, the ``SM_*`` environment of the SageMaker
-training toolkit and their own loopback address (127.0.0.2, 127.0.0.3, ...); the distribution (``smddp``, ``mpi``,
+per host). In the process backend, hosts ``algo-1`` .. ``algo-H`` each get their own ``/opt/ml`` tree, the ``SM_*``
+environment of the SageMaker training toolkit and their own loopback address (127.0.0.2, 127.0.0.3, ...); the distribution (``smddp``, ``mpi``,
 ``mwms``, ``dtensor`` or ``none``) decides how the processes find each other.
 
 Example:

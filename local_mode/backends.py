@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JobOutcome", "ProcessBackend", "DockerBackend"]
 
+
 @runtime_checkable
 class JobOutcome(Protocol):
     """How a job ended, whichever backend ran it."""

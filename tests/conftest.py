@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from smddp_compat.image.train import SHORT_TOOLKIT_WAITS
 from tests import tiers
 
 os.environ.setdefault("SMDDP_ENGINE", "gloo")
@@ -77,11 +78,11 @@ def _short_toolkit_waits(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
     """Twin jobs of the docker and e2e tiers cut the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch
     (``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1``, the twin's documented default switch; the rest of SageMaker's start
     sequence is unchanged). Tests marked ``faithful_toolkit_waits`` keep them."""
-    if tiers.tier_of(request.node) in ("docker", "e2e") and not request.node.get_closest_marker(
-            "faithful_toolkit_waits"):
-        monkeypatch.setenv(tiers.SHORT_TOOLKIT_WAITS, "1")
+    waiting_tier = tiers.has_tier(request.node, "docker") or tiers.has_tier(request.node, "e2e")
+    if waiting_tier and not request.node.get_closest_marker("faithful_toolkit_waits"):
+        monkeypatch.setenv(SHORT_TOOLKIT_WAITS, "1")
     else:
-        monkeypatch.delenv(tiers.SHORT_TOOLKIT_WAITS, raising=False)
+        monkeypatch.delenv(SHORT_TOOLKIT_WAITS, raising=False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -35,8 +35,8 @@ from __future__ import annotations
 import _posixsubprocess
 import fcntl
 import os
-import tempfile
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -51,10 +51,6 @@ DOCKER_FIXTURE = "docker_engine"
 """The fixture every Docker-engine test uses, directly or through another fixture."""
 
 DOCKER_FOLDER = Path(__file__).resolve().parent / "docker"
-
-SHORT_TOOLKIT_WAITS = "SMDDP_TWIN_SHORT_TOOLKIT_WAITS"
-"""Set for the docker and e2e tiers' twin jobs (tests/conftest.py) unless a test is marked ``faithful_toolkit_waits``:
-the toolkit's fixed 30 s sleeps after an MPI or SMDDP launch cut to 1 s, about 30 s less per such job."""
 
 _VIOLATIONS = pytest.StashKey[dict[str, list[str]]]()
 _TIER = pytest.StashKey[str]()
