@@ -4,9 +4,7 @@
   host; it receives the checked job (:class:`~local_mode.spec.JobSpec`) and plans every process with
   :mod:`smddp_compat.cluster`'s rules.
 * :class:`DockerBackend` (``--backend docker``): the SageMaker twin; it receives a checked CreateTrainingJob request
-  (:class:`~local_mode.docker.request.TrainingJobRequest`) and starts the image as SageMaker starts it, or a
-  :class:`~local_mode.spec.JobSpec`, which it first turns into the request the kit's estimator would send for it
-  (:mod:`~local_mode.docker._from_spec`).
+  (:class:`~local_mode.docker.request.TrainingJobRequest`) and starts the image as SageMaker starts it.
 
 Both return a :class:`JobOutcome`: the job's name, SageMaker's status words, the failure reason and the exit code the
 CLI returns (0 completed, the failed process's code or 1, 124 past the time limit, 143 stopped).
@@ -14,14 +12,15 @@ CLI returns (0 completed, the failed process's code or 1, 124 past the time limi
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import IO, ClassVar, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from smddp_compat.local_mode.docker.request import TrainingJobRequest
-    from smddp_compat.local_mode.docker.twin import TwinResult
-    from smddp_compat.local_mode.result import JobResult
-    from smddp_compat.local_mode.spec import JobSpec
+from smddp_compat.local_mode.docker.request import TrainingJobRequest
+from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult
+from smddp_compat.local_mode.result import JobResult
+from smddp_compat.local_mode.runner import run
+from smddp_compat.local_mode.spec import JobSpec
 
 __all__ = ["JobOutcome", "ProcessBackend", "DockerBackend"]
 
@@ -65,8 +64,6 @@ class ProcessBackend:
 
     def run(self, job: JobSpec) -> JobResult:
         """Runs the job's H x P processes; see :func:`smddp_compat.local_mode.runner.run`."""
-        from smddp_compat.local_mode.runner import run
-
         return run(job, stream=self.stream, show_tf_logs=self.show_tf_logs)
 
 
@@ -99,37 +96,13 @@ class DockerBackend:
     interrupt_after: float | None = None
     short_toolkit_waits: bool | None = None
 
-    def run(self, job: TrainingJobRequest | JobSpec) -> TwinResult:
-        """Replays the request (see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`), or runs the job
-        as SageMaker would: the request the kit's estimator sends for it, replayed under the job's own name, output
-        and checkpoint folder (see :func:`smddp_compat.local_mode.docker.replay_spec`).
-
-        Raises:
-            ConfigurationError: For a JobSpec: a setting the estimator refuses, or one of this backend's replay
-                settings (``gpus_per_host``, ``job_name``, ``output``, ``checkpoints``: the job has its own).
-        """
-        import sys
-
-        from smddp_compat.local_mode.docker.twin import SageMakerTwin
-        from smddp_compat.local_mode.spec import JobSpec
-
-        stream = self.stream if self.stream is not None else sys.stderr
-        if isinstance(job, JobSpec):
-            from smddp_compat.local_mode.docker import replay_spec
-            from smddp_compat.local_mode.errors import ConfigurationError
-
-            for setting in ("gpus_per_host", "job_name", "output", "checkpoints"):
-                if getattr(self, setting) is not None:
-                    raise ConfigurationError(
-                        setting, getattr(self, setting), "only applies to a replayed request; a JobSpec runs on CPU "
-                        "instance types under its own job name, output path and checkpoint path",
-                        "leave it out (set processes_per_host, job_name, output_path or checkpoint_path in the JobSpec)",
-                    )
-            return replay_spec(job, stream=stream, stop_grace=self.stop_grace,
-                               short_toolkit_waits=self.short_toolkit_waits)
+    def run(self, request: TrainingJobRequest) -> TwinResult:
+        """Replays the request; see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`. (A
+        :class:`~local_mode.spec.JobSpec` runs in the twin through the request the kit's estimator sends for it:
+        ``smddp_compat.estimators._replay.replay_spec``, a layer above local mode.)"""
         options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
         return SageMakerTwin(
-            job, gpus_per_host=self.gpus_per_host, stream=stream, job_name=self.job_name, output=self.output,
-            checkpoints=self.checkpoints, interrupt_after=self.interrupt_after,
-            short_toolkit_waits=self.short_toolkit_waits, **options,
+            request, gpus_per_host=self.gpus_per_host, stream=self.stream if self.stream is not None else sys.stderr,
+            job_name=self.job_name, output=self.output, checkpoints=self.checkpoints,
+            interrupt_after=self.interrupt_after, short_toolkit_waits=self.short_toolkit_waits, **options,
         ).run()

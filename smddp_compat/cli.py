@@ -22,7 +22,7 @@ __all__ = ["main", "SUBCOMMANDS"]
 
 #: subcommand -> (module, function, whether the subcommand name is passed on, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
-    "local": ("smddp_compat.local_mode.cli", "main", False, "run a SageMaker training job on this machine"),
+    "local": ("smddp_compat.local_cli", "main", False, "run a SageMaker training job on this machine"),
     "submit": ("smddp_compat.estimators.cli", "main", True, "submit a training job to SageMaker"),
     "status": ("smddp_compat.estimators.cli", "main", True, "show a SageMaker training job's status"),
     "logs": ("smddp_compat.estimators.cli", "main", True, "print a SageMaker training job's logs"),

@@ -132,7 +132,7 @@ def test_every_option_of_every_parser_has_help_and_the_help_its_sections() -> No
 
 def _local_and_submit() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     from smddp_compat.estimators.cli import build_parser as estimators_parser
-    from smddp_compat.local_mode.cli import build_parser as local_parser
+    from smddp_compat.local_cli import build_parser as local_parser
 
     return local_parser(), _parsers_of(estimators_parser())["smddp submit"]
 

@@ -104,7 +104,7 @@ def test_jobspec(rule: Rule, script: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
 def test_smddp_local(rule: Rule, script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from smddp_compat.local_mode.cli import build_parser, main, spec_from_args
+    from smddp_compat.local_cli import build_parser, main, spec_from_args
 
     argv = ["train.py", "--source-dir", str(script.parent), "--instance-count", str(HOSTS),
             "--distribution", "dtensor", "--mesh", rule.cli, "--output", str(tmp_path / "out")]
@@ -188,7 +188,7 @@ def test_given_devices_per_process_must_match_the_mesh_at_every_entry(
 ) -> None:
     """Once devices_per_process is given, the mesh size must be clients x devices (here 8 != 2 x 2)."""
     from smddp_compat.local_mode import JobSpec
-    from smddp_compat.local_mode.cli import main as local_main
+    from smddp_compat.local_cli import main as local_main
     from smddp_compat.local_mode.errors import ConfigurationError as LocalConfigurationError
 
     with pytest.raises(LocalConfigurationError) as local:

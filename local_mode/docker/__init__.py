@@ -20,7 +20,6 @@ from smddp_compat.local_mode.docker.errors import (
     ImageBuildError,
     ImageNotFoundError,
 )
-from smddp_compat.local_mode.docker._from_spec import PrivateSageMaker, replay_spec
 from smddp_compat.local_mode.docker.request import Channel, TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult, replay
 
@@ -31,10 +30,8 @@ __all__ = [
     "DockerUnavailableError",
     "ImageBuildError",
     "ImageNotFoundError",
-    "PrivateSageMaker",
     "SageMakerTwin",
     "TrainingJobRequest",
     "TwinResult",
     "replay",
-    "replay_spec",
 ]

@@ -37,6 +37,9 @@ from smddp_compat.cli_help import help_texts
 from smddp_compat.job_options import add_job_options
 from smddp_compat.launcher import positive_count, positive_seconds
 
+from smddp_compat.estimators._replay import replay_spec
+from smddp_compat.local_mode.backends import DockerBackend, ProcessBackend
+from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.name_values import decode_value, parse_name_values
@@ -238,8 +241,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except kit_errors.ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    from smddp_compat.local_mode.backends import ProcessBackend
-
     return _run_reporting_errors(lambda: ProcessBackend(show_tf_logs=args.show_tf_logs).run(spec).exit_code)
 
 
@@ -277,12 +278,10 @@ def _run_in_twin(args: argparse.Namespace) -> int:
     except kit_errors.ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    from smddp_compat.local_mode.backends import DockerBackend
-
     def run() -> int:
         try:
-            result = DockerBackend(stop_grace=args.stop_grace, stream=sys.stderr,
-                                   short_toolkit_waits=args.short_toolkit_waits).run(spec)
+            result = replay_spec(spec, stream=sys.stderr, stop_grace=args.stop_grace,
+                                 short_toolkit_waits=args.short_toolkit_waits)
         except KeyboardInterrupt:  # before the twin took over the signals: nothing of the job runs yet
             print("smddp local: interrupted before the job started; nothing was left running", file=sys.stderr)
             return 128 + signal.SIGINT
@@ -294,8 +293,6 @@ def _run_in_twin(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     """``smddp local --backend docker --request FILE | --job NAME``: the request, replayed by the SageMaker twin."""
-    from smddp_compat.local_mode.backends import DockerBackend
-    from smddp_compat.local_mode.docker import TrainingJobRequest
 
     given = [f"--{name.replace('_', '-')}" for name in ("entry_point", "source_dir", "instance_count",
              "processes_per_host", "distribution") if getattr(args, name)]
@@ -322,10 +319,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _described_request(job_name: str) -> Any:
     """The request of an existing job, read with DescribeTrainingJob (which honours ``AWS_ENDPOINT_URL``)."""
-    import boto3
+    import boto3  # AWS's clients: only to describe an existing job
     from botocore.exceptions import BotoCoreError, ClientError
-
-    from smddp_compat.local_mode.docker import TrainingJobRequest
 
     try:
         described = boto3.client("sagemaker").describe_training_job(TrainingJobName=job_name)

@@ -39,10 +39,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
+from smddp_compat.estimators import check_channel_names, check_job_name, instance_spec
+from smddp_compat.image import LATEST_TAG, ensure_image, find_engine, host_base_recipe
 from smddp_compat.local_mode.artifacts import job_destination
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
+from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult
 from smddp_compat.local_mode.errors import ArtifactError, ChannelError
+from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.spec import JobSpec
 
 __all__ = [
@@ -85,8 +88,6 @@ def cpu_instance_type(processes_per_host: int) -> str:
     Returns:
         e.g. ``ml.c5.xlarge``.
     """
-    from smddp_compat.estimators import instance_spec
-
     return next((name for name in _CPU_TYPES if instance_spec(name).vcpus >= processes_per_host), _CPU_TYPES[-1])
 
 
@@ -147,18 +148,10 @@ def check_with_estimator(spec: JobSpec) -> EstimatorJob:
     channels = dict(spec.channels)
     sealed = _boto_session(_NOWHERE, sealed=True)
     with _sdk_sandbox(sealed) as estimator:
-        from smddp_compat.estimators import check_channel_names, check_job_name
-
         check_job_name(spec.job_name)  # fit()'s own checks, before the constructor's
         check_channel_names(channels)
-        estimator(image_uri=_placeholder_image(), sagemaker_session=_sagemaker_session(sealed), **arguments)
+        estimator(image_uri=LATEST_TAG, sagemaker_session=_sagemaker_session(sealed), **arguments)
     return EstimatorJob(spec, arguments, channels)
-
-
-def _placeholder_image() -> str:
-    from smddp_compat.image import LATEST_TAG
-
-    return LATEST_TAG
 
 
 class PrivateSageMaker:
@@ -309,7 +302,7 @@ def _sdk_sandbox(boto_session: Any = None) -> Iterator[Any]:
         for name, value in _SDK_ENVIRONMENT.items():
             _set_environment(name, value)
         boto3.DEFAULT_SESSION = boto_session
-        from smddp_compat.estimators import TensorFlow
+        from smddp_compat.estimators import TensorFlow  # the SageMaker SDK: imported inside the sandbox only
 
         yield TensorFlow
     finally:
@@ -433,7 +426,7 @@ def replay_spec(
     stream: IO[str] | None = sys.stderr,
     stop_grace: float | None = None,
     short_toolkit_waits: bool | None = None,
-) -> Any:
+) -> TwinResult:
     """Runs ``spec`` as SageMaker would: its estimator request, built against a private server, replayed by the twin.
 
     Every check (the estimator's, the S3 output's, Docker's) comes before anything starts; then the kit's image is
@@ -455,9 +448,6 @@ def replay_spec(
         DockerError: No usable Docker engine, or the image could not be built.
         ChannelError: A channel could not be read.
     """
-    from smddp_compat.image import ensure_image, find_engine, host_base_recipe
-    from smddp_compat.local_mode.docker.twin import SageMakerTwin
-
     job = check_with_estimator(spec)
     destination = job_destination(spec.output_path, job.job_name)
     if isinstance(destination, S3Location):
