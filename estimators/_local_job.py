@@ -2,16 +2,10 @@
 ``describe()``, the job's logs, its metrics as a data frame, and the record ``attach()`` reads back.
 
 - :class:`LocalTrainingJob` is a ``sagemaker.estimator._TrainingJob`` (``name``, ``job_name``, ``describe()``,
-  ``wait()``, ``stop()``, ``rule_job_summary()``) whose description is the ``DescribeTrainingJob`` shape, filled
-  from local mode's :class:`~smddp_compat.local_mode.result.JobResult`: status, failure reason, model artifact,
-  output config, times, hyperparameters as ``hyperparameters.json`` holds them, ``AlgorithmSpecification`` with the
-  ``MetricDefinitions``, ``FinalMetricDataList`` (local mode's own reading of the hosts' logs,
-  :func:`~smddp_compat.local_mode.metrics.final_values_from_logs`), ``SecondaryStatusTransitions``.
-- :class:`MetricRecorder` is the text stream the job's output is shown through during ``fit()``: it passes every
-  write to standard output and applies the job's metric definitions
-  (:class:`~smddp_compat.local_mode.metrics.MetricDefinition`) to each line a process printed, with the seconds
-  since the job started. That is how CloudWatch gets a SageMaker job's metric series (from the log lines, as they
-  arrive); the hosts' log files have no times, so the series is read while the job runs, and kept in the record.
+  ``wait()``, ``stop()``, ``rule_job_summary()``) whose description is local mode's one DescribeTrainingJob builder
+  (:meth:`~smddp_compat.local_mode.outcome.JobResult.describe`) with what the estimator sends besides the job
+  (:func:`job_record`); its metric series is the one local mode read from each line as the processes printed it
+  (the hosts' log files have no times), as CloudWatch keeps a SageMaker job's.
 - :class:`LocalTrainingJobAnalytics` is a ``sagemaker.analytics.AnalyticsMetricsBase`` whose ``dataframe()`` has
   the columns of ``TrainingJobAnalytics.dataframe()``: ``timestamp`` (seconds since the metric's first value, as
   the SDK normalises them), ``metric_name``, ``value``.
@@ -26,12 +20,10 @@ import copy
 import json
 import logging
 import os
-import re
 import sys
-import threading
-import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,15 +33,16 @@ from sagemaker.estimator import _TrainingJob
 from smddp_compat import contract
 from smddp_compat.estimators._validation import check_job_name
 from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, JobError
-from smddp_compat.local_mode.metrics import MetricDefinition, MetricWatch
+from smddp_compat.local_mode.artifacts import job_destination
+from smddp_compat.local_mode.outcome import JobResult
+from smddp_compat.local_mode.s3 import make_s3_client, parse_s3_uri
 
 __all__ = [
     "RECORD_FILE",
     "RECORD_FORMAT",
-    "MetricRecorder",
     "LocalTrainingJob",
     "LocalTrainingJobAnalytics",
-    "build_description",
+    "job_record",
     "save_record",
     "load_record",
 ]
@@ -60,187 +53,45 @@ logger = logging.getLogger(__name__)
 #: metric series and estimator settings.
 RECORD_FILE = "training-job.json"
 RECORD_FORMAT = "smddp-compat local_process training job, version 1"
-#: A line a process printed, as local mode shows it: ``[algo-N,i] text``.
-_PROCESS_LINE = re.compile(r"^\[(algo-\d+,\d+)\] (.*)$")
 _DATETIME_KEY = "$datetime"
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-class MetricRecorder:
-    """The stream a ``local_process`` job's output is shown through: everything goes on to standard output (looked up
-    at each write), and each whole line a process printed is read for the job's metrics by local mode's one reader
-    (:class:`~smddp_compat.local_mode.metrics.MetricWatch`, keeping the series).
-
-    Args:
-        definitions: The job's metric definitions (checked, compiled).
-        target: Where the text goes (None: ``sys.stdout`` at the time of each write).
-        clock: A monotonic clock (tests pass their own).
-
-    Attributes:
-        started: When the recorder was made (the job's creation), UTC.
-        training_started: Seconds since ``started`` when local mode said it starts the processes (None before).
-    """
-
-    def __init__(
-        self, definitions: Sequence[MetricDefinition], target: IO[str] | None = None, clock: Any = time.monotonic
-    ) -> None:
-        self.definitions = tuple(definitions)
-        self.started = _now()
-        self.training_started: float | None = None
-        self._watch = MetricWatch(self.definitions, keep_series=True)
-        self._target = target
-        self._clock = clock
-        self._origin = clock()
-        self._pending = ""
-        self._lock = threading.Lock()
-
-    def elapsed(self) -> float:
-        """Seconds since the recorder was made."""
-        return self._clock() - self._origin
-
-    def write(self, text: str) -> int:
-        """Reads the whole lines in ``text`` (keeping a partial one for the next write), then passes ``text`` on."""
-        with self._lock:
-            lines = (self._pending + text).split("\n")
-            self._pending = lines.pop()
-            seconds = self.elapsed()
-            for line in lines:
-                self._read(line.rstrip("\r"), seconds)
-        out = self._target if self._target is not None else sys.stdout
-        out.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        """Flushes the target."""
-        out = self._target if self._target is not None else sys.stdout
-        out.flush()
-
-    def _read(self, line: str, seconds: float) -> None:
-        if self.training_started is None and line.startswith("[local_mode] job "):
-            self.training_started = seconds
-        found = _PROCESS_LINE.match(line)
-        if found is None:  # local mode's own lines and summary ("  metric loss = ...") are not the job's output
-            return
-        self._watch.observe(found.group(2), when=self.started + timedelta(seconds=seconds))
-
-    @property
-    def points(self) -> list[tuple[float, str, float]]:
-        """``(seconds since started, metric name, value)`` for every value found, in the order printed."""
-        return [(round((when - self.started).total_seconds(), 3), name, value)
-                for when, name, value in self._watch.series]
-
-
-def build_description(
-    *,
-    job_name: str,
-    result: Any,
-    spec: Any,
-    recorder: MetricRecorder,
-    ended: datetime,
-    region: str,
-    role: str | None,
-    image_uri: str | None,
-    volume_size: int | None,
-    output_path: str,
+def job_record(
+    result: JobResult, *, region: str, role: str | None, image_uri: str | None, volume_size: int | None,
+    output_path: str, estimator: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The ``DescribeTrainingJob`` response of a finished local_process job.
+    """The record of a finished local_process job: its ``DescribeTrainingJob`` response (local mode's one builder,
+    :meth:`~smddp_compat.local_mode.outcome.JobResult.describe`, with what the estimator sends besides the job:
+    role, image, instance type, volume, output path, and its session's region in the ARN), its logs, its metric
+    series and the estimator's settings.
 
     Args:
-        job_name: The job's name.
-        result: Local mode's ``JobResult``.
-        spec: The ``JobSpec`` it ran.
-        recorder: The recorder its output went through (times and metric series).
-        ended: When ``fit()`` got the result back (artifacts stored), UTC.
-        region: The estimator session's region (for the ARN-shaped names).
+        result: Local mode's result.
+        region: The estimator session's region (for the ARN).
         role: The estimator's role.
         image_uri: The estimator's image (None: this machine's environment).
         volume_size: The estimator's ``volume_size``.
         output_path: Where the job's ``<job_name>/`` folder is (absolute path or ``s3://``).
-
-    Returns:
-        The description (datetimes are timezone-aware UTC, as boto3 returns them).
+        estimator: The constructor arguments ``attach`` rebuilds the estimator with.
     """
-    created = recorder.started
-    training_start = created + timedelta(seconds=recorder.training_started or 0.0)
-    training_end = min(training_start + timedelta(seconds=result.duration), ended)
-    secondary = result.secondary_status
-    model = result.artifacts.model
-    if model and "://" not in model:
-        model = os.path.abspath(model)
-    last_seen = {name: seconds for seconds, name, _ in recorder.points}
-    final_metrics = [
-        {
-            "MetricName": name,
-            "Value": value,
-            "Timestamp": (created + timedelta(seconds=last_seen[name])).replace(microsecond=0)
-            if name in last_seen else ended.replace(microsecond=0),
-        }
-        for name, value in result.final_metrics.items()
-    ]
-    end_message = {
-        "Completed": "Training job completed",
-        "Failed": f"Training job failed: {result.failure_reason}",
-        "Stopped": "Training job stopped",
-        "MaxRuntimeExceeded": f"Training job stopped: {result.failure_reason}",
-    }[secondary]
-    channels = []
-    for name, source in spec.channels.items():
-        if str(source).startswith("s3://"):
-            data_source = {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": str(source),
-                                            "S3DataDistributionType": "FullyReplicated"}}
-        else:
-            data_source = {"FileDataSource": {"FileUri": "file://" + os.path.abspath(str(source)),
-                                              "FileDataDistributionType": "FullyReplicated"}}
-        channels.append({"ChannelName": name, "DataSource": data_source, "InputMode": "File"})
-    algorithm: dict[str, Any] = {
-        "TrainingInputMode": "File",
-        "MetricDefinitions": [d.as_request() for d in recorder.definitions],
-        "EnableSageMakerMetricsTimeSeries": False,
-    }
+    params = copy.deepcopy(dict(result.request_params))
+    if role:
+        params["RoleArn"] = role
     if image_uri:
-        algorithm["TrainingImage"] = image_uri
-    description: dict[str, Any] = {
-        "TrainingJobName": job_name,
-        "TrainingJobArn": contract.training_job_arn(region, job_name),
-        "TrainingJobStatus": result.status,
-        "SecondaryStatus": secondary,
-        "HyperParameters": contract.encode_hyperparameters(spec.hyperparameters),
-        "AlgorithmSpecification": algorithm,
-        "RoleArn": role,
-        "InputDataConfig": channels,
-        "OutputDataConfig": {"KmsKeyId": "", "S3OutputPath": output_path, "CompressionType": "GZIP"},
-        "ResourceConfig": {"InstanceType": "local_process", "InstanceCount": spec.instance_count,
-                           "VolumeSizeInGB": volume_size or 30},
-        "StoppingCondition": {"MaxRuntimeInSeconds": int(spec.max_run) if spec.max_run else 86400},
-        "CreationTime": created,
-        "TrainingStartTime": training_start,
-        "TrainingEndTime": ended,
-        "LastModifiedTime": ended,
-        "TrainingTimeInSeconds": round((ended - training_start).total_seconds()),
-        "SecondaryStatusTransitions": [
-            {"Status": "Starting", "StartTime": created, "EndTime": training_start,
-             "StatusMessage": "Preparing the hosts' /opt/ml folders on this machine"},
-            {"Status": "Training", "StartTime": training_start, "EndTime": training_end,
-             "StatusMessage": f"Training in progress: {spec.instance_count} host(s) x {spec.processes_per_host} "
-                              "process(es) on this machine"},
-            {"Status": "Uploading", "StartTime": training_end, "EndTime": ended,
-             "StatusMessage": "Storing the model and output artifacts"},
-            {"Status": secondary, "StartTime": ended, "EndTime": ended, "StatusMessage": end_message},
-        ],
-        "FinalMetricDataList": final_metrics,
-        "Environment": dict(spec.environment),
-        "EnableNetworkIsolation": False,
-        "EnableInterContainerTrafficEncryption": False,
-        "EnableManagedSpotTraining": False,
+        params["AlgorithmSpecification"]["TrainingImage"] = image_uri
+    params["ResourceConfig"].update(InstanceType="local_process", VolumeSizeInGB=volume_size or 30)
+    params["OutputDataConfig"]["S3OutputPath"] = output_path
+    description = replace(result, request_params=params,
+                          arn=contract.training_job_arn(region, result.job_name)).describe()
+    return {
+        "format": RECORD_FORMAT,
+        "description": description,
+        "logs": {host: location if "://" in location else os.path.abspath(location)
+                 for host, location in result.artifacts.logs.items()},
+        "metric_points": [[round((when - result.start).total_seconds(), 3), name, value]
+                          for when, name, value in result.metric_series],
+        "estimator": dict(estimator),
     }
-    if model:
-        description["ModelArtifacts"] = {"S3ModelArtifacts": model}
-    if result.failure_reason:
-        description["FailureReason"] = result.failure_reason
-    return description
 
 
 # -- the record ---------------------------------------------------------------------------------------------------
@@ -260,8 +111,6 @@ def _decode(entry: dict[str, Any]) -> Any:
 
 def _record_location(output: str, job_name: str) -> Any:
     """``<output>/<job_name>/training-job.json`` as a local Path or an S3Location."""
-    from smddp_compat.local_mode.artifacts import job_destination
-
     destination = job_destination(output, job_name)
     return destination / RECORD_FILE if isinstance(destination, Path) else destination.child(RECORD_FILE)
 
@@ -287,8 +136,6 @@ def save_record(output: str, job_name: str, record: Mapping[str, Any]) -> str:
         location.parent.mkdir(parents=True, exist_ok=True)
         contract.write_atomically(location, text)
         return str(location)
-    from smddp_compat.local_mode.s3 import make_s3_client
-
     make_s3_client().put_object(Bucket=location.bucket, Key=location.prefix, Body=text.encode("utf-8"))
     return location.uri
 
@@ -314,8 +161,6 @@ def load_record(output: str, job_name: str) -> dict[str, Any]:
         if isinstance(location, Path):
             text = location.read_text(encoding="utf-8")
         else:
-            from smddp_compat.local_mode.s3 import make_s3_client
-
             text = make_s3_client().get_object(Bucket=location.bucket, Key=location.prefix)["Body"].read().decode()
     except FileNotFoundError:
         raise ConfigurationError("training_job_name", job_name, f"has no local_process record at {location}",
@@ -383,8 +228,6 @@ class LocalTrainingJob(_TrainingJob):
         for host, location in self.log_locations.items():
             try:
                 if location.startswith("s3://"):
-                    from smddp_compat.local_mode.s3 import make_s3_client, parse_s3_uri
-
                     where = parse_s3_uri(location, "log")
                     body = make_s3_client().get_object(Bucket=where.bucket, Key=where.prefix)["Body"].read()
                     texts[host] = body.decode("utf-8", errors="replace")

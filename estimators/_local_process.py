@@ -15,7 +15,10 @@ import os
 from typing import Any, Mapping
 
 from smddp_compat.estimators._distribution import DistributionPlan
-from smddp_compat.estimators.errors import ConfigurationError, MissingDependencyError
+from smddp_compat.estimators.errors import ConfigurationError
+from smddp_compat.local_mode.backends import ProcessBackend
+from smddp_compat.local_mode.outcome import JobResult
+from smddp_compat.local_mode.spec import JobSpec
 
 __all__ = ["local_channels", "build_job_spec", "run_job"]
 
@@ -23,16 +26,6 @@ logger = logging.getLogger(__name__)
 
 #: Default output folder of local_process jobs when the estimator has no output_path.
 DEFAULT_LOCAL_OUTPUT = "smddp_local_output"
-
-
-def _local_mode() -> Any:
-    try:
-        from smddp_compat import local_mode
-    except ImportError as exc:  # pragma: no cover - local_mode ships with smddp-compat
-        raise MissingDependencyError(
-            f"instance_type='local_process' needs the local_mode package ({exc}); install smddp-compat (bash setup.sh)"
-        ) from exc
-    return local_mode
 
 
 def local_channels(inputs: object) -> dict[str, str]:
@@ -82,19 +75,15 @@ def build_job_spec(
     environment: Mapping[str, str] | None,
     checkpoint_local_path: str | None,
     metric_definitions: Any = None,
-) -> Any:
+) -> JobSpec:
     """The local_mode JobSpec of an estimator's job (validated by local_mode on construction).
 
     ``metric_definitions`` (the SDK's list of ``{"Name", "Regex"}``) pass through: the result's ``final_metrics``
     holds each metric's last value in the logs, as DescribeTrainingJob's ``FinalMetricDataList`` does.
 
-    Returns:
-        A ``smddp_compat.local_mode.JobSpec``.
-
     Raises:
         ConfigurationError: (local_mode's) for a value local_mode refuses.
     """
-    local_mode = _local_mode()
     if plan.custom_mpi_options:
         logger.warning(
             "custom_mpi_options %r are ignored by instance_type='local_process' (ranks start over Gloo, or as the "
@@ -115,7 +104,7 @@ def build_job_spec(
         extra["checkpoint_path"] = checkpoint_local_path
     if metric_definitions:
         extra["metric_definitions"] = metric_definitions
-    return local_mode.JobSpec(
+    return JobSpec(
         entry_point=entry_point,
         source_dir=source_dir,
         instance_count=instance_count,
@@ -130,14 +119,11 @@ def build_job_spec(
     )
 
 
-def run_job(spec: Any, stream: Any = None) -> Any:
+def run_job(spec: JobSpec, stream: Any = None) -> JobResult:
     """Runs a local_mode job to its end on local mode's process backend and returns its result.
 
     Args:
         spec: The job.
         stream: Where its processes' prefixed output and the summary go (None: standard output).
     """
-    _local_mode()
-    from smddp_compat.local_mode.backends import ProcessBackend
-
     return ProcessBackend(stream=stream).run(spec)

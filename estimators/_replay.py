@@ -43,7 +43,8 @@ from smddp_compat.estimators import check_channel_names, check_job_name, instanc
 from smddp_compat.image import LATEST_TAG, ensure_image, find_engine, host_base_recipe
 from smddp_compat.local_mode.artifacts import job_destination
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
-from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult
+from smddp_compat.local_mode.docker.twin import SageMakerTwin
+from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.errors import ArtifactError, ChannelError
 from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.spec import JobSpec
@@ -426,7 +427,7 @@ def replay_spec(
     stream: IO[str] | None = sys.stderr,
     stop_grace: float | None = None,
     short_toolkit_waits: bool | None = None,
-) -> TwinResult:
+) -> JobResult:
     """Runs ``spec`` as SageMaker would: its estimator request, built against a private server, replayed by the twin.
 
     Every check (the estimator's, the S3 output's, Docker's) comes before anything starts; then the kit's image is
@@ -441,7 +442,7 @@ def replay_spec(
             None: the twin's default; see :class:`~local_mode.docker.twin.SageMakerTwin`).
 
     Returns:
-        The twin's :class:`~local_mode.docker.twin.TwinResult` (artifact URIs in the spec's output).
+        The twin's :class:`~local_mode.outcome.JobResult` (artifact URIs in the spec's output).
 
     Raises:
         ConfigurationError: A setting refused (by the estimator, the twin, or an S3 output that cannot be reached).
@@ -514,7 +515,8 @@ def upload_results(folder: Path, destination: S3Location, result: Any, client: A
             return path
         return uploaded.get(path) or destination.child(Path(path).relative_to(folder).as_posix()).uri
 
-    return replace(
-        result, model_artifacts=moved(result.model_artifacts), output_artifacts=moved(result.output_artifacts),
-        logs={host: moved(path) or path for host, path in result.logs.items()},
-    )
+    artifacts = result.artifacts
+    return replace(result, artifacts=replace(
+        artifacts, model=moved(artifacts.model), output=moved(artifacts.output),
+        logs={host: moved(path) or path for host, path in artifacts.logs.items()},
+    ))

@@ -270,8 +270,6 @@ class TensorFlow(_SdkTensorFlow):
             staged.cleanup()
 
     def _fit_local_process(self, inputs: Any, job_name: str | None) -> Any:
-        from smddp_compat.local_mode.metrics import check_metric_definitions
-
         self.latest_training_job = None
         with raised_as_estimator_errors():  # local_mode's errors leave fit() as the estimators' own
             spec = _local_process.build_job_spec(
@@ -288,34 +286,22 @@ class TensorFlow(_SdkTensorFlow):
                 checkpoint_local_path=self.checkpoint_local_path,
                 metric_definitions=self.metric_definitions,
             )
-            recorder = _local_job.MetricRecorder(check_metric_definitions(spec.metric_definitions))
             self._current_job_name = spec.job_name
-            self.local_result = _local_process.run_job(spec, stream=recorder)
-        self.latest_training_job = self._local_training_job(spec, self.local_result, recorder)
+            self.local_result = _local_process.run_job(spec)
+        self.latest_training_job = self._local_training_job(spec, self.local_result)
         with raised_as_estimator_errors():
             # A failed job raises local_mode's JobFailedError (rank, host, exit code), re-raised as a JobError.
             self.local_result.raise_for_status()
         return self.local_result
 
-    def _local_training_job(self, spec: Any, result: Any, recorder: Any) -> Any:
+    def _local_training_job(self, spec: Any, result: Any) -> Any:
         """The ended local job as ``latest_training_job``; its record is saved beside its artifacts (a record that
         cannot be written is warned about: the job's own result stands, only ``attach`` will not find it)."""
-        from datetime import datetime, timezone
-
-        output = spec.output_path if "://" in spec.output_path else os.path.abspath(spec.output_path)
-        description = _local_job.build_description(
-            job_name=spec.job_name, result=result, spec=spec, recorder=recorder, ended=datetime.now(timezone.utc),
-            region=self.sagemaker_session.boto_region_name, role=self.role, image_uri=self.image_uri,
-            volume_size=self.volume_size, output_path=output,
+        record = _local_job.job_record(
+            result, region=self.sagemaker_session.boto_region_name, role=self.role, image_uri=self.image_uri,
+            volume_size=self.volume_size, estimator=self._attach_settings(),
+            output_path=spec.output_path if "://" in spec.output_path else os.path.abspath(spec.output_path),
         )
-        record = {
-            "format": _local_job.RECORD_FORMAT,
-            "description": description,
-            "logs": {host: location if "://" in location else os.path.abspath(location)
-                     for host, location in result.artifacts.logs.items()},
-            "metric_points": [list(point) for point in recorder.points],
-            "estimator": self._attach_settings(),
-        }
         try:
             _local_job.save_record(spec.output_path, spec.job_name, record)
         except Exception as exc:  # noqa: BLE001 - a full disk, S3 refused: the job's result stands

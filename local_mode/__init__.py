@@ -23,7 +23,7 @@ from smddp_compat.local_mode.errors import (
     JobFailedError,
     LocalModeError,
 )
-from smddp_compat.local_mode.result import JobResult, ProcessOutcome
+from smddp_compat.local_mode.outcome import JobResult, ProcessOutcome
 from smddp_compat.local_mode.runner import run
 from smddp_compat.local_mode.spec import Distribution, JobSpec
 

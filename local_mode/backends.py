@@ -1,4 +1,4 @@
-"""The two ways local mode runs a job, each returning a :class:`JobOutcome`.
+"""The two ways local mode runs a job, each returning the one :class:`~local_mode.outcome.JobResult`.
 
 * :class:`ProcessBackend` (``smddp local``'s default): this machine's processes, one ``/opt/ml`` tree per simulated
   host; it receives the checked job (:class:`~local_mode.spec.JobSpec`) and plans every process with
@@ -6,47 +6,24 @@
 * :class:`DockerBackend` (``--backend docker``): the SageMaker twin; it receives a checked CreateTrainingJob request
   (:class:`~local_mode.docker.request.TrainingJobRequest`) and starts the image as SageMaker starts it.
 
-Both return a :class:`JobOutcome`: the job's name, SageMaker's status words, the failure reason and the exit code the
-CLI returns (0 completed, the failed process's code or 1, 124 past the time limit, 143 stopped).
+Both run the one job lifecycle (:class:`~local_mode.lifecycle.JobLifecycle`) and return its result: the job's name,
+SageMaker's status words, the failure reason, the DescribeTrainingJob answer and the exit code the CLI returns (0
+completed, the failed process's code or 1, 124 past the time limit, 128 + the signal that stopped it).
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import IO, ClassVar, Protocol, runtime_checkable
+from typing import IO, ClassVar
 
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
-from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult
-from smddp_compat.local_mode.result import JobResult
+from smddp_compat.local_mode.docker.twin import SageMakerTwin
+from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.runner import run
 from smddp_compat.local_mode.spec import JobSpec
 
-__all__ = ["JobOutcome", "ProcessBackend", "DockerBackend"]
-
-
-@runtime_checkable
-class JobOutcome(Protocol):
-    """How a job ended, whichever backend ran it."""
-
-    job_name: str
-    status: str
-    failure_reason: str | None
-
-    @property
-    def secondary_status(self) -> str:
-        """SageMaker's secondary status at the end (``MaxRuntimeExceeded`` for a job its time limit stopped)."""
-        ...
-
-    @property
-    def ok(self) -> bool:
-        """True when the job completed."""
-        ...
-
-    @property
-    def exit_code(self) -> int:
-        """The exit code ``smddp local`` returns for the job."""
-        ...
+__all__ = ["ProcessBackend", "DockerBackend"]
 
 
 @dataclass
@@ -96,7 +73,7 @@ class DockerBackend:
     interrupt_after: float | None = None
     short_toolkit_waits: bool | None = None
 
-    def run(self, request: TrainingJobRequest) -> TwinResult:
+    def run(self, request: TrainingJobRequest) -> JobResult:
         """Replays the request; see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`. (A
         :class:`~local_mode.spec.JobSpec` runs in the twin through the request the kit's estimator sends for it:
         ``smddp_compat.estimators._replay.replay_spec``, a layer above local mode.)"""

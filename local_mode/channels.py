@@ -1,8 +1,8 @@
-"""Input channels: local folders or files linked in, ``s3://`` prefixes downloaded, then shown to every host.
+"""Input channels: ``s3://`` prefixes downloaded, local folders or files copied, then given to every host.
 
-A channel is fetched once per job into a staging folder (S3) or used in place (local folder), and each host's
-``input/data/<channel>`` is a symbolic link to it: SageMaker's "FullyReplicated" File mode, without copying the data
-H times. Scripts must treat channel folders as read-only, as on SageMaker.
+A channel is fetched once per job into a staging folder, and each host's ``input/data/<channel>`` holds hard links
+of its files (:func:`place_channel`): SageMaker's File mode ("FullyReplicated", or "ShardedByS3Key" split between
+the hosts), without copying the data H times, and never a link to the user's own files.
 
 S3 objects land where SageMaker's File mode puts them (:func:`channel_key_path`); keys that would land on the same
 file, or as a file where another key needs a folder, stop the job before anything is written, naming both keys.
@@ -11,17 +11,17 @@ file, or as a file where another key needs a folder, stop the job before anythin
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import shutil
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from smddp_compat.local_mode.s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.errors import ChannelError
-from smddp_compat.local_mode.layout import HostLayout
 
 __all__ = [
     "stage_channels",
-    "link_channels",
+    "place_channel",
     "download_s3_channel",
     "download_s3_prefix",
     "channel_key_path",
@@ -200,15 +200,17 @@ def stage_channels(
     *,
     client_factory: Callable[[], Any] = make_s3_client,
 ) -> dict[str, Path]:
-    """Makes every channel available as a local folder.
+    """Fetches every channel once into ``staging_dir/<name>``: an ``s3://`` prefix downloaded as SageMaker's File mode
+    lays it out, a local folder or file copied (links followed, as an upload reads them), so that a script that
+    tidies its input never changes the user's own files.
 
     Args:
         channels: Channel name -> absolute local path or ``s3://`` URI (as a validated ``JobSpec`` holds them).
-        staging_dir: Folder for downloaded channels and for wrappers around single files.
+        staging_dir: Folder the channels are fetched into.
         client_factory: Makes the S3 client (called once, only if a channel is on S3).
 
     Returns:
-        Channel name -> the folder each host's ``input/data/<name>`` should point to.
+        Channel name -> its staged folder (then placed in every host by :func:`place_channel`).
 
     Raises:
         ChannelError: A channel could not be fetched.
@@ -216,34 +218,39 @@ def stage_channels(
     staged: dict[str, Path] = {}
     client = None
     for name, source in channels.items():
+        target = staging_dir / name
         if is_s3_uri(source):
             client = client if client is not None else client_factory()
-            target = staging_dir / name
             download_s3_channel(parse_s3_uri(source, f"channels[{name!r}]"), target, channel=name, client=client)
-            staged[name] = target
-            continue
-        path = Path(source)
-        if path.is_dir():
-            staged[name] = path
-        elif path.is_file():
-            wrapper = staging_dir / name
-            wrapper.mkdir(parents=True, exist_ok=True)
-            (wrapper / path.name).symlink_to(path)
-            staged[name] = wrapper
+        elif Path(source).is_dir():
+            try:
+                shutil.copytree(source, target)
+            except (OSError, shutil.Error) as exc:
+                raise ChannelError(name, source, f"could not be copied for the job ({exc})",
+                                   "make every file under it readable (and remove links that lead nowhere)") from exc
+        elif Path(source).is_file():
+            target.mkdir(parents=True)
+            shutil.copy2(source, target / Path(source).name)
         else:
             raise ChannelError(name, source, "the path no longer exists", "give an existing folder or file")
+        staged[name] = target
     return staged
 
 
-def link_channels(layout: HostLayout, staged: Mapping[str, Path]) -> None:
-    """Points ``input/data/<name>`` of one host at each staged channel folder.
+def place_channel(staged: Path, targets: Sequence[Path], *, sharded: bool = False) -> None:
+    """Gives each host its own ``input/data/<channel>`` from a staged channel, as SageMaker's File mode gives each
+    instance its own copy: hard links of the staged files (a host that deletes or replaces a file changes no other
+    host's folder, and never the user's data); ``sharded`` (``ShardedByS3Key``) splits the files between the hosts.
 
     Args:
-        layout: The host's tree.
-        staged: Channel name -> folder (from :func:`stage_channels`).
+        staged: The channel's staged folder (:func:`stage_channels`).
+        targets: Each host's channel folder, in host order.
+        sharded: Give host ``i`` every ``len(targets)``-th file from the ``i``-th; else every host all of them.
     """
-    for name, folder in staged.items():
-        link = layout.channel_dir(name)
-        if link.is_symlink() or link.exists():
-            raise ChannelError(name, str(folder), f"{link} already exists", "use each channel name once")
-        os.symlink(folder, link, target_is_directory=True)
+    files = sorted(path for path in staged.rglob("*") if path.is_file())
+    for index, target in enumerate(targets):
+        target.mkdir(parents=True, exist_ok=True)
+        for path in files[index :: len(targets)] if sharded else files:
+            destination = target / path.relative_to(staged)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, destination)

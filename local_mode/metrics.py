@@ -6,8 +6,8 @@ logs that your algorithm emits and finds logs that match the regular expression"
 reports "the metric values that it computes in its final iteration" (developer guide, "Monitor and Analyze Training
 Jobs Using Metrics"): each metric's last value. Here each log line is searched; the value is the regex's first
 group (the whole match when it has none), read as a number; text that is no finite number is no value (CloudWatch
-takes no NaN or infinity). Both backends use this module: the twin watches every whole log line as it arrives
-(:class:`MetricWatch`), the process backend reads its hosts' logs at the end (:func:`final_values_from_logs`).
+takes no NaN or infinity). One reader, :class:`MetricWatch`, takes every whole line a job prints as it arrives, in
+both backends (the twin's container logs; the process backend's output through :class:`MetricTap`).
 
 Standard library only.
 """
@@ -20,8 +20,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from smddp_compat.local_mode.errors import ConfigurationError
 
@@ -30,7 +29,7 @@ __all__ = [
     "MetricDefinition",
     "MetricWatch",
     "check_metric_definitions",
-    "final_values_from_logs",
+    "MetricTap",
     "metric_lines",
 ]
 
@@ -186,30 +185,38 @@ class MetricWatch:
         ]
 
 
-def final_values_from_logs(definitions: Sequence[MetricDefinition], logs: Mapping[str, Path]) -> dict[str, float]:
-    """Each metric's last value in a finished job's host logs (the process backend's ``FinalMetricDataList``).
-
-    The logs do not record when a line was printed, so lines of different hosts cannot be put in one order; the
-    hosts are read last one first, so that for a metric printed on several hosts the first host's (the master's,
-    where rank 0 prints, and where every rank's line is under SageMaker's MPI launches) last value counts.
+class MetricTap:
+    """A text stream that passes everything on to ``target`` and gives every whole line a process printed (``[algo-N,i]
+    text``, as the process backend shows it) to ``watch``, as CloudWatch reads a job's metrics from its log lines
+    as they arrive. Local mode's own lines (``[local_mode] ...``, the summary) are not the job's output.
 
     Args:
-        definitions: The metrics.
-        logs: Host -> its log file, in SageMaker's host order; a missing or unreadable log is skipped.
-
-    Returns:
-        Metric name -> value, for the metrics found.
+        target: Where the text goes.
+        watch: The job's metric reader.
     """
-    watch = MetricWatch(definitions)
-    if definitions:
-        for host in reversed(list(logs)):
-            try:
-                with open(logs[host], encoding="utf-8", errors="replace") as handle:
-                    for line in handle:
-                        watch.observe(line.rstrip("\r\n"))
-            except OSError:
-                continue
-    return watch.values()
+
+    _PROCESS_LINE = re.compile(r"^\[algo-\d+,\d+\] (.*)$")
+
+    def __init__(self, target: IO[str], watch: MetricWatch) -> None:
+        self.target = target
+        self.watch = watch
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        """Reads the whole lines in ``text`` (keeping a partial one for the next write), then passes it on."""
+        with self._lock:
+            lines = (self._pending + text).split("\n")
+            self._pending = lines.pop()
+            for line in lines:
+                found = self._PROCESS_LINE.match(line.rstrip("\r"))
+                if found is not None:
+                    self.watch.observe(found.group(1))
+        return self.target.write(text)
+
+    def flush(self) -> None:
+        """Flushes the target."""
+        self.target.flush()
 
 
 def metric_lines(values: Iterable[tuple[str, float]]) -> list[str]:

@@ -1,10 +1,11 @@
-"""Running a :class:`~local_mode.spec.JobSpec` on this machine: :func:`run`.
+"""The process backend: a :class:`~local_mode.spec.JobSpec` run by this machine's processes (:func:`run`).
 
-The steps, in order: check the destination is free; fetch the channels; build each host's ``/opt/ml`` tree and copy
-the code into it; plan the processes for the distribution (starting Horovod's rendezvous for smddp/mpi); run them
-as one supervised group (``smddp_compat.launcher.run_process_group``: live ``[algo-N,index]`` output, per-host log
-files, all stopped within seconds when one fails, ``max_run`` enforced, Ctrl-C stops everything); read the failed
-process's failure file; pack and store the artifacts; print a summary; remove the temporary trees.
+Its part of the job's lifecycle (:class:`~local_mode.lifecycle.JobLifecycle`, which claims, stores and answers):
+fetch the channels and build each host's ``/opt/ml`` tree with its own copy of them and of the code; plan the
+processes for the distribution (starting Horovod's rendezvous for smddp/mpi); run them as one supervised group
+(``smddp_compat.launcher.run_process_group``: live ``[algo-N,index]`` output, per-host log files, all stopped within
+seconds when one fails, ``max_run`` enforced, Ctrl-C stops everything); read the failed process's failure file; keep
+the checkpoints and TensorBoard summaries; print a summary.
 """
 
 from __future__ import annotations
@@ -22,10 +23,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from smddp_compat.local_mode.job_claim import claimed_job
-from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, make_s3_client
-from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
-from smddp_compat.local_mode.channels import link_channels, stage_channels
+from smddp_compat import contract, known_limits
+from smddp_compat.cluster import encode_host_addresses
+from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
+from smddp_compat.job_files import iter_regular_files
+from smddp_compat.launcher import (
+    ConsoleStream,
+    ProcessSpec,
+    describe_failure,
+    oversubscription_warning,
+    run_mpi_group,
+    run_process_group,
+    stall_watchdog_env,
+    tensorflow_log_filter,
+    usable_cores,
+)
+from smddp_compat.local_mode.artifacts import job_destination
+from smddp_compat.local_mode.channels import place_channel, stage_channels
 from smddp_compat.local_mode.environment import (
     default_region,
     host_addresses,
@@ -33,20 +47,18 @@ from smddp_compat.local_mode.environment import (
     platform_environment,
     training_environment,
 )
-from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError
+from smddp_compat.local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.folder_sync import FolderSync, S3Target, sync_target
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
-from smddp_compat.local_mode.metrics import check_metric_definitions, final_values_from_logs
-from smddp_compat.local_mode.result import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
+from smddp_compat.local_mode.lifecycle import JobEnd, JobLifecycle
+from smddp_compat.local_mode.metrics import MetricTap, check_metric_definitions
+from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
+from smddp_compat.local_mode.s3 import S3Location, make_s3_client
 from smddp_compat.local_mode.spec import JobSpec
-from smddp_compat import contract, known_limits
-from smddp_compat.cluster import encode_host_addresses
-from smddp_compat.strategies import LocalCluster, ProcessPlan
-from smddp_compat.launcher import ConsoleStream
-from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
-from smddp_compat.job_files import iter_regular_files
 from smddp_compat.source_files import copy_source_tree, warn_left_out
+from smddp_compat.strategies import LocalCluster, ProcessPlan
 
-__all__ = ["run", "INSTANCE_TYPE", "NETWORK_INTERFACE"]
+__all__ = ["run", "ProcessJob", "INSTANCE_TYPE", "NETWORK_INTERFACE"]
 
 INSTANCE_TYPE = "local"
 """The instance type reported to the job (what the SageMaker SDK's local mode reports)."""
@@ -110,18 +122,114 @@ def _argv(spec: JobSpec, layout: HostLayout, args: list[str]) -> list[str]:
     return [spec.python, str(script), *args]
 
 
-def _job_root(spec: JobSpec) -> tuple[Path, bool]:
-    """The folder for the hosts' trees, and whether it is temporary (removed at the end)."""
-    assert spec.job_name is not None
-    if spec.work_dir is None:
-        return Path(tempfile.mkdtemp(prefix=f"smddp-local-{spec.job_name}-")), True
-    root = Path(spec.work_dir) / spec.job_name
-    if root.exists():
-        raise ConfigurationError(
-            "job_name", spec.job_name, f"its work folder {root} already exists", "choose another job name"
+class ProcessJob(JobLifecycle):
+    """A :class:`~local_mode.spec.JobSpec` run by this machine's processes: the process backend's part of the
+    lifecycle (:class:`~local_mode.lifecycle.JobLifecycle`)."""
+
+    def __init__(self, spec: JobSpec, out: IO[str], grace: float, show_tf_logs: bool) -> None:
+        assert spec.job_name is not None
+        super().__init__(spec.job_name, job_destination(spec.output_path, spec.job_name),
+                         metric_definitions=check_metric_definitions(spec.metric_definitions))
+        self.spec = spec
+        self.stream = MetricTap(out, self.metrics)
+        self.grace = grace
+        self.show_tf_logs = show_tf_logs
+        self.region = default_region()
+        self._checkpoints: Path | None = None
+
+    def _make_root(self) -> tuple[Path, bool]:
+        if self.spec.work_dir is None:
+            return Path(tempfile.mkdtemp(prefix=f"smddp-local-{self.job_name}-")), True
+        root = Path(self.spec.work_dir) / self.job_name
+        if root.exists():
+            raise ConfigurationError(
+                "job_name", self.job_name, f"its work folder {root} already exists", "choose another job name"
+            )
+        root.mkdir(parents=True)
+        return root, False
+
+    def _log_files(self, root: Path, layouts: Mapping[str, HostLayout]) -> dict[str, Path]:
+        log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root / "logs"
+        return {host: log_dir / f"{host}.log" for host in layouts}
+
+    def _prepare(self, root: Path) -> dict[str, HostLayout]:
+        self._checkpoints = _checkpoint_folder(self.spec, self.destination, root)
+        layouts, self._host_envs = _prepare_hosts(self.spec, root, self._checkpoints, self.region)
+        return layouts
+
+    def _supervise(self, root: Path, layouts: dict[str, HostLayout]) -> JobEnd:
+        spec, out = self.spec, self.stream
+        assert out is not None
+        log_files = self._log_files(root, layouts)
+        out.write(
+            f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
+            f"process(es), distribution {spec.distribution.value}; logs in {next(iter(log_files.values())).parent}\n"
         )
-    root.mkdir(parents=True)
-    return root, False
+        crowded = oversubscription_warning(spec.instance_count * spec.processes_per_host, usable_cores())
+        if crowded:
+            out.write(f"[local_mode] warning: {crowded}\n")
+        out.flush()
+        config = spec.distribution_config
+        job = LocalCluster(tuple(spec.hosts), spec.processes_per_host, host_addresses(spec.instance_count), config)
+        with config.strategy.local_launch(job) as launch:
+            if launch.note:
+                self._say(launch.note)
+            # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,
+            # so a stall report names the ranks that are missing (SMDDP_STALL_TIMEOUT_SECONDS via --env enables it).
+            stall_dir = root / "stall"
+            stall_dir.mkdir(exist_ok=True)
+            specs = [
+                dataclasses.replace(s, env={**s.env, **stall_watchdog_env(None, None, str(stall_dir))},
+                                    console_hides=tensorflow_log_filter(s.env, show=self.show_tf_logs))
+                for s in (_process_spec(spec, plan, layouts[plan.host], self._host_envs[plan.host], log_files)
+                          for plan in launch.plans)
+            ]
+            failure_files = {s.label: layouts[s.host].failure_file for s in specs}
+            group_runner: Any = run_process_group
+            if launch.mpi:
+                group_runner = functools.partial(run_mpi_group, console_hides=specs[0].console_hides)
+            self._training()
+            group = group_runner(
+                specs, timeout=spec.max_run, grace=self.grace, stream=out,
+                failure_reason=lambda failed: read_failure_reason(failure_files[failed.label]),
+            )
+        reason = _with_script_error(group, failure_files) or None
+        if group.ok:
+            status, secondary = COMPLETED, None
+        elif group.timed_out:
+            status, secondary = STOPPED, "MaxRuntimeExceeded"
+            reason = f"MaxRuntimeExceeded: {reason} (max_run={spec.max_run:g} s)"
+        else:
+            status, secondary = (STOPPED if group.interrupted is not None else FAILED), None
+        details = {
+            "duration": group.duration,
+            "failed_label": group.failed.spec.label if group.failed is not None else None,
+            "processes": tuple(ProcessOutcome(r.spec.label, r.spec.host, r.returncode, r.duration)
+                               for r in group.results),
+        }
+        return JobEnd(status, secondary, group.exit_code, reason, details)
+
+    def _extras(self, end: JobEnd) -> dict[str, Any]:
+        return {"request_params": self.spec.request_params(INSTANCE_TYPE),
+                "arn": contract.training_job_arn(self.region, self.job_name)}
+
+    def _after_end(self, layouts: dict[str, HostLayout], end: JobEnd) -> None:
+        """Keeps the checkpoints (an upload that failed keeps the work tree) and the first host's TensorBoard
+        folder, for the summary."""
+        assert self.stream is not None and self._checkpoints is not None
+        kept, safe = _kept_checkpoints(self.spec, self.destination, self._checkpoints, self.stream)
+        self._keep_root = self._keep_root or not safe
+        summaries = _kept_tensorboard(next(iter(layouts.values())), self.destination, self.stream)
+        self._kept = [line for line in (kept, summaries) if line]
+
+    def run(self) -> JobResult:
+        """Runs the job (:meth:`JobLifecycle.run`) and prints its summary."""
+        self._kept: list[str] = []
+        result = super().run()
+        assert self.stream is not None
+        self.stream.write("\n".join([result.summary(), *self._kept]) + "\n")
+        self.stream.flush()
+        return result
 
 
 def run(
@@ -142,129 +250,10 @@ def run(
     Raises:
         ConfigurationError: The job's name is already taken at the output path (nothing was started).
         ChannelError: A channel could not be fetched (nothing was started).
-        ArtifactError: The artifacts could not be stored.
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
     out: IO[str] = ConsoleStream(stream if stream is not None else sys.stdout)  # type: ignore[assignment]
-    assert spec.job_name is not None
-    destination = job_destination(spec.output_path, spec.job_name)
-    with claimed_job(destination, spec.job_name):
-        _check_destination(destination, spec.job_name)
-        return _run_claimed(spec, destination, out, grace, show_tf_logs)
-
-
-def _check_destination(destination: Path | S3Location, job_name: str) -> None:
-    """Refuses a destination that already holds a job's results (nothing is written over), or an S3 bucket that
-    cannot be reached (found before the training, not after it)."""
-    fix = "choose another job name (or leave it out to get a fresh one), or remove that folder"
-    if isinstance(destination, Path):
-        if destination.exists():
-            raise ConfigurationError(
-                "job_name", job_name, f"results of a job with this name already exist at {destination}", fix
-            )
-        return
-    check_s3_destination(destination, "output_path", job_name)
-
-
-def _run_claimed(
-    spec: JobSpec, destination: Path | S3Location, out: IO[str], grace: float, show_tf_logs: bool
-) -> JobResult:
-    from smddp_compat.launcher import oversubscription_warning, run_process_group, tensorflow_log_filter, usable_cores
-    from smddp_compat.launcher import run_mpi_group, stall_watchdog_env
-
-    assert spec.job_name is not None
-    root, temporary = _job_root(spec)
-    try:
-        log_dir = destination / "logs" if isinstance(destination, Path) else root / "logs"
-        checkpoints = _checkpoint_folder(spec, destination, root)
-        layouts, host_envs = _prepare_hosts(spec, root, checkpoints)
-        log_files = {host: log_dir / f"{host}.log" for host in layouts}
-        out.write(
-            f"[local_mode] job {spec.job_name}: {spec.instance_count} host(s) x {spec.processes_per_host} "
-            f"process(es), distribution {spec.distribution.value}; logs in {log_dir}\n"
-        )
-        crowded = oversubscription_warning(spec.instance_count * spec.processes_per_host, usable_cores())
-        if crowded:
-            out.write(f"[local_mode] warning: {crowded}\n")
-        out.flush()
-        config = spec.distribution_config
-        job = LocalCluster(tuple(spec.hosts), spec.processes_per_host, host_addresses(spec.instance_count), config)
-        with config.strategy.local_launch(job) as launch:
-            if launch.note:
-                out.write(f"[local_mode] {launch.note}\n")
-                out.flush()
-            # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,
-            # so a stall report names the ranks that are missing (SMDDP_STALL_TIMEOUT_SECONDS via --env enables it).
-            stall_dir = root / "stall"
-            stall_dir.mkdir(exist_ok=True)
-            specs = [
-                dataclasses.replace(s, env={**s.env, **stall_watchdog_env(None, None, str(stall_dir))},
-                                    console_hides=tensorflow_log_filter(s.env, show=show_tf_logs))
-                for s in (
-                    _process_spec(spec, plan, layouts[plan.host], host_envs[plan.host], log_files)
-                    for plan in launch.plans
-                )
-            ]
-            failure_files = {s.label: layouts[s.host].failure_file for s in specs}
-            group_runner: Any = run_process_group
-            if launch.mpi:
-                group_runner = functools.partial(run_mpi_group, console_hides=specs[0].console_hides)
-            group = group_runner(
-                specs,
-                timeout=spec.max_run,
-                grace=grace,
-                stream=out,
-                failure_reason=lambda failed: read_failure_reason(failure_files[failed.label]),
-            )
-        reason = _with_script_error(group, failure_files)
-        final_metrics = final_values_from_logs(check_metric_definitions(spec.metric_definitions), log_files)
-        if group.ok:
-            status = COMPLETED
-        elif group.timed_out:
-            status = STOPPED
-            reason = f"MaxRuntimeExceeded: {reason} (max_run={spec.max_run:g} s)"
-        elif group.interrupted is not None:
-            status = STOPPED
-        else:
-            status = FAILED
-        hosts = list(layouts)
-        try:
-            artifacts: ArtifactPaths = store_artifacts(
-                destination,
-                model_dirs={host: layouts[host].model_dir for host in hosts},
-                output_data_dirs={host: layouts[host].output_data_dir for host in hosts},
-                log_files=log_files,
-                scratch_dir=root,
-            )
-        except ArtifactError as exc:
-            temporary = False  # the trained model is only there now: keep it
-            raise ArtifactError(
-                f"the job ended {status} but its artifacts could not be stored: {exc}. Nothing was deleted: the "
-                f"hosts' model, output and checkpoint folders are kept under {root}"
-            ) from exc
-        result = JobResult(
-            job_name=spec.job_name,
-            status=status,
-            duration=group.duration,
-            exit_code=group.exit_code,
-            failure_reason=reason or None,
-            failed_label=group.failed.spec.label if group.failed is not None else None,
-            artifacts=artifacts,
-            processes=tuple(
-                ProcessOutcome(r.spec.label, r.spec.host, r.returncode, r.duration) for r in group.results
-            ),
-            final_metrics=final_metrics,
-            max_run_exceeded=status == STOPPED and group.timed_out,
-        )
-        kept, safe = _kept_checkpoints(spec, destination, checkpoints, out)
-        temporary = temporary and safe  # an upload that failed: the job's work tree (and checkpoints) stays
-        summaries = _kept_tensorboard(layouts[hosts[0]], destination, out)
-        out.write(result.summary() + "\n" + (f"{kept}\n" if kept else "") + (f"{summaries}\n" if summaries else ""))
-        out.flush()
-        return result
-    finally:
-        if temporary:
-            shutil.rmtree(root, ignore_errors=True)
+    return ProcessJob(spec, out, grace, show_tf_logs).run()
 
 
 # What sagemaker-training's output watcher looks for to start the ErrorMessage of a failed script (process.watch,
@@ -298,8 +287,6 @@ def _with_script_error(group: Any, failure_files: Mapping[str, Path]) -> str:
     writes to it for a script that fails (``ExecuteUserScriptError``: exit code, the end of the script's output,
     its command: errors.py's ``_CalledProcessError``), so that a script that never ran (a SyntaxError, an import
     that fails) is still explained."""
-    from smddp_compat.launcher import describe_failure
-
     failed = group.failed
     if failed is None or failed.returncode is None or failed.spec.label not in failure_files:
         return group.reason
@@ -337,8 +324,6 @@ def _kept_checkpoints(
         return None, True
     if spec.checkpoint_path is not None or isinstance(destination, Path):
         return f"  checkpoints: {folder} (to resume from them: --checkpoint-dir {folder})", True
-    from smddp_compat.local_mode.folder_sync import FolderSync, S3Target
-
     target = destination.child(contract.CHECKPOINTS_DIR)
     sync = FolderSync(S3Target(target, make_s3_client()), what="checkpoints", mirror_deletions=False,
                       say=lambda message: out.write(f"[local_mode] {message}\n"))
@@ -355,8 +340,6 @@ def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: I
     folder = layout.tensorboard_dir
     if folder.is_symlink() or not any(True for _ in iter_regular_files(folder)):
         return None
-    from smddp_compat.local_mode.folder_sync import FolderSync, sync_target
-
     where = destination.child(_TENSORBOARD) if isinstance(destination, S3Location) else destination / _TENSORBOARD
     target = sync_target(where, make_s3_client() if isinstance(where, S3Location) else None)
     sync = FolderSync(target, what="tensorboard", mirror_deletions=False,
@@ -367,16 +350,15 @@ def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: I
 
 
 def _prepare_hosts(
-    spec: JobSpec, root: Path, checkpoints: Path
+    spec: JobSpec, root: Path, checkpoints: Path, region: str
 ) -> tuple[dict[str, HostLayout], dict[str, dict[str, str]]]:
-    """Fetches the channels, builds every host's tree (``checkpoints`` shared by all) and its environment (without
-    distribution variables)."""
+    """Fetches the channels, builds every host's tree (``checkpoints`` shared by all, each channel the host's own
+    copy) and its environment (without distribution variables)."""
     assert spec.job_name is not None
     staged = stage_channels(spec.channels, root / "channels")
     hosts = spec.hosts
     addresses = host_addresses(len(hosts))
     data_config = input_data_config(list(spec.channels))
-    region = default_region()
     num_cpus = os.cpu_count() or 1
     num_gpus = _count_gpus()
     base = inherited_environment(os.environ)
@@ -404,7 +386,6 @@ def _prepare_hosts(
             tensorboard_config={"LocalPath": str(host_root / contract.TENSORBOARD_DIR)},
         )
         _copy_code(spec, layout.code_dir)
-        link_channels(layout, staged)
         env = dict(base)
         env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed (unless the job's environment says)
         env.update(spec.environment)
@@ -424,6 +405,8 @@ def _prepare_hosts(
         env.update(encode_host_addresses(addresses))
         layouts[host] = layout
         envs[host] = env
+    for name, folder in staged.items():
+        place_channel(folder, [layouts[host].channel_dir(name) for host in hosts])
     return layouts, envs
 
 
@@ -433,9 +416,7 @@ def _process_spec(
     layout: HostLayout,
     host_env: Mapping[str, str],
     log_files: Mapping[str, Path],
-) -> Any:
-    from smddp_compat.launcher import ProcessSpec
-
+) -> ProcessSpec:
     env = dict(host_env)
     env.update(plan.env)
     python_path = [*plan.python_path, str(layout.code_dir), known_limits.startup_path()]

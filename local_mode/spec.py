@@ -310,6 +310,39 @@ class JobSpec:
         if not isinstance(self.python, str) or not os.access(self.python, os.X_OK):
             raise ConfigurationError("python", self.python, "is not an executable interpreter", "give sys.executable")
 
+    def request_params(self, instance_type: str) -> dict[str, Any]:
+        """The job as the members of the CreateTrainingJob request that would run it (those DescribeTrainingJob
+        echoes): hyperparameters as ``hyperparameters.json`` holds them, the metric definitions, each channel (a local
+        one as the SDK's local mode's ``FileDataSource``), the output path, the hosts and the time limit.
+
+        Args:
+            instance_type: The ``ResourceConfig.InstanceType`` to name (``local``, or the estimator's
+                ``local_process``).
+        """
+        channels = []
+        for name, source in self.channels.items():
+            data_source = (
+                {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": source,
+                                  "S3DataDistributionType": "FullyReplicated"}}
+                if is_s3_uri(source) else
+                {"FileDataSource": {"FileUri": "file://" + source, "FileDataDistributionType": "FullyReplicated"}}
+            )
+            channels.append({"ChannelName": name, "DataSource": data_source, "InputMode": "File"})
+        return {
+            "HyperParameters": contract.encode_hyperparameters(self.hyperparameters),
+            "AlgorithmSpecification": {
+                "TrainingInputMode": "File",
+                "MetricDefinitions": [dict(definition) for definition in self.metric_definitions],
+                "EnableSageMakerMetricsTimeSeries": False,
+            },
+            "InputDataConfig": channels,
+            "OutputDataConfig": {"KmsKeyId": "", "S3OutputPath": self.output_path, "CompressionType": "GZIP"},
+            "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": self.instance_count,
+                               "VolumeSizeInGB": 30},
+            "StoppingCondition": {"MaxRuntimeInSeconds": math.ceil(self.max_run)},
+            "Environment": dict(self.environment),
+        }
+
     def _resolve_code(self) -> tuple[str | None, str]:
         """Returns (absolute source_dir or None, entry point: relative to source_dir, or absolute)."""
         entry = self.entry_point

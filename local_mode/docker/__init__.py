@@ -21,7 +21,7 @@ from smddp_compat.local_mode.docker.errors import (
     ImageNotFoundError,
 )
 from smddp_compat.local_mode.docker.request import Channel, TrainingJobRequest
-from smddp_compat.local_mode.docker.twin import SageMakerTwin, TwinResult, replay
+from smddp_compat.local_mode.docker.twin import SageMakerTwin, replay
 
 __all__ = [
     "Channel",
@@ -32,6 +32,5 @@ __all__ = [
     "ImageNotFoundError",
     "SageMakerTwin",
     "TrainingJobRequest",
-    "TwinResult",
     "replay",
 ]

@@ -2,7 +2,7 @@
 
 Nothing in a request is ignored silently. :data:`MEMBERS` holds one :class:`Member` for each member of
 CreateTrainingJob's input in SageMaker's API model (botocore's ``sagemaker`` service definition, the shapes
-:mod:`~smddp_compat.local_mode.docker._api_model` checks a request against), by its path (``ResourceConfig.
+:mod:`~smddp_compat.local_mode.api_model` checks a request against), by its path (``ResourceConfig.
 VolumeSizeInGB``, ``InputDataConfig[].ShuffleConfig``). A structure the twin takes as a whole (``VpcConfig``,
 ``DebugHookConfig``) has one entry; the structures it reads member by member (``AlgorithmSpecification``,
 ``ResourceConfig``, a channel) have one entry per member. A test walks botocore's model and fails on a member this

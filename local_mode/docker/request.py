@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat.local_mode.s3 import S3Location, parse_s3_uri
-from smddp_compat.local_mode.docker._api_model import check_request, describe_only_fields
+from smddp_compat.local_mode.api_model import check_request, describe_only_fields
 from smddp_compat.local_mode.docker._fields import review
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat import contract

@@ -51,35 +51,30 @@ from typing import IO, Any
 
 import psutil
 
-from smddp_compat.local_mode.job_claim import claimed_job
-from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
-from smddp_compat.local_mode.artifacts import ArtifactPaths, job_destination, store_artifacts
-from smddp_compat.local_mode.channels import download_s3_channel
+from smddp_compat import contract
+from smddp_compat.image import LATEST_TAG, Engine, find_engine, image_exists
+from smddp_compat.image.commands import capture, run_command
+from smddp_compat.image.train import SHORT_TOOLKIT_WAITS
+from smddp_compat.launcher import ConsoleStream
+from smddp_compat.local_mode.artifacts import job_destination
+from smddp_compat.local_mode.channels import download_s3_channel, place_channel
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, Mount, TwinEngine
-from smddp_compat.local_mode.docker._reaper import reaper_argv
-from smddp_compat.local_mode.docker._result import (
-    UNBILLED_STATUSES,
-    SecondaryStatusLog,
-    TwinResult,
-    failure_reason,
-    model_location,
-)
-from smddp_compat.local_mode.folder_sync import FolderSync, sync_target
 from smddp_compat.local_mode.docker._fields import config_files
+from smddp_compat.local_mode.docker._failure_reason import failure_reason
+from smddp_compat.local_mode.docker._reaper import reaper_argv
 from smddp_compat.local_mode.docker._twin_s3 import Snapshot, create_buckets, script_writes, snapshot, stage_channel
 from smddp_compat.local_mode.docker.errors import ContainerError, ImageNotFoundError
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
-from smddp_compat.local_mode.errors import ArtifactError, ChannelError, ConfigurationError
-from smddp_compat.local_mode.metrics import MetricWatch, watchable_definitions
-from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
+from smddp_compat.local_mode.errors import ChannelError, ConfigurationError
+from smddp_compat.local_mode.folder_sync import FolderSync, sync_target
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
-from smddp_compat import contract
-from smddp_compat.image import LATEST_TAG, Engine, find_engine, image_exists
-from smddp_compat.image.commands import run_command
-from smddp_compat.image.train import SHORT_TOOLKIT_WAITS
-from smddp_compat.launcher import ConsoleStream
+from smddp_compat.local_mode.lifecycle import JobEnd, JobLifecycle
+from smddp_compat.local_mode.metrics import watchable_definitions
+from smddp_compat.local_mode.outcome import FAILED, JobResult
+from smddp_compat.local_mode.s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
+from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
 
-__all__ = ["SageMakerTwin", "TwinResult", "replay", "replay_job_name", "cut_toolkit_waits", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
+__all__ = ["SageMakerTwin", "replay", "replay_job_name", "cut_toolkit_waits", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
 NETWORK_INTERFACE = "eth0"
 """The interface each container's hosts talk over (written to resourceconfig.json)."""
@@ -100,8 +95,9 @@ BINDING_POLICY = "OMPI_MCA_hwloc_base_binding_policy"
 _TWIN_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "smddp-twin", "AWS_SECRET_ACCESS_KEY": "smddp-twin"}
 
 
-class SageMakerTwin:
-    """Runs one CreateTrainingJob request as SageMaker would, in containers on this machine.
+class SageMakerTwin(JobLifecycle):
+    """Runs one CreateTrainingJob request as SageMaker would, in containers on this machine (the twin's part of the
+    job's lifecycle, :class:`~local_mode.lifecycle.JobLifecycle`).
 
     Args:
         request: The request.
@@ -136,6 +132,8 @@ class SageMakerTwin:
         DockerUnavailableError: Docker cannot be used.
     """
 
+    _prefix = "[twin]"
+
     def __init__(
         self,
         request: TrainingJobRequest,
@@ -163,9 +161,14 @@ class SageMakerTwin:
             _check_spot(request, "interrupt_after", interrupt_after)
         name = job_name if job_name is not None else replay_job_name(request.job_name)
         self.request = request.renamed(name)
-        self.stream: IO[str] | None = ConsoleStream(stream) if stream is not None else None  # type: ignore[assignment]
         self.output = output if output is not None else DEFAULT_OUTPUT_PATH
-        self.destination = job_destination(self.output, name)
+        definitions, self._metric_problems = watchable_definitions(
+            (self.request.params.get("AlgorithmSpecification") or {}).get("MetricDefinitions"),
+            "AlgorithmSpecification.MetricDefinitions",
+        )
+        super().__init__(name, job_destination(self.output, name), metric_definitions=definitions,
+                         compression=request.compression)
+        self.stream = ConsoleStream(stream) if stream is not None else None  # type: ignore[assignment]
         self.checkpoint_source, self.checkpoint_target = self._checkpoint_locations(checkpoints)
         self.tensorboard_target = self._job_folder("tensorboard") if self.request.tensorboard_s3 is not None else None
         self.stop_grace = stop_grace
@@ -183,7 +186,6 @@ class SageMakerTwin:
         self._stop_reason: str | None = None
         self._stop_requested = threading.Event()
         self._kill_now = threading.Event()
-        self._phase = "preparing"
         self.started = threading.Event()
         self._checkpoint_sync: FolderSync | None = None  # made with the request's S3 client, in run()
         self._tensorboard_sync: FolderSync | None = None
@@ -195,12 +197,6 @@ class SageMakerTwin:
         self._interrupt_requested = threading.Event()
         self._ran_seconds = 0.0  # the containers' run time before the current run (a spot job's earlier runs)
         self._first_start: float | None = None  # monotonic time the containers first started
-        self._statuses = SecondaryStatusLog()  # SecondaryStatusTransitions; made anew when run() starts
-        definitions, self._metric_problems = watchable_definitions(
-            (self.request.params.get("AlgorithmSpecification") or {}).get("MetricDefinitions"),
-            "AlgorithmSpecification.MetricDefinitions",
-        )
-        self._metrics = MetricWatch(definitions)  # every whole log line of every host, for FinalMetricDataList
 
     # -- public ------------------------------------------------------------------------------------------------------
 
@@ -231,7 +227,7 @@ class SageMakerTwin:
         _check_spot(self.request, "interrupt", "()")
         self._interrupt_requested.set()
 
-    def run(self) -> TwinResult:
+    def run(self) -> JobResult:
         """Runs the job to its end (completed, failed, stopped or out of time) and cleans up.
 
         Run from the main thread, SIGINT and SIGTERM stop the job as StopTrainingJob does (a second one kills the
@@ -246,122 +242,105 @@ class SageMakerTwin:
             ConfigurationError: The output already holds files of another job, or cannot be reached.
             ContainerError: The engine refused a network or a container.
         """
-        request = self.request
-        root = Path(tempfile.mkdtemp(prefix=f"smddp-twin-{request.job_name[:30]}-"))
-        keep_root = self.keep
-        reaper: subprocess.Popen[bytes] | None = None
-        restore = self._handle_signals()
-        self._statuses = SecondaryStatusLog()
-        self._statuses.enter("Starting")  # CreationTime
-        start = datetime.now(timezone.utc)
-        try:
-            user_s3 = self._s3_factory()
-            with claimed_job(self.destination, request.job_name):
-                self._check_destination(user_s3)
-                reaper = self._start_reaper(root)
-                self._say(f"job {request.job_name}: {request.instance_count} x {request.instance_type}, image "
-                          f"{request.image}; artifacts to {_shown(self.destination)}")
-                if self.gpus_per_host:
-                    world = self._world_sizes()
-                    self._say(
-                        f"{request.instance_type} has GPUs on SageMaker; here each host runs on the CPU and shows "
-                        f"{self.gpus_per_host} stand-in GPU(s) to the toolkit (nvidia-smi), which starts one process "
-                        f"per GPU: world size {world['Twin']} here ({request.instance_count} x {self.gpus_per_host}), "
-                        f"{world['SageMaker']} on SageMaker ({request.instance_count} x "
-                        f"{_instance_gpus(request.instance_type)})"
-                    )
-                for warning in [*self._twin_choices, *request.warnings, *self._metric_problems,
-                                *self._image_problems]:  # each said once
-                    self._say(f"warning: {warning}")
-                log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
-                log_dir.mkdir(parents=True, exist_ok=True)
-                self._statuses.enter("Downloading")
-                layouts = self._prepare_hosts(root, user_s3)
-                self.docker.log_path = str(root / "docker.log")
-                self.docker.create_network(isolated=request.network_isolation)
-                twin_s3, twin_endpoint = self._start_s3_service()
-                staged = self._stage_for_containers(user_s3, twin_s3, root)
-                self._start_hosts(root, layouts, twin_endpoint, log_dir)
-                start = self._statuses.enter("Training")
-                self.started.set()
-                self._phase = "running"
-                status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
-                while secondary == "Interrupted" and not self._stop_requested.is_set():
-                    self._restart(root, layouts, twin_endpoint, log_dir)  # the same job, on new spot instances
-                    status, secondary, failed_host, codes = self._supervise(layouts, user_s3)
-                failed_at = datetime.now(timezone.utc) if status == "Failed" else None  # TrainingEndTime if failed
-                if secondary == "Interrupted":  # stopped between the interruption and the restart
-                    status, secondary = "Stopped", self._stop_reason or "Stopped"
-                self._phase = "finishing"
-                self._statuses.enter("Uploading")
-                self.docker.wait_for_logs()
-                self._sync_folders(layouts)
-                writes = self._list_script_writes(twin_s3, staged, user_s3)
-                reason = failure_reason(layouts, failed_host, codes, log_dir) if status == "Failed" else None
-                try:
-                    artifacts = store_artifacts(
-                        self.destination,
-                        model_dirs={host: layout.model_dir for host, layout in layouts.items()},
-                        output_data_dirs={host: layout.output_data_dir for host, layout in layouts.items()},
-                        log_files={host: log_dir / f"{host}.log" for host in layouts},
-                        scratch_dir=root,
-                        compression=request.compression,
-                    )
-                except ArtifactError as exc:
-                    keep_root = True
-                    status = secondary = "Failed"
-                    reason = contract.truncate_failure_reason(
-                        f"ClientError: the artifacts could not be stored: {exc}. Nothing was deleted: the hosts' "
-                        f"model, output and checkpoint folders are kept under {root / 'hosts'}"
-                    )
-                    artifacts = ArtifactPaths(model=None, output=None)
-                for clash in artifacts.clashes:
-                    self._say(f"warning: name clash between hosts (SageMaker would keep only one): {clash}")
-                if reason:
-                    self._say(f"FailureReason: {reason}")
-                end = self._statuses.finish(secondary)
-                result = TwinResult(
-                    job_name=request.job_name, status=status, secondary_status=secondary, failure_reason=reason,
-                    model_artifacts=artifacts.model, output_artifacts=artifacts.output, start=start,
-                    end=end, exit_codes=codes, secondary_status_transitions=self._statuses.transitions,
-                    billable_seconds=(end - start).total_seconds() - self._statuses.seconds_in(*UNBILLED_STATUSES),
-                    logs=dict(artifacts.logs), processes_per_host=self.gpus_per_host,
-                    warnings=[*self._twin_choices, *request.warnings], world_sizes=self._world_sizes(), s3_writes=writes,
-                    request=request, arn=contract.training_job_arn(self._region(), request.job_name),
-                    model_location=model_location(self.destination, request.compression),
-                    final_metric_data=self._metrics.final_metric_data(), failure_detected=failed_at,
-                )
-        except _Interrupted as interrupted:
-            self._say(f"{signal.Signals(interrupted.signum).name} before the job started: nothing was left running")
-            result = TwinResult(
-                job_name=request.job_name, status="Stopped", secondary_status="Stopped", failure_reason=None,
-                model_artifacts=None, output_artifacts=None, start=start, end=self._statuses.finish("Stopped"),
-                processes_per_host=self.gpus_per_host, warnings=[*self._twin_choices, *request.warnings],
-                world_sizes=self._world_sizes(), request=request,
-                secondary_status_transitions=self._statuses.transitions,
-                arn=contract.training_job_arn(self._region(), request.job_name),
-                model_location=model_location(self.destination, request.compression),
-            )
-        finally:
-            self._phase = "cleaning"
-            self.docker.remove_job()
-            if reaper is not None:  # cleaned up by ourselves: dismiss the reaper
-                reaper.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    reaper.wait(timeout=10)
-            if not keep_root:
-                shutil.rmtree(root, ignore_errors=True)
-            restore()
-        self._say(f"job {request.job_name}: {result.status} ({result.secondary_status}) in "
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._writes: list[str] = []
+        result = super().run()
+        for clash in result.artifacts.clashes:
+            self._say(f"warning: name clash between hosts (SageMaker would keep only one): {clash}")
+        if result.failure_reason:
+            self._say(f"FailureReason: {result.failure_reason}")
+        self._say(f"job {result.job_name}: {result.status} ({result.secondary_status}) in "
                   f"{(result.end - result.start).total_seconds():.1f} s; model: {result.model_artifacts}")
         return result
 
-    # -- steps -------------------------------------------------------------------------------------------------------
+    # -- the lifecycle's steps ---------------------------------------------------------------------------------------
 
-    def _say(self, message: str) -> None:
-        if self.stream is not None:
-            self.stream.write(f"[twin] {message}\n")
-            self.stream.flush()
+    def _make_root(self) -> tuple[Path, bool]:
+        self._root = Path(tempfile.mkdtemp(prefix=f"smddp-twin-{self.request.job_name[:30]}-"))
+        self._keep_root = self.keep
+        return self._root, True
+
+    def _log_files(self, root: Path, layouts: Mapping[str, HostLayout]) -> dict[str, Path]:
+        return {host: self._log_dir / f"{host}.log" for host in layouts}
+
+    def _check_destination(self, client: Any | None = None) -> None:
+        request = self.request
+        self._user_s3 = self._s3_factory()
+        super()._check_destination(client=self._user_s3)
+        self._reaper = self._start_reaper(self._root)
+        self._say(f"job {request.job_name}: {request.instance_count} x {request.instance_type}, image "
+                  f"{request.image}; artifacts to {_shown(self.destination)}")
+        if self.gpus_per_host:
+            world = self._world_sizes()
+            self._say(
+                f"{request.instance_type} has GPUs on SageMaker; here each host runs on the CPU and shows "
+                f"{self.gpus_per_host} stand-in GPU(s) to the toolkit (nvidia-smi), which starts one process "
+                f"per GPU: world size {world['Twin']} here ({request.instance_count} x {self.gpus_per_host}), "
+                f"{world['SageMaker']} on SageMaker ({request.instance_count} x "
+                f"{_instance_gpus(request.instance_type)})"
+            )
+        for warning in [*self._twin_choices, *request.warnings, *self._metric_problems,
+                        *self._image_problems]:  # each said once
+            self._say(f"warning: {warning}")
+
+    def _prepare(self, root: Path) -> dict[str, HostLayout]:
+        self._log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        layouts = self._prepare_hosts(root, self._user_s3)
+        self.docker.log_path = str(root / "docker.log")
+        self.docker.create_network(isolated=self.request.network_isolation)
+        self._twin_s3, self._twin_endpoint = self._start_s3_service()
+        self._staged = self._stage_for_containers(self._user_s3, self._twin_s3, root)
+        return layouts
+
+    def _supervise(self, root: Path, layouts: dict[str, HostLayout]) -> JobEnd:
+        self._start_hosts(root, layouts, self._twin_endpoint, self._log_dir)
+        self.ran_from = self._training()
+        self.started.set()
+        status, secondary, failed_host, codes = self._watch_run(layouts)
+        while secondary == "Interrupted" and not self._stop_requested.is_set():
+            self._restart(root, layouts, self._twin_endpoint, self._log_dir)  # the same job, on new spot instances
+            status, secondary, failed_host, codes = self._watch_run(layouts)
+        if secondary == "Interrupted":  # stopped between the interruption and the restart
+            status, secondary = "Stopped", self._stop_reason or "Stopped"
+        failed = [code for code in codes.values() if code]
+        end = JobEnd(status, secondary, exit_code=(failed[0] if failed else 1) if status == FAILED else None,
+                     details={"exit_codes": codes})
+        end.details["failed_host"] = failed_host
+        return end
+
+    def _after_end(self, layouts: dict[str, HostLayout], end: JobEnd) -> None:
+        self.docker.wait_for_logs()
+        self._sync_folders(layouts)
+        self._writes = self._list_script_writes(self._twin_s3, self._staged, self._user_s3)
+        failed_host = end.details.pop("failed_host", None)
+        if end.status == FAILED:
+            end.reason = failure_reason(layouts, failed_host, end.details["exit_codes"], self._log_dir)
+        end.details["duration"] = (datetime.now(timezone.utc) - self.ran_from).total_seconds()
+
+    def _extras(self, end: JobEnd) -> dict[str, Any]:
+        request = self.request
+        notes: dict[str, Any] = {"Warnings": [*self._twin_choices, *request.warnings]}
+        if self.gpus_per_host:
+            notes["WorldSize"] = self._world_sizes()
+        if self._writes:
+            notes["S3Writes"] = list(self._writes)
+        return {"request_params": request.params, "arn": contract.training_job_arn(self._region(), request.job_name),
+                "notes": notes}
+
+    def _release(self) -> None:
+        self.docker.remove_job()
+        if self._reaper is not None:  # cleaned up by ourselves: dismiss the reaper
+            self._reaper.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._reaper.wait(timeout=10)
+
+    def _on_signal(self, signum: int) -> None:
+        if self._stop_requested.is_set():
+            self._say("signal again: killing the containers now")
+        self.stop()
+
+    # -- steps -------------------------------------------------------------------------------------------------------
 
     def _prepare_hosts(self, root: Path, user_s3: Any) -> dict[str, HostLayout]:
         request = self.request
@@ -380,14 +359,8 @@ class SageMakerTwin:
         for channel in request.channels:
             staged = root / "channels" / channel.name
             download_s3_channel(channel.source, staged, channel=channel.name, client=user_s3)
-            files = sorted(p for p in staged.rglob("*") if p.is_file())
-            for index, host in enumerate(hosts):
-                target = layouts[host].channel_dir(channel.name)
-                mine = files if channel.distribution == "FullyReplicated" else files[index :: len(hosts)]
-                for path in mine:
-                    destination = target / path.relative_to(staged)
-                    destination.parent.mkdir(parents=True, exist_ok=True)
-                    os.link(path, destination)
+            place_channel(staged, [layouts[host].channel_dir(channel.name) for host in hosts],
+                          sharded=channel.distribution != "FullyReplicated")
         if self.checkpoint_target is not None:
             self._checkpoint_sync = FolderSync(
                 sync_target(self.checkpoint_target, user_s3), what="checkpoints", mirror_deletions=True,
@@ -557,11 +530,10 @@ class SageMakerTwin:
             self.docker.start(
                 host, request.image, arguments, environment=environment, mounts=mounts, entrypoint=entrypoint
             )
-            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log", on_line=self._metrics.observe)
+            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log", on_line=self.metrics.observe)
 
-    def _supervise(
-        self, layouts: dict[str, HostLayout], user_s3: Any
-    ) -> tuple[str, str, str | None, dict[str, int]]:
+    def _watch_run(self, layouts: dict[str, HostLayout]) -> tuple[str, str, str | None, dict[str, int]]:
+        """Watches one run of the containers (a spot job has one per restart) until it ends."""
         request = self.request
         run_start = time.monotonic()
         if self._first_start is None:
@@ -610,7 +582,7 @@ class SageMakerTwin:
                 codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
                 return "InProgress", "Interrupted", None, codes
             if self._stop_requested.is_set():
-                self._statuses.enter("Stopping")
+                self.statuses.enter("Stopping")
                 self._stop_containers(hosts)
                 codes = {host: state.exit_code for host, state in self.docker.states(hosts).items()}
                 return "Stopped", self._stop_reason or "Stopped", None, codes
@@ -635,13 +607,13 @@ class SageMakerTwin:
         (model, output, checkpoints, TensorBoard) empty again, as a new instance's are, its checkpoint folder filled
         from where checkpoints were synced, and every container started again (``Interrupted``, ``Restarting``,
         ``Training``)."""
-        self._statuses.enter("Interrupted", "Training job interrupted: the spot instances were reclaimed")
+        self.statuses.enter("Interrupted", "Training job interrupted: the spot instances were reclaimed")
         self.docker.wait_for_logs()
         self._sync_folders(layouts)
         for host in layouts:
             run_command([self.engine.docker, "rm", "--force", self.container(host)], timeout=120,
                         log_path=self.docker.log_path)
-        self._statuses.enter("Restarting", "Restarting the training job on new spot instances")
+        self.statuses.enter("Restarting", "Restarting the training job on new spot instances")
         for layout in layouts.values():
             for folder in (layout.model_dir, layout.output_dir, layout.checkpoints_dir, self._tensorboard_dir(layout)):
                 shutil.rmtree(folder, ignore_errors=True)
@@ -652,7 +624,7 @@ class SageMakerTwin:
             self._fill_checkpoints(root, layouts)
         self._say("restarting every container")
         self._start_hosts(root, layouts, twin_endpoint, log_dir)
-        self._statuses.enter("Training")
+        self.statuses.enter("Training")
 
     def _stop_containers(self, hosts: list[str]) -> None:
         self._say(f"stopping: SIGTERM to every container, SIGKILL after {self.stop_grace:.0f} s (stop again, or "
@@ -731,28 +703,6 @@ class SageMakerTwin:
             start_new_session=True,
         )
 
-    def _handle_signals(self) -> Callable[[], None]:
-        """From the main thread: SIGINT/SIGTERM stop the job (see :meth:`run`); returns what restores the handlers."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-
-        def on_signal(signum: int, _frame: object) -> None:
-            if self._phase == "preparing":
-                self._phase = "interrupted"  # later signals are noted only: the clean-up must run to its end
-                raise _Interrupted(signum)
-            if self._phase == "running":
-                if self._stop_requested.is_set():
-                    self._say("signal again: killing the containers now")
-                self.stop()
-
-        previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
-
-        def restore() -> None:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-        return restore
-
 
 def _check_spot(request: TrainingJobRequest, setting: str, value: object) -> None:
     """Refuses a spot interruption of a job SageMaker would never interrupt (an on-demand one)."""
@@ -762,14 +712,6 @@ def _check_spot(request: TrainingJobRequest, setting: str, value: object) -> Non
             "interrupts only those)", "set EnableManagedSpotTraining and StoppingCondition.MaxWaitTimeInSeconds in "
             "the request, or leave the interruption out",
         )
-
-
-class _Interrupted(Exception):
-    """A signal that arrived before the job's containers ran: it ends :meth:`SageMakerTwin.run`'s preparation."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 def cut_toolkit_waits(choice: bool | None, environ: Mapping[str, str] = os.environ) -> bool:
@@ -788,7 +730,7 @@ def _shown(location: Path | S3Location | None) -> str:
     return location.uri if isinstance(location, S3Location) else str(location)
 
 
-def replay(request: TrainingJobRequest, **options: Any) -> TwinResult:
+def replay(request: TrainingJobRequest, **options: Any) -> JobResult:
     """Runs ``request`` in the twin: ``SageMakerTwin(request, **options).run()``."""
     return SageMakerTwin(request, **options).run()
 
@@ -807,7 +749,6 @@ def _cpu_image_on_gpu(engine: Engine, request: TrainingJobRequest) -> list[str]:
     """What SageMaker would do with a GPU instance type and an image without CUDA (the image's
     ``org.smddp-compat.cuda`` label, else its name; see ``smddp_compat.estimators.image_cuda``), as one warning."""
     from smddp_compat.estimators import check_image_for_instance_type
-    from smddp_compat.image.commands import capture
 
     if _instance_gpus(request.instance_type) == 0:
         return []

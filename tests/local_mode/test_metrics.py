@@ -11,7 +11,7 @@ import pytest
 from smddp_compat.errors import ConfigurationError as SharedConfigurationError
 from smddp_compat.local_mode import JobSpec
 from smddp_compat.local_cli import build_parser, spec_from_args
-from smddp_compat.local_mode.docker._api_model import check_response
+from smddp_compat.local_mode.api_model import check_response
 from smddp_compat.local_mode.docker._result import TWIN_NOTES, SecondaryStatusLog, TwinResult
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.metrics import (

@@ -1,5 +1,6 @@
-"""How a replayed job ended, in DescribeTrainingJob's terms: the twin's answer, its status transitions and its
-``FailureReason``.
+"""How a local job ended, whichever backend ran it: :class:`JobResult`, the one outcome type, and the one
+DescribeTrainingJob builder (:meth:`JobResult.describe`) the twin's answer, the process backend's result and the
+estimator's local view all use.
 
 The answer holds what SageMaker's does (checked against botocore's output shape of DescribeTrainingJob in the
 tests): the request's own members echoed, the job's ARN and times, ``SecondaryStatusTransitions`` with SageMaker's
@@ -13,38 +14,41 @@ artifacts were uploaded, or, for a failed job, "the time when Amazon SageMaker d
 
 from __future__ import annotations
 
-import re
+import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from smddp_compat import contract
+from smddp_compat.local_mode.api_model import response_members
+from smddp_compat.local_mode.artifacts import MODEL_TARBALL, UNCOMPRESSED_MODEL, ArtifactPaths
+from smddp_compat.local_mode.errors import JobFailedError
+from smddp_compat.local_mode.metrics import metric_lines
 from smddp_compat.local_mode.s3 import S3Location
-from smddp_compat.local_mode.artifacts import MODEL_TARBALL, UNCOMPRESSED_MODEL
-from smddp_compat.local_mode.layout import HostLayout
-
-if TYPE_CHECKING:
-    from smddp_compat.local_mode.docker.request import TrainingJobRequest
 
 __all__ = [
+    "COMPLETED",
+    "FAILED",
+    "STOPPED",
     "STATUS_MESSAGES",
     "UNBILLED_STATUSES",
-    "SecondaryStatusLog",
-    "TwinResult",
     "TWIN_NOTES",
-    "failure_reason",
+    "SecondaryStatusLog",
+    "ProcessOutcome",
+    "JobResult",
     "model_location",
 ]
 
-
-#: Exit codes of a replayed job by its secondary status, then its status.
-_EXIT_CODES = {"Completed": 0, "MaxRuntimeExceeded": 124, "Stopped": 143}
+COMPLETED = "Completed"
+FAILED = "Failed"
+STOPPED = "Stopped"
 
 #: ``StatusMessage`` of a secondary status when none is given, as SageMaker words it in its answers (the last message
 #: of each status: ``Starting`` shows "Starting the training job." and "Launching requested ML instances." first).
-#: SageMaker's wording for MaxRuntimeExceeded and MaxWaitTimeExceeded was not found in AWS's pages: the twin's own.
+#: SageMaker's wording for MaxRuntimeExceeded and MaxWaitTimeExceeded was not found in AWS's pages: the kit's own.
 STATUS_MESSAGES = {
     "Starting": "Preparing the instances for training",
     "Downloading": "Downloading input data",
@@ -64,15 +68,16 @@ _FINAL = frozenset({"Completed", "Failed", "Stopped", "MaxRuntimeExceeded", "Max
 #: Secondary statuses whose time is not billed (a managed spot job waiting for, and restarting on, new instances).
 UNBILLED_STATUSES = ("Interrupted", "Restarting")
 
-#: The member of :meth:`TwinResult.describe`'s answer that is the twin's own (what it did differently), not
-#: SageMaker's: left out when the answer is checked against DescribeTrainingJob's output shape.
+#: The member of the twin's answer that is its own (what it did differently), not SageMaker's: left out when the
+#: answer is checked against DescribeTrainingJob's output shape.
 TWIN_NOTES = "Twin"
 
 #: The members DescribeTrainingJob adds to a job's answer even when the request left them out.
 _DEFAULT_FLAGS = ("EnableNetworkIsolation", "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining")
 
-# SageMaker's default StoppingCondition.MaxRuntimeInSeconds (one day).
+#: SageMaker's default StoppingCondition.MaxRuntimeInSeconds (one day).
 _DEFAULT_MAX_RUNTIME = 86400
+
 
 def model_location(destination: Path | S3Location, compression: str = "GZIP") -> str:
     """Where a job's model is stored under its destination (``<destination>/output/model.tar.gz``, or the model's
@@ -81,7 +86,7 @@ def model_location(destination: Path | S3Location, compression: str = "GZIP") ->
     name = UNCOMPRESSED_MODEL if compression == "NONE" else MODEL_TARBALL
     if isinstance(destination, S3Location):
         return destination.child("output", name).uri
-    return str(destination / "output" / name)
+    return os.path.abspath(destination / "output" / name)
 
 
 def _now() -> datetime:
@@ -118,26 +123,7 @@ class SecondaryStatusLog:
             self._entered.append((status, message or STATUS_MESSAGES.get(status, status), moment))
             return moment
 
-    def finish(self, status: str, message: str | None = None, when: datetime | None = None) -> datetime:
-        """Notes the job's final status; returns when it was entered (``TrainingEndTime`` unless the job failed)."""
-        return self.enter(status, message, when)
-
-    @property
-    def created(self) -> datetime | None:
-        """``CreationTime``: when the first status was entered (None before)."""
-        with self._lock:
-            return self._entered[0][2] if self._entered else None
-
-    @property
-    def last(self) -> tuple[str, datetime] | None:
-        """The current (or final) secondary status and when it was entered, or None."""
-        with self._lock:
-            return (self._entered[-1][0], self._entered[-1][2]) if self._entered else None
-
-    def entered(self, status: str) -> datetime | None:
-        """When the job first entered ``status``, or None."""
-        with self._lock:
-            return next((moment for name, _message, moment in self._entered if name == status), None)
+    finish = enter  # the final status is entered like any other; it then ends when it starts
 
     def seconds_in(self, *statuses: str) -> float:
         """Seconds spent in ``statuses`` (a status not yet left counts until now)."""
@@ -167,75 +153,137 @@ class SecondaryStatusLog:
         return answer
 
 
-@dataclass
-class TwinResult:
-    """How a replayed job ended, in DescribeTrainingJob's terms.
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """How one process of the process backend ended.
+
+    Attributes:
+        label: ``algo-N,index``.
+        host: Its host.
+        returncode: Exit code (negative: killed by that signal), None if it could not be reaped.
+        duration: Seconds it ran.
+    """
+
+    label: str
+    host: str
+    returncode: int | None
+    duration: float
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """How a local job ended, in DescribeTrainingJob's terms, whichever backend ran it.
 
     Attributes:
         job_name: The job's name.
-        status: ``Completed``, ``Failed`` or ``Stopped``.
-        secondary_status: ``Completed``, ``Failed``, ``Stopped`` or ``MaxRuntimeExceeded``.
-        failure_reason: ``FailureReason`` (None unless Failed).
-        model_artifacts: The ``model.tar.gz`` URI, or None when it was not stored.
-        output_artifacts: The ``output.tar.gz`` URI, or None.
-        start: When the containers started.
-        end: When the job ended.
-        exit_codes: Host -> its container's exit code.
-        logs: Host -> its log (``<output>/<job>/logs/<host>.log``, a file or an ``s3://`` URI).
-        processes_per_host: The GPUs the twin granted each host (0 for CPU instance types).
-        secondary_status_transitions: ``SecondaryStatusTransitions`` (:attr:`SecondaryStatusLog.transitions`);
-            empty: the answer has the final status only, from ``start`` to ``end``.
-        billable_seconds: The containers' run time less the time not billed, as the twin counted it. The answer's
-            ``BillableTimeInSeconds`` follows SageMaker's rule instead: ``TrainingTimeInSeconds`` less the time in
-            :data:`UNBILLED_STATUSES` (a spot job's interruptions), so it equals the training time of any other job.
-        warnings: What the twin does differently from SageMaker for this request (``Twin.Warnings`` in the answer).
-        world_sizes: The job's world size on SageMaker and here (``Twin.WorldSize``), or empty.
-        s3_writes: What the job wrote to S3 (kept by the twin, never written to the request's S3).
-        request: The request replayed: its members are echoed in the answer.
-        arn: ``TrainingJobArn``.
+        status: ``Completed``, ``Failed`` or ``Stopped``, as SageMaker names a training job's status.
+        secondary_status: ``Completed``, ``Failed``, ``Stopped``, ``MaxRuntimeExceeded`` or ``MaxWaitTimeExceeded``.
+        failure_reason: Why the job did not complete (``FailureReason``), or None.
+        exit_code: What ``smddp local`` returns: 0 completed, the failed process's or host's code (or 1), 124 past
+            the time limit, 128 + the signal that stopped it (143 for a StopTrainingJob of the twin).
+        artifacts: Where ``model.tar.gz``, ``output.tar.gz`` and the logs are.
+        start: When the job was created (``CreationTime``).
+        end: When it ended.
+        duration: Seconds its processes or containers ran.
+        transitions: ``SecondaryStatusTransitions`` (:attr:`SecondaryStatusLog.transitions`).
         model_location: Where the model is stored, or would have been (``ModelArtifacts`` is always answered).
-        final_metric_data: ``FinalMetricDataList``: each metric of ``MetricDefinitions`` with its last value.
-        failure_detected: When the twin saw the job fail (``TrainingEndTime`` of a failed job), or None.
+        processes: The process backend's processes, in index order.
+        failed_label: The ``algo-N,index`` of the process that failed first (process backend).
+        exit_codes: Host -> its container's exit code (the twin).
+        final_metric_data: ``FinalMetricDataList``: each metric of the job's definitions with its last value.
+        metric_series: ``(when, metric name, value)`` for every value the job printed, in order.
+        request_params: The CreateTrainingJob members of the job (the twin's request; the process backend's job as
+            that request would say it): those DescribeTrainingJob answers are echoed.
+        arn: ``TrainingJobArn``.
+        failure_detected: When the job's failure was seen (``TrainingEndTime`` of a failed job), or None.
+        notes: The twin's own notes, what it did differently from SageMaker (``Warnings``, ``WorldSize``,
+            ``S3Writes``), answered under :data:`TWIN_NOTES`; None for the process backend.
     """
 
     job_name: str
     status: str
     secondary_status: str
     failure_reason: str | None
-    model_artifacts: str | None
-    output_artifacts: str | None
-    start: datetime
-    end: datetime
-    exit_codes: dict[str, int] = field(default_factory=dict)
-    logs: dict[str, str] = field(default_factory=dict)
-    processes_per_host: int = 0
-    secondary_status_transitions: list[dict[str, Any]] = field(default_factory=list)
-    billable_seconds: float | None = None
-    warnings: list[str] = field(default_factory=list)
-    world_sizes: dict[str, int] = field(default_factory=dict)
-    s3_writes: list[str] = field(default_factory=list)
-    request: TrainingJobRequest | None = None
-    arn: str | None = None
+    exit_code: int
+    artifacts: ArtifactPaths
+    start: datetime = field(default_factory=_now)
+    end: datetime = field(default_factory=_now)
+    duration: float = 0.0
+    transitions: list[dict[str, Any]] = field(default_factory=list)
     model_location: str | None = None
+    processes: tuple[ProcessOutcome, ...] = ()
+    failed_label: str | None = None
+    exit_codes: Mapping[str, int] = field(default_factory=dict)
     final_metric_data: list[dict[str, Any]] = field(default_factory=list)
+    metric_series: list[tuple[datetime, str, float]] = field(default_factory=list)
+    request_params: Mapping[str, Any] = field(default_factory=dict)
+    arn: str | None = None
     failure_detected: datetime | None = None
+    notes: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
-        """True when the job completed."""
-        return self.status == "Completed"
+        """Whether the job completed."""
+        return self.status == COMPLETED
 
     @property
-    def exit_code(self) -> int:
-        """0 completed, 124 past ``MaxRuntimeInSeconds``, 143 stopped, else the first failed host's code (or 1)."""
-        if self.secondary_status in _EXIT_CODES:
-            return _EXIT_CODES[self.secondary_status]
-        failed = [code for code in self.exit_codes.values() if code]
-        return _EXIT_CODES.get(self.status, failed[0] if failed else 1)
+    def max_run_exceeded(self) -> bool:
+        """The job was stopped because its time limit passed (secondary status ``MaxRuntimeExceeded``)."""
+        return self.secondary_status == "MaxRuntimeExceeded"
+
+    @property
+    def model_artifacts(self) -> str | None:
+        """The stored model (``model.tar.gz``, or the folder of an uncompressed one), or None."""
+        return self.artifacts.model
+
+    @property
+    def output_artifacts(self) -> str | None:
+        """The stored ``output.tar.gz``, or None."""
+        return self.artifacts.output
+
+    @property
+    def logs(self) -> Mapping[str, str]:
+        """Host -> its log (a file or an ``s3://`` URI)."""
+        return self.artifacts.logs
+
+    @property
+    def final_metrics(self) -> dict[str, float]:
+        """Metric name -> its last value (:attr:`final_metric_data` as a mapping)."""
+        return {entry["MetricName"]: entry["Value"] for entry in self.final_metric_data}
+
+    def raise_for_status(self) -> JobResult:
+        """Returns the result when the job completed.
+
+        Raises:
+            JobFailedError: The job failed or was stopped.
+        """
+        if not self.ok:
+            failed = next((p for p in self.processes if p.label == self.failed_label), None)
+            raise JobFailedError(
+                self.job_name, self.status, self.failure_reason or "unknown reason", label=self.failed_label,
+                exit_code=failed.returncode if failed else None, host=failed.host if failed else None,
+            )
+        return self
+
+    def summary(self) -> str:
+        """A few lines for humans: status, duration, final metrics, artifacts, logs, failure reason."""
+        lines = [f"local job {self.job_name}: {self.status} in {self.duration:.1f} s"]
+        lines += [f"  metric {line}" for line in metric_lines(self.final_metrics.items())]
+        if self.artifacts.model:
+            lines.append(f"  model:  {self.artifacts.model}")
+        if self.artifacts.output:
+            lines.append(f"  output: {self.artifacts.output}")
+        lines += [f"  log {host}: {log}" for host, log in self.artifacts.logs.items()]
+        lines += [f"  warning: name clash between hosts (SageMaker would keep only one): {clash}"
+                  for clash in self.artifacts.clashes]
+        lines += [f"  left out: {note}" for note in self.artifacts.skipped]
+        if self.failure_reason:
+            lines.append(f"  failure reason: {self.failure_reason}")
+        return "\n".join(lines)
 
     def _transitions(self) -> list[dict[str, Any]]:
-        if self.secondary_status_transitions:
-            return list(self.secondary_status_transitions)
+        if self.transitions:
+            return list(self.transitions)
         log = SecondaryStatusLog()  # no record of the statuses: what is known, the start and the end
         log.enter("Starting", when=self.start)
         log.enter("Training", when=self.start)
@@ -243,34 +291,28 @@ class TwinResult:
         return log.transitions
 
     def describe(self) -> dict[str, Any]:
-        """The DescribeTrainingJob answer SageMaker would give for this job, and the twin's own notes.
+        """The DescribeTrainingJob answer SageMaker would give for this job (and, from the twin, its own notes).
 
-        The request's members as sent (those DescribeTrainingJob answers), then the job's name, ARN, statuses,
-        ``SecondaryStatusTransitions``, times, ``ModelArtifacts``, ``FinalMetricDataList`` and ``FailureReason``;
-        under :data:`TWIN_NOTES`, what the twin did differently (``Warnings``, ``WorldSize``, ``S3Writes``).
+        The request's members (:attr:`request_params`) that DescribeTrainingJob answers, then the job's name, ARN,
+        statuses, ``SecondaryStatusTransitions``, times, ``ModelArtifacts``, ``FinalMetricDataList`` and
+        ``FailureReason``; under :data:`TWIN_NOTES`, what the twin did differently.
         """
         transitions = self._transitions()
-        answer: dict[str, Any] = {}
-        if self.request is not None:
-            from smddp_compat.local_mode.docker._api_model import response_members
-
-            echoed = response_members("DescribeTrainingJob")
-            answer.update({key: value for key, value in self.request.params.items() if key in echoed})
-            for flag in _DEFAULT_FLAGS:
-                answer.setdefault(flag, False)
+        echoed = response_members("DescribeTrainingJob")
+        answer: dict[str, Any] = {key: value for key, value in self.request_params.items() if key in echoed}
+        for flag in _DEFAULT_FLAGS:
+            answer.setdefault(flag, False)
         # Required in the answer; SageMaker fills in its default when the request left it out.
-        answer.setdefault("StoppingCondition", {
-            "MaxRuntimeInSeconds": self.request.max_runtime if self.request is not None else _DEFAULT_MAX_RUNTIME
-        })
+        answer.setdefault("StoppingCondition", {"MaxRuntimeInSeconds": _DEFAULT_MAX_RUNTIME})
         first, last = transitions[0], transitions[-1]
         started = next((t["StartTime"] for t in transitions if t["Status"] == "Downloading"), None) or next(
             (t["StartTime"] for t in transitions if t["Status"] == "Training"), None
         )
-        ended = self.failure_detected if self.status == "Failed" and self.failure_detected else last["StartTime"]
+        ended = self.failure_detected if self.status == FAILED and self.failure_detected else last["StartTime"]
         answer.update({
             "TrainingJobName": self.job_name,
             "TrainingJobArn": self.arn or contract.training_job_arn("us-east-1", self.job_name),
-            "ModelArtifacts": {"S3ModelArtifacts": self.model_artifacts or self.model_location or ""},
+            "ModelArtifacts": {"S3ModelArtifacts": self.artifacts.model or self.model_location or ""},
             "TrainingJobStatus": self.status,
             "SecondaryStatus": self.secondary_status,
             "CreationTime": first["StartTime"],
@@ -292,39 +334,6 @@ class TwinResult:
             })
         if self.failure_reason:
             answer["FailureReason"] = contract.truncate_failure_reason(self.failure_reason)
-        notes: dict[str, Any] = {"Warnings": list(self.warnings)}
-        if self.world_sizes:
-            notes["WorldSize"] = dict(self.world_sizes)
-        if self.s3_writes:
-            notes["S3Writes"] = list(self.s3_writes)
-        answer[TWIN_NOTES] = notes
+        if self.notes is not None:
+            answer[TWIN_NOTES] = dict(self.notes)
         return answer
-
-
-# Open MPI's report of the process that ended the job: "... rank 2 with PID 0 on node algo-2 exited on signal 9".
-_MPI_CULPRIT = re.compile(r"rank \d+ with PID \d+ on node \S+ exited on signal \d+[^\n]*")
-
-
-def failure_reason(
-    layouts: dict[str, HostLayout], failed_host: str | None, codes: dict[str, int], log_dir: Path
-) -> str:
-    """``FailureReason`` as SageMaker words it (``AlgorithmError:`` and the failure file), naming the host; when
-    mpirun reports which rank on which node ended the job, that comes first (the host that failed is then the one
-    that ran mpirun, not the one where the rank died)."""
-    culprit = ""
-    for host in layouts:
-        log = log_dir / f"{host}.log"
-        found = _MPI_CULPRIT.search(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else None
-        if found:
-            culprit = f"mpirun: {found.group(0).strip()}. "
-            break
-    order = [failed_host] if failed_host else []
-    order += [host for host in layouts if host not in order]
-    for host in order:
-        text = contract.read_failure_reason(layouts[host].failure_file)
-        if text:
-            return contract.truncate_failure_reason(
-                f"AlgorithmError: {culprit}{text} (on {host}, exit code {codes.get(host)})"
-            )
-    code = codes.get(failed_host or "")
-    return f"AlgorithmError: {culprit}{failed_host} exited with code {code} and wrote no failure file"

@@ -1,0 +1,262 @@
+"""One job's life on this machine, the same sequence in both backends: :class:`JobLifecycle`.
+
+claim the name and destination -> prepare the hosts (``Downloading``) -> start and supervise them (``Training``)
+-> store the artifacts whatever the end (``Uploading``) -> :class:`~local_mode.outcome.JobResult` -> clean up.
+
+A backend (the process backend, :mod:`~local_mode.runner`; the SageMaker twin, :mod:`~local_mode.docker.twin`)
+supplies only what differs: how the hosts are prepared, how their processes or containers start and are watched,
+what it does once they ended, and what it releases. What follows is written here once and holds in both:
+
+* the destination is claimed for the job's whole life and refused when it already holds another job's files;
+* a SIGINT or SIGTERM before the hosts run ends the job ``Stopped`` (exit code 128 + the signal) with nothing left
+  running and the temporary tree removed;
+* the model, output and logs are stored whatever the end, as SageMaker stores them; when they cannot be, the job is
+  ``Failed`` with SageMaker's ``ClientError`` reason and the hosts' folders are kept (their path is said);
+* ``SecondaryStatusTransitions`` and the metrics (one :class:`~local_mode.metrics.MetricWatch` fed every line the
+  job prints) are recorded as they happen, and the answer is built by one builder
+  (:meth:`~local_mode.outcome.JobResult.describe`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from smddp_compat import contract
+from smddp_compat.local_mode.artifacts import ArtifactPaths, store_artifacts
+from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError
+from smddp_compat.local_mode.job_claim import claimed_job
+from smddp_compat.local_mode.layout import HostLayout
+from smddp_compat.local_mode.metrics import MetricDefinition, MetricWatch
+from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult, SecondaryStatusLog, model_location
+from smddp_compat.local_mode.s3 import S3Location, check_s3_destination
+
+__all__ = ["JobEnd", "JobLifecycle", "StoppedBeforeStart"]
+
+#: Exit codes by secondary status (a failure gives the failed process's or host's own code).
+_EXIT_CODES = {COMPLETED: 0, "MaxRuntimeExceeded": 124}
+
+
+@dataclass
+class JobEnd:
+    """How the hosts' processes or containers ended, as a backend's :meth:`JobLifecycle._supervise` reports it.
+
+    Attributes:
+        status: ``Completed``, ``Failed`` or ``Stopped``.
+        secondary: The secondary status (``MaxRuntimeExceeded`` for a time limit); the status when None.
+        exit_code: The failed process's or host's code (a failure), or 128 + the signal that stopped the job; None:
+            the status's own (0 completed, 124 past the time limit, 143 stopped, 1 failed).
+        reason: ``FailureReason``, or None.
+        details: More :class:`~local_mode.outcome.JobResult` fields the backend knows (``processes``, ...).
+    """
+
+    status: str
+    secondary: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def code(self) -> int:
+        """The exit code ``smddp local`` returns."""
+        if self.exit_code is not None:
+            return self.exit_code
+        return _EXIT_CODES.get(self.secondary or self.status, 143 if self.status == STOPPED else 1)
+
+
+class StoppedBeforeStart(Exception):
+    """A SIGINT or SIGTERM that arrived while the job was being prepared: it ends the preparation."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class JobLifecycle:
+    """The sequence every local job runs (see the module docstring); a backend subclasses it.
+
+    Args:
+        job_name: The job's name.
+        destination: ``<output>/<job_name>``, a folder or an S3 location.
+        metric_definitions: The job's metrics (read from every line it prints).
+        compression: ``OutputDataConfig.CompressionType`` (``GZIP`` or ``NONE``).
+
+    A backend implements :meth:`_make_root`, :meth:`_prepare`, :meth:`_supervise` and :meth:`_log_files`, and may
+    override :meth:`_after_end` (last syncs once the hosts ended), :meth:`_release` (what it started, removed
+    whatever happened), :meth:`_on_signal` (a signal while the hosts run), :meth:`_extras` and :meth:`_say`.
+    """
+
+    _prefix = "[local_mode]"
+
+    def __init__(self, job_name: str, destination: Path | S3Location, *,
+                 metric_definitions: tuple[MetricDefinition, ...] = (), compression: str = "GZIP") -> None:
+        self.job_name = job_name
+        self.destination = destination
+        self.compression = compression
+        self.statuses = SecondaryStatusLog()
+        self.metrics = MetricWatch(metric_definitions, keep_series=True)
+        self.stream: IO[str] | None = None
+        self._phase = "preparing"
+
+    # -- what a backend supplies -------------------------------------------------------------------------------------
+
+    def _make_root(self) -> tuple[Path, bool]:
+        """The folder of the job's host trees, and whether it is removed at the end."""
+        raise NotImplementedError
+
+    def _prepare(self, root: Path) -> dict[str, HostLayout]:
+        """Builds every host's ``/opt/ml`` tree with its channels and code (``Downloading``); returns them."""
+        raise NotImplementedError
+
+    def _supervise(self, root: Path, layouts: dict[str, HostLayout]) -> JobEnd:
+        """Starts the hosts' processes or containers (the status is then ``Training``) and watches them to their end."""
+        raise NotImplementedError
+
+    def _log_files(self, root: Path, layouts: Mapping[str, HostLayout]) -> dict[str, Path]:
+        """Host -> its log file."""
+        raise NotImplementedError
+
+    def _after_end(self, layouts: dict[str, HostLayout], end: JobEnd) -> None:
+        """Once the hosts ended, before the artifacts are stored (the twin's last syncs)."""
+
+    def _release(self) -> None:
+        """Removes what the backend started (run whatever happened, once)."""
+
+    def _on_signal(self, signum: int) -> None:
+        """A SIGINT or SIGTERM while the hosts run (the process backend's group handles its own)."""
+
+    def _extras(self, end: JobEnd) -> dict[str, Any]:
+        """More :class:`JobResult` fields (the request's members, the ARN, the twin's notes)."""
+        return {}
+
+    def _say(self, message: str) -> None:
+        if self.stream is not None:
+            self.stream.write(f"{self._prefix} {message}\n")
+            self.stream.flush()
+
+    # -- the sequence ------------------------------------------------------------------------------------------------
+
+    def _check_destination(self, client: Any | None = None) -> None:
+        """Refuses a destination that already holds files (nothing is written over another job's), or an S3 bucket
+        that cannot be reached with ``client`` (found before the training, not after it)."""
+        destination = self.destination
+        if isinstance(destination, S3Location):
+            check_s3_destination(destination, "output_path", self.job_name, client=client)
+        elif destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+            raise ConfigurationError(
+                "job_name", self.job_name, f"results of a job with this name already exist at {destination}; "
+                "nothing is written over another job's", "choose another job name (--job-name) or output folder "
+                "(--output), or remove that folder",
+            )
+
+    def _training(self) -> datetime:
+        """Notes that the hosts run (a backend calls it once they started)."""
+        self._phase = "running"
+        return self.statuses.enter("Training")
+
+    def run(self) -> JobResult:
+        """Runs the job to its end and cleans up; see the module docstring.
+
+        Returns:
+            The job's result (it does not raise when the job fails: :meth:`JobResult.raise_for_status`).
+
+        Raises:
+            ConfigurationError: The job's name or destination is taken, or the destination cannot be reached.
+            ChannelError: A channel could not be fetched (nothing was started).
+        """
+        self.statuses = SecondaryStatusLog()
+        self.statuses.enter("Starting")  # CreationTime
+        self._phase = "preparing"
+        restore = self._handle_signals()
+        root, temporary = self._make_root()
+        try:
+            with claimed_job(self.destination, self.job_name):
+                self._check_destination()
+                self.statuses.enter("Downloading")
+                layouts = self._prepare(root)
+                end = self._supervise(root, layouts)
+                detected = datetime.now(timezone.utc) if end.status == FAILED else None
+                self._phase = "finishing"
+                self.statuses.enter("Uploading")
+                self._after_end(layouts, end)
+                artifacts = self._store(root, layouts, end)
+                result = self._result(end, artifacts, detected)
+        except StoppedBeforeStart as stopped:
+            self._say(f"{signal.Signals(stopped.signum).name} before the job started: nothing was left running")
+            end = JobEnd(STOPPED, exit_code=128 + stopped.signum)
+            result = self._result(end, ArtifactPaths(model=None, output=None), None)
+        finally:
+            self._phase = "cleaning"
+            try:
+                self._release()
+            finally:
+                if temporary and not self._keep_root:
+                    shutil.rmtree(root, ignore_errors=True)
+                restore()
+        return result
+
+    _keep_root = False  # set by a backend (the twin's ``keep``) or by an upload that failed
+
+    def _store(self, root: Path, layouts: dict[str, HostLayout], end: JobEnd) -> ArtifactPaths:
+        """Stores the hosts' model, output and logs whatever the end; when they cannot be stored the job fails as
+        SageMaker fails it (``ClientError``) and the hosts' folders are kept, their path said."""
+        try:
+            return store_artifacts(
+                self.destination,
+                model_dirs={host: layout.model_dir for host, layout in layouts.items()},
+                output_data_dirs={host: layout.output_data_dir for host, layout in layouts.items()},
+                log_files=self._log_files(root, layouts),
+                scratch_dir=root,
+                compression=self.compression,
+            )
+        except ArtifactError as exc:
+            self._keep_root = True  # the trained model is only there now
+            hosts = next(iter(layouts.values())).root.parent if layouts else root
+            ended = end.secondary or end.status
+            end.status = end.secondary = FAILED
+            end.exit_code = 1
+            end.reason = contract.truncate_failure_reason(
+                f"ClientError: the job ended {ended} but its artifacts could not be stored: {exc}. Nothing was "
+                f"deleted: the hosts' model, output and checkpoint folders are kept under {hosts}"
+            )
+            return ArtifactPaths(model=None, output=None)
+
+    def _result(self, end: JobEnd, artifacts: ArtifactPaths, detected: datetime | None) -> JobResult:
+        secondary = end.secondary or end.status
+        created = self.statuses.transitions[0]["StartTime"]
+        finished = self.statuses.finish(secondary)
+        return JobResult(
+            job_name=self.job_name, status=end.status, secondary_status=secondary, failure_reason=end.reason,
+            exit_code=end.code, artifacts=artifacts, start=created, end=finished,
+            transitions=self.statuses.transitions, model_location=model_location(self.destination, self.compression),
+            final_metric_data=self.metrics.final_metric_data(), metric_series=list(self.metrics.series),
+            failure_detected=detected, **end.details, **self._extras(end),
+        )
+
+    def _handle_signals(self) -> Callable[[], None]:
+        """From the main thread: a SIGINT or SIGTERM ends the preparation (:class:`StoppedBeforeStart`); while the
+        hosts run, :meth:`_on_signal`; later ones are noted only (the clean-up runs to its end). Returns what
+        restores the previous handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def on_signal(signum: int, _frame: object) -> None:
+            if self._phase == "preparing":
+                self._phase = "interrupted"
+                raise StoppedBeforeStart(signum)
+            if self._phase == "running":
+                self._on_signal(signum)
+
+        previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
