@@ -37,7 +37,7 @@ from smddp_compat.local_mode.metrics import MetricDefinition, MetricWatch
 from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult, SecondaryStatusLog, model_location
 from smddp_compat.local_mode.s3 import S3Location, check_s3_destination
 
-__all__ = ["JobEnd", "JobLifecycle", "StoppedBeforeStart"]
+__all__ = ["JobEnd", "JobLifecycle"]
 
 #: Exit codes by secondary status (a failure gives the failed process's or host's own code).
 _EXIT_CODES = {COMPLETED: 0, "MaxRuntimeExceeded": 124}
@@ -70,7 +70,7 @@ class JobEnd:
         return _EXIT_CODES.get(self.secondary or self.status, 143 if self.status == STOPPED else 1)
 
 
-class StoppedBeforeStart(Exception):
+class _StoppedBeforeStart(Exception):
     """A SIGINT or SIGTERM that arrived while the job was being prepared: it ends the preparation."""
 
     def __init__(self, signum: int) -> None:
@@ -143,12 +143,12 @@ class JobLifecycle:
     # -- the sequence ------------------------------------------------------------------------------------------------
 
     def _check_destination(self, client: Any | None = None) -> None:
-        """Refuses a destination that already holds files (nothing is written over another job's), or an S3 bucket
-        that cannot be reached with ``client`` (found before the training, not after it)."""
+        """Refuses a destination that already exists (nothing is written over another job's), or an S3 bucket that
+        cannot be reached with ``client`` (found before the training, not after it)."""
         destination = self.destination
         if isinstance(destination, S3Location):
             check_s3_destination(destination, "output_path", self.job_name, client=client)
-        elif destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+        elif destination.exists() or destination.is_symlink():
             raise ConfigurationError(
                 "job_name", self.job_name, f"results of a job with this name already exist at {destination}; "
                 "nothing is written over another job's", "choose another job name (--job-name) or output folder "
@@ -187,7 +187,7 @@ class JobLifecycle:
                 self._after_end(layouts, end)
                 artifacts = self._store(root, layouts, end)
                 result = self._result(end, artifacts, detected)
-        except StoppedBeforeStart as stopped:
+        except _StoppedBeforeStart as stopped:
             self._say(f"{signal.Signals(stopped.signum).name} before the job started: nothing was left running")
             end = JobEnd(STOPPED, exit_code=128 + stopped.signum)
             result = self._result(end, ArtifactPaths(model=None, output=None), None)
@@ -240,7 +240,7 @@ class JobLifecycle:
         )
 
     def _handle_signals(self) -> Callable[[], None]:
-        """From the main thread: a SIGINT or SIGTERM ends the preparation (:class:`StoppedBeforeStart`); while the
+        """From the main thread: a SIGINT or SIGTERM ends the preparation (:class:`_StoppedBeforeStart`); while the
         hosts run, :meth:`_on_signal`; later ones are noted only (the clean-up runs to its end). Returns what
         restores the previous handlers."""
         if threading.current_thread() is not threading.main_thread():
@@ -249,7 +249,7 @@ class JobLifecycle:
         def on_signal(signum: int, _frame: object) -> None:
             if self._phase == "preparing":
                 self._phase = "interrupted"
-                raise StoppedBeforeStart(signum)
+                raise _StoppedBeforeStart(signum)
             if self._phase == "running":
                 self._on_signal(signum)
 

@@ -23,7 +23,7 @@ PACKAGES = ("smddp_compat", *NAMESPACE_PARTS)
 SHARED_ERRORS = REPO / "smddp_compat" / "errors.py"
 
 # Classes that are not errors a user sees: control flow inside one function, never raised out of it.
-PRIVATE_SIGNALS = {"smddp_compat.local_mode.docker.twin._Interrupted"}
+PRIVATE_SIGNALS = {"smddp_compat.local_mode.lifecycle._StoppedBeforeStart"}
 
 
 class _Module:

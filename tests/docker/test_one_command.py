@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from smddp_compat.launcher import usable_cores
-from smddp_compat.local_mode import cli
+from smddp_compat import local_cli as cli
 from smddp_compat.local_mode.docker.twin import SHORT_WAITS_WARNING
 from tests.fake_aws import Aws
 
@@ -322,22 +322,20 @@ def test_an_s3_channel_is_copied_under_the_same_uri(aws: Aws) -> None:
 
 
 def test_results_staged_for_an_s3_output_are_uploaded_and_named(aws: Aws, tmp_path: Path) -> None:
-    from datetime import datetime, timezone
-
-    from smddp_compat.local_mode.s3 import parse_s3_uri
     from smddp_compat.estimators._replay import upload_results
-    from smddp_compat.local_mode.docker.twin import TwinResult
+    from smddp_compat.local_mode.artifacts import ArtifactPaths
+    from smddp_compat.local_mode.outcome import JobResult
+    from smddp_compat.local_mode.s3 import parse_s3_uri
 
     job = tmp_path / "job-1"
     for relative in ("output/model.tar.gz", "output/output.tar.gz", "logs/algo-1.log"):
         (job / relative).parent.mkdir(parents=True, exist_ok=True)
         (job / relative).write_text(relative)
     aws.client("s3").create_bucket(Bucket="users-results")
-    now = datetime.now(timezone.utc)
-    staged = TwinResult(job_name="job-1", status="Completed", secondary_status="Completed", failure_reason=None,
-                        model_artifacts=str(job / "output/model.tar.gz"),
-                        output_artifacts=str(job / "output/output.tar.gz"), start=now, end=now,
-                        logs={"algo-1": str(job / "logs/algo-1.log")})
+    staged = JobResult(job_name="job-1", status="Completed", secondary_status="Completed", failure_reason=None,
+                       exit_code=0, artifacts=ArtifactPaths(model=str(job / "output/model.tar.gz"),
+                                                            output=str(job / "output/output.tar.gz"),
+                                                            logs={"algo-1": str(job / "logs/algo-1.log")}))
     result = upload_results(job, parse_s3_uri("s3://users-results/runs/job-1", "o"), staged, client=aws.client("s3"))
     assert result.model_artifacts == "s3://users-results/runs/job-1/output/model.tar.gz"
     assert result.output_artifacts == "s3://users-results/runs/job-1/output/output.tar.gz"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from smddp_compat.local_mode.api_model import check_response
-from smddp_compat.local_mode.docker._result import TWIN_NOTES
+from smddp_compat.local_mode.outcome import TWIN_NOTES
 from tests.docker.test_twin import _estimator, _replay
 from tests.fake_aws import Aws
 

@@ -2,24 +2,22 @@
 
 import pytest
 
-from smddp_compat.local_mode import cli
+from smddp_compat import local_cli as cli
 
 
 def test_docker_backend_runs_a_script_as_a_job_spec(monkeypatch, capsys, tmp_path):
     """Without --request/--job, --backend docker runs the script's job (the process backend's JobSpec) in the twin;
     the twin's replay options that have no meaning for a script are refused."""
-    from smddp_compat.local_mode.backends import DockerBackend
-
     script = tmp_path / "train.py"
     script.write_text("print('never runs')\n")
     ran = []
-    monkeypatch.setattr(DockerBackend, "run", lambda self, job: ran.append((self, job)) or _completed())
+    monkeypatch.setattr(cli, "replay_spec", lambda job, **options: ran.append((options, job)) or _completed())
     code = cli.main([str(script), "--backend", "docker", "--instance-count", "2", "--output", str(tmp_path / "out"),
                      "--stop-grace", "5"])
     assert code == 0, capsys.readouterr().err
-    backend, spec = ran[0]
+    options, spec = ran[0]
     assert (spec.entry_point, spec.instance_count, spec.output_path) == (str(script), 2, str(tmp_path / "out"))
-    assert backend.stop_grace == 5
+    assert options["stop_grace"] == 5
     assert '"TrainingJobStatus": "Completed"' in capsys.readouterr().out
 
     assert cli.main(["--backend", "docker"]) == 0  # no script: the README's main job
@@ -30,28 +28,24 @@ def test_docker_backend_runs_a_script_as_a_job_spec(monkeypatch, capsys, tmp_pat
 
 
 def _completed():
-    from datetime import datetime, timezone
+    from smddp_compat.local_mode.artifacts import ArtifactPaths
+    from smddp_compat.local_mode.outcome import JobResult
 
-    from smddp_compat.local_mode.docker.twin import TwinResult
-
-    now = datetime.now(timezone.utc)
-    return TwinResult(job_name="j", status="Completed", secondary_status="Completed", failure_reason=None,
-                      model_artifacts=None, output_artifacts=None, start=now, end=now, exit_codes={"algo-1": 0})
+    return JobResult(job_name="j", status="Completed", secondary_status="Completed", failure_reason=None,
+                     exit_code=0, artifacts=ArtifactPaths(None, None), exit_codes={"algo-1": 0})
 
 
 def test_short_toolkit_waits_reach_the_twin_and_are_refused_by_the_process_backend(monkeypatch, capsys, tmp_path):
-    from smddp_compat.local_mode.backends import DockerBackend
-
     script = tmp_path / "train.py"
     script.write_text("print('never runs')\n")
     ran = []
-    monkeypatch.setattr(DockerBackend, "run", lambda self, job: ran.append(self) or _completed())
+    monkeypatch.setattr(cli, "replay_spec", lambda job, **options: ran.append(options) or _completed())
     assert cli.main([str(script), "--backend", "docker", "--short-toolkit-waits"]) == 0
-    assert ran[0].short_toolkit_waits is True
+    assert ran[0]["short_toolkit_waits"] is True
     assert cli.main([str(script), "--backend", "docker", "--no-short-toolkit-waits"]) == 0
-    assert ran[1].short_toolkit_waits is False
+    assert ran[1]["short_toolkit_waits"] is False
     assert cli.main([str(script), "--backend", "docker"]) == 0
-    assert ran[2].short_toolkit_waits is None  # the twin's default: the environment's switch
+    assert ran[2]["short_toolkit_waits"] is None  # the twin's default: the environment's switch
     capsys.readouterr()
     assert cli.main([str(script), "--short-toolkit-waits"]) == 2
     error = capsys.readouterr().err
@@ -87,30 +81,25 @@ def test_unknown_backend_is_refused(capsys):
 
 
 @pytest.mark.processes
-def test_both_backends_return_one_outcome_shape(scripts_dir, tmp_path):
-    """The process backend runs a real job through the protocol; the twin's result maps to the same exit codes."""
-    from datetime import datetime, timezone
-
-    from smddp_compat.local_mode import JobSpec
-    from smddp_compat.local_mode.backends import JobOutcome, ProcessBackend
-    from smddp_compat.local_mode.docker.twin import TwinResult
+def test_both_backends_end_a_job_by_one_rule(scripts_dir, tmp_path):
+    """The process backend runs a real job through the one lifecycle; the twin's ends map to exit codes by the same
+    rule (:class:`~local_mode.lifecycle.JobEnd`)."""
+    from smddp_compat.local_mode import JobResult, JobSpec
+    from smddp_compat.local_mode.backends import ProcessBackend
+    from smddp_compat.local_mode.lifecycle import JobEnd
 
     spec = JobSpec("fail_or_sleep.py", source_dir=str(scripts_dir), instance_count=2, output_path=str(tmp_path),
                    hyperparameters={"fail-index": 1, "delay": 0.2, "sleep": 30})
     failed = ProcessBackend(stream=open(tmp_path / "console.txt", "w")).run(spec)
-    assert isinstance(failed, JobOutcome)
+    assert isinstance(failed, JobResult)
     assert (failed.ok, failed.status, failed.exit_code) == (False, "Failed", 3)
+    assert failed.describe()["TrainingJobStatus"] == "Failed" and "FailureReason" in failed.describe()
 
-    now = datetime.now(timezone.utc)
-    def twin(status: str, secondary: str, codes: dict[str, int]) -> TwinResult:
-        return TwinResult("j", status, secondary, None, None, None, now, now, exit_codes=codes)
-
-    assert isinstance(twin("Completed", "Completed", {}), JobOutcome)
-    assert twin("Completed", "Completed", {"algo-1": 0}).exit_code == 0
-    assert twin("Failed", "Failed", {"algo-1": 0, "algo-2": 137}).exit_code == 137
-    assert twin("Failed", "Failed", {}).exit_code == 1
-    assert twin("Stopped", "MaxRuntimeExceeded", {"algo-1": 143}).exit_code == 124
-    assert twin("Stopped", "Stopped", {"algo-1": 143}).exit_code == 143
+    assert JobEnd("Completed").code == 0
+    assert JobEnd("Failed", exit_code=137).code == 137
+    assert JobEnd("Failed").code == 1
+    assert JobEnd("Stopped", "MaxRuntimeExceeded").code == 124
+    assert JobEnd("Stopped").code == 143
 
 
 @pytest.mark.parametrize("choice, environ, cut", [

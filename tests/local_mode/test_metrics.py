@@ -12,12 +12,13 @@ from smddp_compat.errors import ConfigurationError as SharedConfigurationError
 from smddp_compat.local_mode import JobSpec
 from smddp_compat.local_cli import build_parser, spec_from_args
 from smddp_compat.local_mode.api_model import check_response
-from smddp_compat.local_mode.docker._result import TWIN_NOTES, SecondaryStatusLog, TwinResult
+from smddp_compat.local_mode.artifacts import ArtifactPaths
+from smddp_compat.local_mode.outcome import TWIN_NOTES, JobResult, SecondaryStatusLog
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.metrics import (
+    MetricTap,
     MetricWatch,
     check_metric_definitions,
-    final_values_from_logs,
     watchable_definitions,
 )
 
@@ -71,13 +72,20 @@ def test_smddp_local_metric_options_become_the_specs_definitions() -> None:
         spec_from_args(build_parser().parse_args([str(SCRIPTS / "allreduce.py"), "--metric", "loss"]))
 
 
-def test_the_process_backend_reads_the_masters_last_value_first(tmp_path: Path) -> None:
-    logs = {"algo-1": tmp_path / "algo-1.log", "algo-2": tmp_path / "algo-2.log", "algo-3": tmp_path / "gone.log"}
-    logs["algo-1"].write_text("loss=0.9\nloss=0.5\n")
-    logs["algo-2"].write_text("loss=0.7\nacc=0.8\n")
+def test_the_process_backend_reads_each_processs_whole_lines_as_they_are_printed() -> None:
+    import io
+
     definitions = check_metric_definitions([{"Name": "loss", "Regex": r"loss=([0-9.]+)"},
                                             {"Name": "acc", "Regex": r"acc=([0-9.]+)"}])
-    assert final_values_from_logs(definitions, logs) == {"loss": 0.5, "acc": 0.8}
+    shown = io.StringIO()
+    tap = MetricTap(shown, MetricWatch(definitions, keep_series=True))
+    for text in ("[algo-1,0] loss=0.9\n[algo-2,0] lo", "ss=0.7\n[local_mode] loss=0.1 (not the job's)\n",
+                 "[algo-2,0] acc=0.8\n[algo-1,0] loss=0.5\n[algo-1,0] loss=0.4"):
+        tap.write(text)
+    assert tap.watch.values() == {"loss": 0.5, "acc": 0.8}  # the unfinished last line is not read yet
+    assert [(name, value) for _when, name, value in tap.watch.series] == [
+        ("loss", 0.9), ("loss", 0.7), ("acc", 0.8), ("loss", 0.5)]
+    assert shown.getvalue().endswith("[algo-1,0] loss=0.4")  # everything passed on
 
 
 def test_a_request_regex_python_cannot_compile_is_left_out_and_said() -> None:
@@ -91,13 +99,11 @@ def test_a_request_regex_python_cannot_compile_is_left_out_and_said() -> None:
 
 def test_status_displays_show_the_final_metrics() -> None:
     from smddp_compat.estimators._jobs import format_status
-    from smddp_compat.local_mode.artifacts import ArtifactPaths
-    from smddp_compat.local_mode.result import JobResult
-
     shown = format_status({"TrainingJobName": "j", "TrainingJobStatus": "Completed", "FinalMetricDataList": [
         {"MetricName": "loss", "Value": 0.25, "Timestamp": T0}]})
     assert f"metric:    loss = 0.25 (at {T0})" in shown.splitlines()
-    result = JobResult("j", "Completed", 1.0, 0, None, None, ArtifactPaths(None, None), final_metrics={"acc": 0.9721})
+    result = JobResult("j", "Completed", "Completed", None, 0, ArtifactPaths(None, None), final_metric_data=[
+        {"MetricName": "acc", "Value": 0.9721, "Timestamp": T0}])
     assert "  metric acc = 0.9721" in result.summary().splitlines()
 
 
@@ -120,11 +126,11 @@ def _answer(statuses: list[tuple[str, float]], *, status: str, failed_at: float 
         log.enter(name, when=T0 + timedelta(seconds=seconds))
     final, seconds = statuses[-1]
     end = log.finish(final, when=T0 + timedelta(seconds=seconds))
-    result = TwinResult(
+    result = JobResult(
         job_name="job-1", status=status, secondary_status=final, failure_reason="AlgorithmError: boom" if
-        status == "Failed" else None, model_artifacts=None, output_artifacts=None, start=T0, end=end,
-        secondary_status_transitions=log.transitions, model_location="s3://bucket/out/job-1/output/model.tar.gz",
-        failure_detected=T0 + timedelta(seconds=failed_at) if failed_at is not None else None,
+        status == "Failed" else None, exit_code=0, artifacts=ArtifactPaths(None, None), start=T0, end=end,
+        transitions=log.transitions, model_location="s3://bucket/out/job-1/output/model.tar.gz",
+        failure_detected=T0 + timedelta(seconds=failed_at) if failed_at is not None else None, notes={},
     )
     answer = result.describe()
     answer.pop(TWIN_NOTES)
@@ -165,9 +171,6 @@ def test_the_answers_times_follow_the_transitions_as_sagemakers_do() -> None:
 def test_a_jobs_end_is_data_not_words_in_its_reason(status, exceeded, secondary):
     """The process backend's result says a time limit stopped the job (SageMaker's secondary status), whatever its
     failure reason reads; the estimator's local view reads that, not the reason's text."""
-    from smddp_compat.local_mode.artifacts import ArtifactPaths
-    from smddp_compat.local_mode.result import JobResult
-
-    result = JobResult("j", status, 1.0, 124 if exceeded else 0, "anything at all", None, ArtifactPaths(None, None),
-                       max_run_exceeded=exceeded)
+    result = JobResult("j", status, secondary, "anything at all", 124 if exceeded else 0, ArtifactPaths(None, None))
+    assert result.max_run_exceeded is exceeded
     assert result.secondary_status == secondary
