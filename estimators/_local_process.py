@@ -94,10 +94,6 @@ def build_job_spec(
     if output.startswith("file://"):
         output = output[len("file://"):]
     extra: dict[str, Any] = {}
-    if plan.config.mesh:
-        extra["dtensor_mesh"] = dict(plan.config.mesh)
-    if plan.config.devices_per_process is not None:
-        extra["devices_per_process"] = plan.config.devices_per_process
     if max_run:
         extra["max_run"] = max_run
     if checkpoint_local_path:
@@ -108,8 +104,7 @@ def build_job_spec(
         entry_point=entry_point,
         source_dir=source_dir,
         instance_count=instance_count,
-        processes_per_host=plan.processes_per_host,
-        distribution=plan.kind,
+        distribution=plan.config,  # the estimator's checked distribution, as it is (never flattened to strings)
         hyperparameters=dict(hyperparameters),
         channels=local_channels(inputs),
         output_path=output,

@@ -22,6 +22,7 @@ from smddp_compat.local_mode.layout import HostLayout
 from smddp_compat import contract
 from smddp_compat.cluster import EMITTED_VARIABLES, encode_host_addresses
 from smddp_compat.contract import DISTRIBUTION_FLAGS, TOOLKIT_PARAMETERS, cmd_args, env_value
+from smddp_compat.launcher import stall_watchdog_env
 
 __all__ = [
     "host_addresses",
@@ -220,8 +221,6 @@ def emitted_variables() -> frozenset[str]:
     Returns:
         The variable names.
     """
-    from smddp_compat.launcher import stall_watchdog_env
-
     hosts = ["algo-1", "algo-2"]
     addresses = host_addresses(len(hosts))
     layout = HostLayout(hosts[0], Path(contract.OPT_ML))
@@ -255,6 +254,37 @@ def inherited_environment(parent: Mapping[str, str]) -> dict[str, str]:
         for name, value in parent.items()
         if not is_reserved(name) and not name.startswith(_LAUNCHER_PREFIXES)
     }
+
+
+def process_environment(
+    *,
+    inherited: Mapping[str, str],
+    job: Mapping[str, str],
+    training: Mapping[str, str],
+    platform: Mapping[str, str],
+    hosts: Mapping[str, str],
+    distribution: Mapping[str, str],
+    stall_watchdog: Mapping[str, str],
+    python_path: list[str],
+) -> dict[str, str]:
+    """One process's environment in the process backend, composed from its layers in this order (a later layer's
+    value wins over an earlier one's):
+
+    1. ``inherited``: this machine's environment less what describes another job (:func:`inherited_environment`);
+    2. ``PYTHONUNBUFFERED=1``, so lines reach the log as they are printed;
+    3. ``job``: the job's own environment (``JobSpec.environment``, ``--env``), which may set ``PYTHONUNBUFFERED``;
+    4. ``training``: the training toolkit's ``SM_*`` variables (:func:`training_environment`);
+    5. ``platform``: what SageMaker's platform sets in the container (:func:`platform_environment`);
+    6. ``hosts``: the hosts' loopback addresses (``smddp_compat.cluster.encode_host_addresses``);
+    7. ``distribution``: the strategy's variables for this process (``ProcessPlan.env``: ranks, rendezvous);
+    8. ``stall_watchdog``: where the ranks' stall watchdogs publish their state;
+    9. ``PYTHONPATH``: ``python_path`` (the plan's entries, the code folder, the kit's start-up folder), then the
+       ``PYTHONPATH`` the layers above left, if any.
+    """
+    env = {**inherited, "PYTHONUNBUFFERED": "1", **job, **training, **platform, **hosts, **distribution,
+           **stall_watchdog}
+    env["PYTHONPATH"] = os.pathsep.join([*python_path, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    return env
 
 
 def default_region(parent: Mapping[str, str] = os.environ) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from smddp_compat.job_files import iter_regular_files, open_job_file
+from smddp_compat.local_mode.channels import download_s3_prefix
 from smddp_compat.local_mode.s3 import S3Location
 
 __all__ = [
@@ -106,8 +107,6 @@ class S3Target:
     def download(self, folder: Path, *, what: str) -> int:
         """Downloads every object below the prefix (as :func:`~local_mode.channels.download_s3_prefix` lays them
         out); 0 when there is none."""
-        from smddp_compat.local_mode.channels import download_s3_prefix
-
         prefix = self.location.prefix
         listed = self.client.list_objects_v2(
             Bucket=self.location.bucket, Prefix=prefix if not prefix or prefix.endswith("/") else prefix + "/",

@@ -138,7 +138,8 @@ def check_metric_definitions(value: object, where: str = "metric_definitions") -
 class MetricWatch:
     """The kit's one reader of metrics in log lines: each metric's last value, with when it was seen, and (asked
     for) every value in the order printed, as CloudWatch keeps a job's series. Thread-safe: one watch takes the lines
-    of every host's log.
+    of every host's log. Lines of several hosts come in no fixed order, so a metric's final value is the last one of
+    the first host that printed it (``algo-1``'s, where rank 0 and the chief print, when it printed one).
 
     Args:
         definitions: The metrics to watch.
@@ -152,19 +153,22 @@ class MetricWatch:
         self.definitions = tuple(definitions)
         self.series: list[tuple[datetime, str, float]] = []
         self._keep_series = keep_series
-        self._latest: dict[str, tuple[float, datetime]] = {}
+        self._latest: dict[str, tuple[float, datetime, int]] = {}
         self._lock = threading.Lock()
 
-    def observe(self, line: str, when: datetime | None = None) -> None:
-        """Reads one whole log line: a metric it holds replaces that metric's earlier value."""
+    def observe(self, line: str, when: datetime | None = None, host: str | None = None) -> None:
+        """Reads one whole log line of ``host`` (``algo-N``): a metric it holds replaces that metric's earlier value,
+        unless that one came from a host before ``host``."""
         if not self.definitions:
             return
         found = [(d.name, v) for d in self.definitions if (v := d.value_in(line)) is not None]
         if found:
             seen = when or datetime.now(timezone.utc)
+            order = int(host.rpartition("-")[2]) if host and host.rpartition("-")[2].isdigit() else 0
             with self._lock:
                 for name, value in found:
-                    self._latest[name] = (value, seen)
+                    if name not in self._latest or order <= self._latest[name][2]:
+                        self._latest[name] = (value, seen, order)
                     if self._keep_series:
                         self.series.append((seen, name, value))
 
@@ -195,7 +199,7 @@ class MetricTap:
         watch: The job's metric reader.
     """
 
-    _PROCESS_LINE = re.compile(r"^\[algo-\d+,\d+\] (.*)$")
+    _PROCESS_LINE = re.compile(r"^\[(algo-\d+),\d+\] (.*)$")
 
     def __init__(self, target: IO[str], watch: MetricWatch) -> None:
         self.target = target
@@ -211,7 +215,7 @@ class MetricTap:
             for line in lines:
                 found = self._PROCESS_LINE.match(line.rstrip("\r"))
                 if found is not None:
-                    self.watch.observe(found.group(1))
+                    self.watch.observe(found.group(2), host=found.group(1))
         return self.target.write(text)
 
     def flush(self) -> None:

@@ -45,6 +45,7 @@ from smddp_compat.local_mode.environment import (
     host_addresses,
     inherited_environment,
     platform_environment,
+    process_environment,
     training_environment,
 )
 from smddp_compat.local_mode.errors import ConfigurationError
@@ -179,10 +180,9 @@ class ProcessJob(JobLifecycle):
             stall_dir = root / "stall"
             stall_dir.mkdir(exist_ok=True)
             specs = [
-                dataclasses.replace(s, env={**s.env, **stall_watchdog_env(None, None, str(stall_dir))},
-                                    console_hides=tensorflow_log_filter(s.env, show=self.show_tf_logs))
-                for s in (_process_spec(spec, plan, layouts[plan.host], self._host_envs[plan.host], log_files)
-                          for plan in launch.plans)
+                dataclasses.replace(s, console_hides=tensorflow_log_filter(s.env, show=self.show_tf_logs))
+                for s in (_process_spec(spec, plan, layouts[plan.host], self._host_envs[plan.host], log_files,
+                                        stall_dir) for plan in launch.plans)
             ]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
             group_runner: Any = run_process_group
@@ -351,9 +351,9 @@ def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: I
 
 def _prepare_hosts(
     spec: JobSpec, root: Path, checkpoints: Path, region: str
-) -> tuple[dict[str, HostLayout], dict[str, dict[str, str]]]:
+) -> tuple[dict[str, HostLayout], dict[str, dict[str, Mapping[str, str]]]]:
     """Fetches the channels, builds every host's tree (``checkpoints`` shared by all, each channel the host's own
-    copy) and its environment (without distribution variables)."""
+    copy) and the host's layers of its processes' environment (:func:`~local_mode.environment.process_environment`)."""
     assert spec.job_name is not None
     staged = stage_channels(spec.channels, root / "channels")
     hosts = spec.hosts
@@ -363,7 +363,7 @@ def _prepare_hosts(
     num_gpus = _count_gpus()
     base = inherited_environment(os.environ)
     layouts: dict[str, HostLayout] = {}
-    envs: dict[str, dict[str, str]] = {}
+    envs: dict[str, dict[str, Mapping[str, str]]] = {}
     for host in hosts:
         host_root = root / host
         framework: dict[str, Any] = {
@@ -386,25 +386,17 @@ def _prepare_hosts(
             tensorboard_config={"LocalPath": str(host_root / contract.TENSORBOARD_DIR)},
         )
         _copy_code(spec, layout.code_dir)
-        env = dict(base)
-        env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed (unless the job's environment says)
-        env.update(spec.environment)
-        env.update(
-            training_environment(
-                layout,
-                resource=resource,
-                data_config=data_config,
-                hyperparameters=spec.hyperparameters,
-                framework_parameters=framework,
-                num_cpus=num_cpus,
-                num_gpus=num_gpus,
-                job_name=spec.job_name,
-            )
-        )
-        env.update(platform_environment(layout, job_name=spec.job_name, region=region))
-        env.update(encode_host_addresses(addresses))
         layouts[host] = layout
-        envs[host] = env
+        envs[host] = {
+            "inherited": base,
+            "job": spec.environment,
+            "training": training_environment(
+                layout, resource=resource, data_config=data_config, hyperparameters=spec.hyperparameters,
+                framework_parameters=framework, num_cpus=num_cpus, num_gpus=num_gpus, job_name=spec.job_name,
+            ),
+            "platform": platform_environment(layout, job_name=spec.job_name, region=region),
+            "hosts": encode_host_addresses(addresses),
+        }
     for name, folder in staged.items():
         place_channel(folder, [layouts[host].channel_dir(name) for host in hosts])
     return layouts, envs
@@ -414,15 +406,14 @@ def _process_spec(
     spec: JobSpec,
     plan: ProcessPlan,
     layout: HostLayout,
-    host_env: Mapping[str, str],
+    host_layers: Mapping[str, Mapping[str, str]],
     log_files: Mapping[str, Path],
+    stall_dir: Path,
 ) -> ProcessSpec:
-    env = dict(host_env)
-    env.update(plan.env)
-    python_path = [*plan.python_path, str(layout.code_dir), known_limits.startup_path()]
-    if env.get("PYTHONPATH"):
-        python_path.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(python_path)
+    env = process_environment(
+        **host_layers, distribution=plan.env, stall_watchdog=stall_watchdog_env(None, None, str(stall_dir)),
+        python_path=[*plan.python_path, str(layout.code_dir), known_limits.startup_path()],
+    )
     argv = [spec.python, "-m", plan.module] if plan.module else _argv(spec, layout, cmd_args(spec.hyperparameters))
     return ProcessSpec(
         argv=argv,

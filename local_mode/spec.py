@@ -206,7 +206,9 @@ class JobSpec:
         instance_count: H, the number of hosts (algo-1..algo-H on 127.0.0.2, 127.0.0.3, ...).
         processes_per_host: P, processes on each host (must be 1 for distribution ``none``).
         distribution: A strategy of :mod:`smddp_compat.strategies`: ``none``, ``smddp``, ``mpi``, ``mwms``,
-            ``dtensor`` or ``parameter_server``.
+            ``dtensor`` or ``parameter_server``; or a whole checked distribution (a
+            :class:`~smddp_compat.distribution_config.DistributionConfig`, as the estimator resolved it), which then
+            sets the processes per host, the mesh and the devices per process.
         hyperparameters: Passed to the script as ``--name value`` arguments and ``SM_HP_*`` variables; values must be
             JSON-serialisable.
         channels: Channel name -> local folder/file or ``s3://bucket/prefix``; each appears in every host's
@@ -239,7 +241,7 @@ class JobSpec:
     source_dir: str | None = None
     instance_count: int = 1
     processes_per_host: int = 1
-    distribution: Distribution | str = "none"
+    distribution: Distribution | str | DistributionConfig = "none"
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     channels: Mapping[str, str] = field(default_factory=dict)
     output_path: str = DEFAULT_OUTPUT_PATH
@@ -260,6 +262,7 @@ class JobSpec:
         config = self._checked_distribution(hosts)
         set_(self, "distribution_config", config)
         set_(self, "distribution", Distribution(config.kind))
+        set_(self, "processes_per_host", config.processes_per_host)
         if config.mesh is not None:
             set_(self, "dtensor_mesh", MappingProxyType(dict(config.mesh)))
 
@@ -390,11 +393,13 @@ class JobSpec:
     def _checked_distribution(self, hosts: int) -> DistributionConfig:
         """The distribution settings, checked as every entry checks them, against this machine's cores."""
         try:
-            given = DistributionConfig.from_flat(
-                self.distribution.value if isinstance(self.distribution, Distribution) else self.distribution,
-                processes_per_host=self.processes_per_host,
-                mesh=self.dtensor_mesh,
-                devices_per_process=self.devices_per_process,
+            given = self.distribution if isinstance(self.distribution, DistributionConfig) else (
+                DistributionConfig.from_flat(
+                    self.distribution.value if isinstance(self.distribution, Distribution) else self.distribution,
+                    processes_per_host=self.processes_per_host,
+                    mesh=self.dtensor_mesh,
+                    devices_per_process=self.devices_per_process,
+                )
             )
             return given.resolve(HostCapacity.this_machine(usable_cores(), hosts), hosts)
         except shared_errors.ConfigurationError as exc:

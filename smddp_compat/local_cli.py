@@ -241,7 +241,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except kit_errors.ConfigurationError as exc:
         print(f"smddp local: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    return _run_reporting_errors(lambda: ProcessBackend(show_tf_logs=args.show_tf_logs).run(spec).exit_code)
+    def run() -> int:
+        result = ProcessBackend(show_tf_logs=args.show_tf_logs).run(spec)
+        if not result.ok:  # the summary on standard output says it too; errors also go to standard error
+            print(f"smddp local: job {result.job_name} ended {result.secondary_status}: "
+                  f"{result.failure_reason or 'stopped'}", file=sys.stderr)
+        return result.exit_code
+
+    return _run_reporting_errors(run)
 
 
 def _run_reporting_errors(job: Callable[[], int]) -> int:

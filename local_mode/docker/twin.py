@@ -33,6 +33,7 @@ refused, as the table of :mod:`~smddp_compat.local_mode.docker._fields` says.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -530,7 +531,7 @@ class SageMakerTwin(JobLifecycle):
             self.docker.start(
                 host, request.image, arguments, environment=environment, mounts=mounts, entrypoint=entrypoint
             )
-            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log", on_line=self.metrics.observe)
+            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log", on_line=functools.partial(self.metrics.observe, host=host))
 
     def _watch_run(self, layouts: dict[str, HostLayout]) -> tuple[str, str, str | None, dict[str, int]]:
         """Watches one run of the containers (a spot job has one per restart) until it ends."""

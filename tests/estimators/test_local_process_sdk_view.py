@@ -84,7 +84,7 @@ def test_fit_shows_the_job_as_the_sdk_does_and_attach_reads_it_back(tmp_path, ca
     assert {m["MetricName"]: m["Value"] for m in described["FinalMetricDataList"]} == {
         "loss": pytest.approx(0.3333), "acc": pytest.approx(0.7)}
     assert [t["Status"] for t in described["SecondaryStatusTransitions"]] == [
-        "Starting", "Training", "Uploading", "Completed"]
+        "Starting", "Downloading", "Training", "Uploading", "Completed"]
     job.wait(logs="None")  # ended: returns at once
     with pytest.raises(JobError, match="already ended"):
         job.stop()
