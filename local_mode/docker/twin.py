@@ -680,19 +680,6 @@ class SageMakerTwin(JobLifecycle):
         destination = self.destination
         return destination.child(name) if isinstance(destination, S3Location) else destination / name
 
-    def _check_destination(self, user_s3: Any) -> None:
-        """Refuses to start when the replay's destination already holds files (never write over another job's) or
-        its S3 bucket cannot be reached (found now, not after hours of training)."""
-        destination = self.destination
-        if isinstance(destination, Path):
-            if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
-                raise ConfigurationError(
-                    "job_name", self.request.job_name, f"already has files at {destination}; a replay never writes "
-                    "over another job's", "give another job name (--job-name) or output folder (--output)",
-                )
-            return
-        check_s3_destination(destination, "output", self.request.job_name, client=user_s3)
-
     def _start_reaper(self, root: Path) -> subprocess.Popen[bytes]:
         """Starts the watcher that cleans up after this process should it die outright."""
         argv = reaper_argv(
