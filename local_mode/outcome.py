@@ -125,16 +125,6 @@ class SecondaryStatusLog:
 
     finish = enter  # the final status is entered like any other; it then ends when it starts
 
-    def seconds_in(self, *statuses: str) -> float:
-        """Seconds spent in ``statuses`` (a status not yet left counts until now)."""
-        with self._lock:
-            entered = list(self._entered)
-        total = 0.0
-        for index, (name, _message, moment) in enumerate(entered):
-            if name in statuses:
-                total += ((entered[index + 1][2] if index + 1 < len(entered) else _now()) - moment).total_seconds()
-        return total
-
     @property
     def transitions(self) -> list[dict[str, Any]]:
         """``SecondaryStatusTransitions``: each status with its start, its end (the next one's start; a final status

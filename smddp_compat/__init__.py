@@ -22,7 +22,7 @@ NAMESPACE_PARTS = ("estimators", "local_mode", "entry_points", "bench", "image")
 
 #: This package's modules that are commands, not runtime (the ``smddp`` CLI and what only the CLIs use): a job's
 #: bundle leaves them out, and no module a job ships imports them (pyproject's import-linter layers).
-COMMAND_MODULES = ("cli", "doctor", "job_options", "name_values")
+COMMAND_MODULES = ("cli", "doctor", "job_options", "local_cli", "name_values")
 
 __path__ = _extend_path(__path__, __name__)  # every smddp_compat on sys.path: a shipped copy, then the installed kit
 _checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
