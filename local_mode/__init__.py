@@ -23,7 +23,7 @@ from smddp_compat.local_mode.errors import (
     JobFailedError,
     LocalModeError,
 )
-from smddp_compat.local_mode.outcome import JobResult, ProcessOutcome
+from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.runner import run
 from smddp_compat.local_mode.spec import Distribution, JobSpec
 
@@ -32,7 +32,6 @@ __all__ = [
     "Distribution",
     "run",
     "JobResult",
-    "ProcessOutcome",
     "ArtifactPaths",
     "LocalModeError",
     "ConfigurationError",

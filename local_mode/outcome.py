@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat import contract
+from smddp_compat.launcher import ProcessResult
 from smddp_compat.local_mode.api_model import response_members
 from smddp_compat.local_mode.artifacts import MODEL_TARBALL, UNCOMPRESSED_MODEL, ArtifactPaths
 from smddp_compat.local_mode.errors import JobFailedError
@@ -37,7 +38,6 @@ __all__ = [
     "UNBILLED_STATUSES",
     "TWIN_NOTES",
     "SecondaryStatusLog",
-    "ProcessOutcome",
     "JobResult",
     "model_location",
 ]
@@ -144,23 +144,6 @@ class SecondaryStatusLog:
 
 
 @dataclass(frozen=True)
-class ProcessOutcome:
-    """How one process of the process backend ended.
-
-    Attributes:
-        label: ``algo-N,index``.
-        host: Its host.
-        returncode: Exit code (negative: killed by that signal), None if it could not be reaped.
-        duration: Seconds it ran.
-    """
-
-    label: str
-    host: str
-    returncode: int | None
-    duration: float
-
-
-@dataclass(frozen=True)
 class JobResult:
     """How a local job ended, in DescribeTrainingJob's terms, whichever backend ran it.
 
@@ -177,7 +160,7 @@ class JobResult:
         duration: Seconds its processes or containers ran.
         transitions: ``SecondaryStatusTransitions`` (:attr:`SecondaryStatusLog.transitions`).
         model_location: Where the model is stored, or would have been (``ModelArtifacts`` is always answered).
-        processes: The process backend's processes, in index order.
+        processes: How each of the process backend's processes ended (the launcher's own result), in index order.
         failed_label: The ``algo-N,index`` of the process that failed first (process backend).
         exit_codes: Host -> its container's exit code (the twin).
         final_metric_data: ``FinalMetricDataList``: each metric of the job's definitions with its last value.
@@ -201,7 +184,7 @@ class JobResult:
     duration: float = 0.0
     transitions: list[dict[str, Any]] = field(default_factory=list)
     model_location: str | None = None
-    processes: tuple[ProcessOutcome, ...] = ()
+    processes: tuple[ProcessResult, ...] = ()
     failed_label: str | None = None
     exit_codes: Mapping[str, int] = field(default_factory=dict)
     final_metric_data: list[dict[str, Any]] = field(default_factory=list)
@@ -248,10 +231,10 @@ class JobResult:
             JobFailedError: The job failed or was stopped.
         """
         if not self.ok:
-            failed = next((p for p in self.processes if p.label == self.failed_label), None)
+            failed = next((p for p in self.processes if p.spec.label == self.failed_label), None)
             raise JobFailedError(
                 self.job_name, self.status, self.failure_reason or "unknown reason", label=self.failed_label,
-                exit_code=failed.returncode if failed else None, host=failed.host if failed else None,
+                exit_code=failed.returncode if failed else None, host=failed.spec.host if failed else None,
             )
         return self
 

@@ -53,7 +53,7 @@ from smddp_compat.local_mode.folder_sync import FolderSync, S3Target, sync_targe
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
 from smddp_compat.local_mode.lifecycle import JobEnd, JobLifecycle
 from smddp_compat.local_mode.metrics import MetricTap, check_metric_definitions
-from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult, ProcessOutcome
+from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult
 from smddp_compat.local_mode.s3 import S3Location, make_s3_client
 from smddp_compat.local_mode.spec import JobSpec
 from smddp_compat.source_files import copy_source_tree, warn_left_out
@@ -204,8 +204,7 @@ class ProcessJob(JobLifecycle):
         details = {
             "duration": group.duration,
             "failed_label": group.failed.spec.label if group.failed is not None else None,
-            "processes": tuple(ProcessOutcome(r.spec.label, r.spec.host, r.returncode, r.duration)
-                               for r in group.results),
+            "processes": tuple(group.results),
         }
         return JobEnd(status, secondary, group.exit_code, reason, details)
 

@@ -66,7 +66,7 @@ def test_one_failed_process_stops_the_others_and_reports_its_reason(
     assert "algo-2" in result.failure_reason and "ValueError: the loss became NaN at step 7" in result.failure_reason
     assert f"failure reason: {result.failure_reason}" in output  # printed in the summary
     assert elapsed < 1.5 + STOP_LIMIT_SECONDS, f"the job took {elapsed:.1f} s to stop"
-    survivor = next(p for p in result.processes if p.label == "algo-1,0")
+    survivor = next(p for p in result.processes if p.spec.label == "algo-1,0")
     assert survivor.returncode is not None and survivor.returncode < 0  # stopped by a signal, not finished
     # A failed job's model folders and output data are stored too, as SageMaker stores them (for diagnosis).
     assert result.artifacts.model == str(tmp_path / "out" / "fails" / "output" / "model.tar.gz")
