@@ -76,7 +76,7 @@ class DockerBackend:
     def run(self, request: TrainingJobRequest) -> JobResult:
         """Replays the request; see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`. (A
         :class:`~local_mode.spec.JobSpec` runs in the twin through the request the kit's estimator sends for it:
-        ``smddp_compat.estimators._replay.replay_spec``, a layer above local mode.)"""
+        ``smddp_compat.estimators.replay.replay_spec``, a layer above local mode.)"""
         options = {} if self.stop_grace is None else {"stop_grace": self.stop_grace}
         return SageMakerTwin(
             request, gpus_per_host=self.gpus_per_host, stream=self.stream if self.stream is not None else sys.stderr,

@@ -37,7 +37,7 @@ from smddp_compat.cli_help import help_texts
 from smddp_compat.job_options import add_job_options
 from smddp_compat.launcher import positive_count, positive_seconds
 
-from smddp_compat.estimators._replay import replay_spec
+from smddp_compat.estimators.replay import replay_spec
 from smddp_compat.local_mode.backends import DockerBackend, ProcessBackend
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ConfigurationError

@@ -45,7 +45,7 @@ def _run(backend: str, spec: JobSpec, request: pytest.FixtureRequest) -> JobResu
         return ProcessBackend(stream=io.StringIO()).run(spec)
     request.getfixturevalue("kit_image")
     request.getfixturevalue("no_leftovers")
-    from smddp_compat.estimators._replay import replay_spec
+    from smddp_compat.estimators.replay import replay_spec
 
     return replay_spec(spec, stream=io.StringIO(), stop_grace=5, short_toolkit_waits=True)
 

@@ -151,7 +151,7 @@ def test_short_toolkit_waits_cut_the_leaders_30_s_and_the_answer_says_so(
 def nothing_may_start(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fails the test if the command reaches Docker or starts its private server."""
     from smddp_compat import image
-    from smddp_compat.estimators import _replay as _from_spec
+    from smddp_compat.estimators import replay as _from_spec
 
     def started(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("something started before the options were refused")
@@ -227,7 +227,7 @@ class _Recorder(BaseHTTPRequestHandler):
 _BUILD = """
 import json, sys
 from smddp_compat.local_mode import JobSpec
-from smddp_compat.estimators._replay import PrivateSageMaker, build_request, check_with_estimator
+from smddp_compat.estimators.replay import PrivateSageMaker, build_request, check_with_estimator
 spec = JobSpec("probe.sh", source_dir=sys.argv[1], instance_count=2, distribution="smddp",
                hyperparameters={"epochs": 3, "note": "a b"}, channels={"train": sys.argv[2]},
                output_path=sys.argv[3], job_name="built-privately", checkpoint_path=sys.argv[4],
@@ -304,7 +304,7 @@ class _Target:
 
 def test_an_s3_channel_is_copied_under_the_same_uri(aws: Aws) -> None:
     from smddp_compat.local_mode.s3 import parse_s3_uri
-    from smddp_compat.estimators._replay import copy_s3_prefix
+    from smddp_compat.estimators.replay import copy_s3_prefix
     from smddp_compat.local_mode.errors import ChannelError
 
     s3 = aws.client("s3")
@@ -322,7 +322,7 @@ def test_an_s3_channel_is_copied_under_the_same_uri(aws: Aws) -> None:
 
 
 def test_results_staged_for_an_s3_output_are_uploaded_and_named(aws: Aws, tmp_path: Path) -> None:
-    from smddp_compat.estimators._replay import upload_results
+    from smddp_compat.estimators.replay import upload_results
     from smddp_compat.local_mode.artifacts import ArtifactPaths
     from smddp_compat.local_mode.outcome import JobResult
     from smddp_compat.local_mode.s3 import parse_s3_uri

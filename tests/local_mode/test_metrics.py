@@ -83,10 +83,10 @@ def test_the_process_backend_reads_each_processs_whole_lines_as_they_are_printed
                  "[algo-2,0] acc=0.8\n[algo-1,0] loss=0.5\n[algo-1,0] loss=0.4"):
         tap.write(text)
     assert tap.watch.values() == {"loss": 0.5, "acc": 0.8}  # algo-1's last; the unfinished last line is not read
-    tap.write("\n[algo-2,0] loss=0.3\n")
-    assert tap.watch.values()["loss"] == 0.4  # algo-1's last value stands against a later one of algo-2
     assert [(name, value) for _when, name, value in tap.watch.series] == [
         ("loss", 0.9), ("loss", 0.7), ("acc", 0.8), ("loss", 0.5)]
+    tap.write("\n[algo-2,0] loss=0.3\n")
+    assert tap.watch.values()["loss"] == 0.4  # algo-1's last value stands against a later one of algo-2
     assert shown.getvalue().endswith("[algo-1,0] loss=0.4")  # everything passed on
 
 
