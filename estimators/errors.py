@@ -1,8 +1,11 @@
 """Errors raised by the estimators package.
 
-:class:`EstimatorError` (a :class:`smddp_compat.errors.SmddpError`) is the base of everything raised here. :class:`ConfigurationError` (and its subclasses) are
-the user's mistakes, found when an estimator or CLI command is built, before any upload or AWS call: each names the
-field, the value received and the fix. :class:`JobError` is a job that ran and failed, or an AWS call that did.
+Every error the estimators raise is a :class:`smddp_compat.errors.SmddpError`. The user's mistakes, found when an
+estimator or CLI command is built, before any upload or AWS call, are the kit's one :class:`ConfigurationError`
+(re-exported here from :mod:`smddp_compat.errors`; ``field`` as the user wrote it, e.g. ``instance_count``,
+``distribution["dtensor"]["mesh"]``, ``--channel``) or one of its subclasses below: each names the field, the value
+received and the fix. Everything else is an :class:`EstimatorError`: a :class:`JobError` is a job that ran and
+failed, or an AWS call that did.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from smddp_compat import errors as _shared
+from smddp_compat.errors import ConfigurationError, SmddpError
 
 __all__ = [
     "EstimatorError",
@@ -20,18 +23,12 @@ __all__ = [
     "MissingDependencyError",
     "JobError",
     "JobTimeoutError",
-    "as_estimator_error",
     "raised_as_estimator_errors",
 ]
 
 
-class EstimatorError(_shared.SmddpError):
-    """Base class of every error raised by the estimators package."""
-
-
-class ConfigurationError(_shared.ConfigurationError, EstimatorError):
-    """A field of an estimator, a distribution or a CLI command is invalid (``field`` as the user wrote it, e.g.
-    ``instance_count``, ``distribution["dtensor"]["mesh"]``, ``--channel``; ``value``, ``problem``, ``fix``)."""
+class EstimatorError(SmddpError):
+    """Base class of the estimators' own failures (the user's mistakes are :class:`ConfigurationError` s)."""
 
 
 class UnknownInstanceTypeError(ConfigurationError):
@@ -90,42 +87,24 @@ class JobTimeoutError(JobError, TimeoutError):
     """Waiting for a job took longer than the timeout; the job itself goes on."""
 
 
-def as_estimator_error(error: _shared.SmddpError) -> EstimatorError:
-    """The estimators' error for an error of a package the estimator called (local_mode), with its structured fields.
-
-    A configuration error stays a :class:`ConfigurationError` (same field, value, problem and fix); a failed local
-    job (``status``, ``reason``) becomes a :class:`JobError`; anything else an :class:`EstimatorError` with the same
-    message and fields.
-
-    Args:
-        error: The error raised by the called package.
-
-    Returns:
-        ``error`` itself when it already is an :class:`EstimatorError`, else the matching one (the caller raises it
-        ``from error``).
-    """
-    if isinstance(error, EstimatorError):
-        return error
-    if isinstance(error, _shared.ConfigurationError):
-        return ConfigurationError(error.field, error.value, error.problem, error.fix)
-    job_name, status = getattr(error, "job_name", None), getattr(error, "status", None)
-    if job_name is not None and status is not None:
-        return JobError(
-            job_name, str(error), status=status, reason=getattr(error, "reason", None),
-            rank=error.rank, host=error.host, exit_code=error.exit_code,
-        )
-    return EstimatorError(str(error), **error.details())
-
-
 @contextlib.contextmanager
 def raised_as_estimator_errors() -> Iterator[None]:
-    """Re-raises any :class:`~smddp_compat.errors.SmddpError` from the block as :func:`as_estimator_error` does,
-    chained to the original (``from``), so that the estimators' public methods raise :class:`EstimatorError` s only.
+    """Re-raises a failure of a package the estimator called (local_mode) as the estimators' own, chained to it.
+
+    A failed local job (an error with ``job_name`` and ``status``) becomes a :class:`JobError` with its ``reason``,
+    ``rank``, ``host`` and ``exit_code``; any other :class:`~smddp_compat.errors.SmddpError` an
+    :class:`EstimatorError` with the same message and fields. The user's mistakes (:class:`ConfigurationError` s)
+    and the estimators' own errors leave unchanged.
     """
     try:
         yield
-    except _shared.SmddpError as error:
-        wrapped = as_estimator_error(error)
-        if wrapped is error:
-            raise
-        raise wrapped from error
+    except (ConfigurationError, EstimatorError):
+        raise
+    except SmddpError as error:
+        job_name, status = getattr(error, "job_name", None), getattr(error, "status", None)
+        if job_name is not None and status is not None:
+            raise JobError(
+                job_name, str(error), status=status, reason=getattr(error, "reason", None),
+                rank=error.rank, host=error.host, exit_code=error.exit_code,
+            ) from error
+        raise EstimatorError(str(error), **error.details()) from error

@@ -2,19 +2,18 @@
 
 Two families, after the SageMaker training toolkit's split between the user's mistakes and the job's failures:
 
-* :class:`ConfigurationError` (and its subclasses): a value in the job's configuration is wrong. Raised when the
-  :class:`~local_mode.spec.JobSpec` is built or before anything starts; the message names the field, the value
-  received and the fix.
-* :class:`JobFailedError`, :class:`ChannelError`, :class:`ArtifactError`: something went wrong while the job ran,
-  fetched its input or stored its output.
-
-:class:`LocalModeError` is a :class:`smddp_compat.errors.SmddpError`; the configuration errors are
-:class:`smddp_compat.errors.ConfigurationError` s (constructor and message defined there), marked as local_mode's.
+* :class:`ConfigurationError` (and its :class:`HyperparameterError`): a value in the job's configuration is wrong
+  (e.g. a hyperparameter that cannot be passed to the script: a bad name, or a value not JSON-serialisable). Raised
+  when the :class:`~local_mode.spec.JobSpec` is built or before anything starts; the message names the field, the
+  value received and the fix. These are the kit's shared classes, re-exported from :mod:`smddp_compat.errors`.
+* :class:`LocalModeError` (an :class:`~smddp_compat.errors.SmddpError`) and its :class:`JobFailedError`,
+  :class:`ChannelError`, :class:`ArtifactError`: something went wrong while the job ran, fetched its input or stored
+  its output.
 """
 
 from __future__ import annotations
 
-from smddp_compat import errors as _shared
+from smddp_compat.errors import ConfigurationError, HyperparameterError, SmddpError
 
 __all__ = [
     "LocalModeError",
@@ -26,16 +25,8 @@ __all__ = [
 ]
 
 
-class LocalModeError(_shared.SmddpError):
-    """Base class of every error raised by local_mode."""
-
-
-class ConfigurationError(_shared.ConfigurationError, LocalModeError):
-    """A value in the job configuration is invalid (``field``, ``value``, ``problem``, ``fix``; raised by local_mode)."""
-
-
-class HyperparameterError(_shared.HyperparameterError, ConfigurationError):
-    """A hyperparameter cannot be passed to the training script (bad name, or value not JSON-serialisable)."""
+class LocalModeError(SmddpError):
+    """Base class of local_mode's own failures (the user's mistakes are :class:`ConfigurationError` s)."""
 
 
 class ChannelError(LocalModeError):

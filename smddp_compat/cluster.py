@@ -104,7 +104,20 @@ EMITTED_VARIABLES = frozenset(
 
 
 class ClusterConfigError(ConfigurationError):
-    """The cluster description (``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SMDDP_HOST_ADDRESSES``, ports) is invalid."""
+    """The cluster description is invalid: what this module reads (``SM_HOSTS``, ``SM_CURRENT_HOST``,
+    ``SMDDP_HOST_ADDRESSES``, ports), or a variable a launcher gives a script (``TF_CONFIG``, ``DTENSOR_*``,
+    ``SM_NUM_*``) that the entry points check.
+
+    Built from a :class:`ConfigurationError`'s four parts, ``ClusterConfigError(field, value, problem, fix)``, or
+    from a whole message, ``ClusterConfigError(message)`` (the entry points' checks compose theirs; the structured
+    fields are then None).
+    """
+
+    def __init__(self, field_or_message: str, *value_problem_fix: Any) -> None:
+        if value_problem_fix:
+            super().__init__(field_or_message, *value_problem_fix)
+        else:
+            super(ConfigurationError, self).__init__(field_or_message)  # SmddpError's: the message as given
 
 
 # ----------------------------------------------------------------------------------------------- host addresses

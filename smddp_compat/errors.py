@@ -1,18 +1,18 @@
 """The kit's one error base, and the errors every package shares.
 
-Every error the kit raises is a :class:`SmddpError`; the packages (``local_mode``, ``estimators``, ``entry_points``,
-``bench``) subclass it. Besides its message an error carries what a program needs to act on it without parsing the
-text: for the user's mistakes the ``field``, the ``value`` received, the ``problem`` and the ``fix``; for failures of
-a job the ``rank``, ``host`` and ``exit_code`` of the process at fault. Unset fields are None
-(:meth:`SmddpError.details` lists the set ones).
+Every error the kit raises is a :class:`SmddpError`. Besides its message an error carries what a program needs to
+act on it without parsing the text: for the user's mistakes the ``field``, the ``value`` received, the ``problem``
+and the ``fix``; for failures of a job the ``rank``, ``host`` and ``exit_code`` of the process at fault. Unset fields
+are None (:meth:`SmddpError.details` lists the set ones).
 
 :class:`UsageError` (and :class:`ConfigurationError`, which always names field, value, problem and fix, and its
 :class:`HyperparameterError`) are the user's mistakes; :class:`LaunchError` and :class:`CollectiveError` failures of
-the job itself.
+the job itself. The constructors and the message format live here alone.
 
-The constructors and the message format live here alone. A package marks its own errors by mixing its base into a
-shared class without a body, e.g. ``class ConfigurationError(errors.ConfigurationError, EstimatorError)``, so that
-``except EstimatorError`` and ``except smddp_compat.errors.ConfigurationError`` both catch it.
+Each class is declared once. The user's mistakes are these shared classes whichever package finds them: ``local_mode``,
+``estimators`` and ``entry_points`` re-export them (``smddp_compat.local_mode.ConfigurationError`` *is* this class),
+and ``except ConfigurationError`` catches them all. Each package's own failures derive from its base
+(``LocalModeError``, ``EstimatorError``, ``EntryPointError``, ``BenchError``, ``DockerError``), an SmddpError.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ class UsageError(SmddpError, ValueError):
 
 
 class ConfigurationError(UsageError):
-    """A setting of a job, a launcher or an estimator is invalid: names the field, the value, the problem and the fix.
+    """A setting of a job, a launcher, an estimator or a script is invalid: names the field, the value, the problem
+    and the fix.
 
     The message is ``<field>=<value!r>: <problem>. Fix: <fix>``.
     """
@@ -129,7 +130,8 @@ class ConfigurationError(UsageError):
 
 
 class HyperparameterError(ConfigurationError):
-    """A hyperparameter cannot be used: a bad name, a value that cannot be encoded, or one the script refuses.
+    """A hyperparameter cannot be used: a bad name, a value that cannot be encoded, or one the script refuses (unknown,
+    malformed or out of range).
 
     ``field`` is the hyperparameter as the user spelled it (``--epochs``, ``hyperparameters['lr']``).
     """

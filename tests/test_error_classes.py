@@ -1,5 +1,7 @@
-"""One error base: every exception class of the kit's packages is an SmddpError, and the message format
-``<field>=<value!r>: <problem>. Fix: <fix>`` is built in smddp_compat.errors alone.
+"""One error hierarchy: every exception class of the kit's packages is an SmddpError, each is declared once (the
+user's mistakes are smddp_compat.errors' ConfigurationError and HyperparameterError, and smddp_compat.cluster's
+ClusterConfigError, whichever package raises them), and the message format ``<field>=<value!r>: <problem>. Fix:
+<fix>`` is built in smddp_compat.errors alone.
 
 The classes are found by reading the sources (so that no TensorFlow module is imported); each base class is then
 resolved through the module's own imports, which import only the light ``errors`` modules.
@@ -134,41 +136,73 @@ def test_only_the_shared_module_builds_the_field_value_problem_fix_message(modul
                 "to SmddpError instead")
 
 
-def test_package_configuration_errors_are_the_shared_ones_marked_with_their_package():
+def test_no_error_class_is_declared_twice():
+    declared: dict[str, list[str]] = {}
+    for module in MODULES:
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Exception")):
+                declared.setdefault(node.name, []).append(f"{module.path.relative_to(REPO)}:{node.lineno}")
+    assert "ConfigurationError" in declared and "ClusterConfigError" in declared  # the scan reads the classes
+    twice = {name: places for name, places in declared.items() if len(places) > 1}
+    assert not twice, f"declared more than once (declare it once, re-export it elsewhere): {twice}"
+
+
+def test_every_package_reexports_the_one_configuration_error():
     import smddp_compat.entry_points.common.errors as entry_points_errors
     import smddp_compat.estimators.errors as estimators_errors
+    import smddp_compat.local_mode.docker.errors as docker_errors
     import smddp_compat.local_mode.errors as local_mode_errors
+    from smddp_compat import cluster, estimators, local_mode
 
-    pairs = [
-        (local_mode_errors.ConfigurationError, ConfigurationError, local_mode_errors.LocalModeError),
-        (local_mode_errors.HyperparameterError, HyperparameterError, local_mode_errors.LocalModeError),
-        (estimators_errors.ConfigurationError, ConfigurationError, estimators_errors.EstimatorError),
-        (entry_points_errors.HyperparameterError, HyperparameterError, entry_points_errors.EntryPointError),
-    ]
-    for package_class, shared_class, package_base in pairs:
-        assert issubclass(package_class, shared_class) and issubclass(package_class, package_base)
-        error = package_class("--epochs", 0, "must be >= 1", "pass --epochs 1 or more")
+    assert local_mode.ConfigurationError is local_mode_errors.ConfigurationError is ConfigurationError
+    assert estimators.ConfigurationError is estimators_errors.ConfigurationError is ConfigurationError
+    assert local_mode.HyperparameterError is entry_points_errors.HyperparameterError is HyperparameterError
+    assert entry_points_errors.ClusterConfigError is cluster.ClusterConfigError
+    # The kinds declared in a package are the shared class's subclasses, so `except ConfigurationError` catches them.
+    for kind in (estimators.UnknownInstanceTypeError, estimators.NoPublishedImageError, docker_errors.ImageNotFoundError,
+                 HyperparameterError, cluster.ClusterConfigError):
+        assert issubclass(kind, ConfigurationError) and issubclass(kind, ValueError) and issubclass(kind, SmddpError)
+    for shared in (ConfigurationError, HyperparameterError):
+        error = shared("--epochs", 0, "must be >= 1", "pass --epochs 1 or more")
         assert str(error) == "--epochs=0: must be >= 1. Fix: pass --epochs 1 or more"
         assert error.details() == {"field": "--epochs", "value": 0, "problem": "must be >= 1",
                                    "fix": "pass --epochs 1 or more"}
 
 
-def test_an_error_a_called_package_raised_becomes_the_estimators_own_with_its_fields():
-    from smddp_compat.estimators.errors import ConfigurationError as EstimatorConfigurationError
-    from smddp_compat.estimators.errors import EstimatorError, JobError, as_estimator_error
-    from smddp_compat.local_mode.errors import ArtifactError, HyperparameterError as LocalHyperparameterError, JobFailedError
+def test_a_cluster_config_error_takes_the_four_parts_or_a_whole_message():
+    from smddp_compat.cluster import ClusterConfigError
 
-    bad_name = LocalHyperparameterError("hyperparameters", "my lr", "is not a usable name", "use learning_rate")
-    converted = as_estimator_error(bad_name)
-    assert type(converted) is EstimatorConfigurationError and converted.details() == bad_name.details()
-    assert str(converted) == str(bad_name)
+    parts = ClusterConfigError("SM_HOSTS", [], "is not a non-empty list of host names", 'give e.g. ["algo-1"]')
+    assert str(parts) == "SM_HOSTS=[]: is not a non-empty list of host names. Fix: give e.g. [\"algo-1\"]"
+    assert parts.details() == {"field": "SM_HOSTS", "value": [], "problem": "is not a non-empty list of host names",
+                               "fix": 'give e.g. ["algo-1"]'}
+    whole = ClusterConfigError("SM_NUM_CPUS='many' is not an integer.")  # as the entry points compose theirs
+    assert str(whole) == "SM_NUM_CPUS='many' is not an integer." and whole.details() == {}
+
+
+def test_the_estimator_passes_the_users_mistakes_and_turns_other_failures_into_its_own():
+    from smddp_compat.estimators.errors import EstimatorError, JobError, raised_as_estimator_errors
+    from smddp_compat.local_mode.errors import ArtifactError, JobFailedError
+
+    bad_name = HyperparameterError("hyperparameters", "my lr", "is not a usable name", "use learning_rate")
+    with pytest.raises(HyperparameterError) as raised, raised_as_estimator_errors():
+        raise bad_name
+    assert raised.value is bad_name  # the one class: nothing to convert
 
     failed = JobFailedError("job", "Failed", "boom", label="algo-2,1", exit_code=3, host="algo-2")
-    job_error = as_estimator_error(failed)
-    assert type(job_error) is JobError and str(job_error) == str(failed)
+    with pytest.raises(JobError) as raised, raised_as_estimator_errors():
+        raise failed
+    job_error = raised.value
+    assert str(job_error) == str(failed) and job_error.__cause__ is failed
     assert (job_error.job_name, job_error.status, job_error.reason) == ("job", "Failed", "boom")
     assert (job_error.rank, job_error.host, job_error.exit_code) == ("algo-2,1", "algo-2", 3)
 
-    other = as_estimator_error(ArtifactError("could not write model.tar.gz"))
-    assert type(other) is EstimatorError and str(other) == "could not write model.tar.gz"
-    assert as_estimator_error(converted) is converted
+    artifact = ArtifactError("could not write model.tar.gz")
+    with pytest.raises(EstimatorError) as raised, raised_as_estimator_errors():
+        raise artifact
+    assert type(raised.value) is EstimatorError and str(raised.value) == "could not write model.tar.gz"
+    assert raised.value.__cause__ is artifact
+
+    with pytest.raises(JobError) as raised, raised_as_estimator_errors():
+        raise job_error
+    assert raised.value is job_error

@@ -1,25 +1,24 @@
 """Errors raised by the entry-point scripts and their shared modules.
 
-`EntryPointError` marks a mistake the user can fix (a bad hyperparameter, a malformed data channel, an unusable
-directory); `run_entry_point` writes its message to the SageMaker failure file. Anything else is a bug or an
-environment failure and is reported with its type name.
+Each marks a mistake the user can fix; `run_entry_point` writes ``<type>: <message>`` to the SageMaker failure file
+(whose start SageMaker shows as the job's FailureReason), whatever the exception. `EntryPointError` and its kinds are
+the scripts' own: a malformed data channel (`DatasetError`), an unusable directory (`CheckpointError`). Two are the
+kit's shared classes, re-exported here: a hyperparameter that is unknown, malformed or out of range is a
+:class:`~smddp_compat.errors.HyperparameterError` (``field`` the hyperparameter as the user spelled it, ``--epochs``);
+a variable a launcher gives the script that is inconsistent (``TF_CONFIG``, ``DTENSOR_*``, ``SM_NUM_*``, ``SM_HOSTS``)
+a :class:`~smddp_compat.cluster.ClusterConfigError`.
 """
 
 from __future__ import annotations
 
-from smddp_compat import cluster as _cluster
-from smddp_compat import errors as _shared
+from smddp_compat.cluster import ClusterConfigError
+from smddp_compat.errors import HyperparameterError, SmddpError
 
 __all__ = ["EntryPointError", "HyperparameterError", "DatasetError", "CheckpointError", "ClusterConfigError"]
 
 
-class EntryPointError(_shared.SmddpError):
-    """Base class: a user-fixable problem with how a training script was configured or fed."""
-
-
-class HyperparameterError(_shared.HyperparameterError, EntryPointError):
-    """A hyperparameter is unknown, malformed or out of range: ``field`` is the hyperparameter as the user spelled
-    it (``--epochs``), with the ``value`` received, the ``problem`` and the ``fix``."""
+class EntryPointError(SmddpError):
+    """Base class of the scripts' own errors: a user-fixable problem with how a script was configured or fed."""
 
 
 class DatasetError(EntryPointError):
@@ -41,14 +40,3 @@ class CheckpointError(EntryPointError):
         super().__init__(message)
         self.path = path
 
-
-class ClusterConfigError(EntryPointError, _cluster.ClusterConfigError):
-    """A variable a launcher gives the script (``TF_CONFIG``, ``DTENSOR_*``, ``SM_NUM_*``) is inconsistent.
-
-    ``SM_HOSTS``, ``SM_CURRENT_HOST`` and ``SMDDP_HOST_ADDRESSES`` are read by :mod:`smddp_compat.cluster`, which
-    raises its own :class:`smddp_compat.cluster.ClusterConfigError` (this class's base), as at every launcher.
-    """
-
-    def __init__(self, message: str) -> None:
-        """Keeps ``message`` as the whole text (the script's own checks compose it)."""
-        _shared.SmddpError.__init__(self, message)

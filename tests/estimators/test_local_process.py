@@ -80,19 +80,21 @@ def test_failed_job_raises_with_reason(tmp_path):
     assert type(info.value.__cause__).__name__ == "JobFailedError"
 
 
-def test_local_mode_errors_leave_fit_as_estimator_errors(tiny_script, tmp_path):
-    """A value local_mode refuses when fit() builds the job is re-raised as the estimators' ConfigurationError,
-    with local_mode's field, value, problem and fix, chained to local_mode's error; nothing ran."""
-    from smddp_compat import local_mode
-    from smddp_compat.estimators import ConfigurationError, EstimatorError
+def test_local_mode_refusals_leave_fit_as_the_one_configuration_error(tiny_script, tmp_path):
+    """A value local_mode refuses when fit() builds the job leaves fit() as the error local_mode raised: the kit's
+    one ConfigurationError (no copy to convert it into), naming the field, the value, the problem and the fix;
+    nothing ran."""
+    from smddp_compat import errors, local_mode
+    from smddp_compat.estimators import ConfigurationError
 
+    assert ConfigurationError is local_mode.ConfigurationError is errors.ConfigurationError
     est, probe = _estimator(tiny_script, tmp_path, output_path="/proc/x")
     with pytest.raises(ConfigurationError) as info:
         est.fit(job_name="local-bad-output")
-    assert isinstance(info.value, EstimatorError)
-    assert isinstance(info.value.__cause__, local_mode.ConfigurationError)
-    assert info.value.details() == info.value.__cause__.details()
-    assert info.value.field == "output_path" and "choose a writable directory" in str(info.value)
+    assert type(info.value) is errors.ConfigurationError and info.value.__cause__ is None
+    assert (info.value.field, info.value.value, info.value.fix) == ("output_path", "/proc/x",
+                                                                    "choose a writable directory")
+    assert info.value.problem and str(info.value).startswith("output_path='/proc/x': ")
     assert _probes(probe) == []
 
 

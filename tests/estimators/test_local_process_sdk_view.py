@@ -53,7 +53,7 @@ def _estimator(tmp_path, **kwargs):
 
 
 def test_fit_shows_the_job_as_the_sdk_does_and_attach_reads_it_back(tmp_path, capsys):
-    from smddp_compat.estimators import EstimatorError, JobError, TensorFlow
+    from smddp_compat.estimators import ConfigurationError, EstimatorError, JobError, TensorFlow
     from sagemaker.estimator import _TrainingJob
 
     est = _estimator(tmp_path)
@@ -104,7 +104,7 @@ def test_fit_shows_the_job_as_the_sdk_does_and_attach_reads_it_back(tmp_path, ca
     first = frame[frame.metric_name == "loss"]
     assert first["timestamp"].iloc[0] == 0 and first["timestamp"].is_monotonic_increasing
     assert first["timestamp"].iloc[-1] > 0.2  # the epochs were 0.2 s apart: real times, not line numbers
-    with pytest.raises(EstimatorError, match="metric_names"):
+    with pytest.raises(ConfigurationError, match="metric_names"):
         type(est.training_job_analytics)(job, metric_names=["los"])
 
     # attach: another estimator, from the record the fit saved beside the artifacts
@@ -118,8 +118,6 @@ def test_fit_shows_the_job_as_the_sdk_does_and_attach_reads_it_back(tmp_path, ca
     assert "[algo-2] epoch 0 loss=1.0000 acc=0.50" in capsys.readouterr().out
 
     # attach refuses what it cannot honour, naming it
-    from smddp_compat.estimators import ConfigurationError
-
     with pytest.raises(ConfigurationError, match="no local_process record"):
         TensorFlow.attach("never-ran", local_output=str(tmp_path / "out"))
     with pytest.raises(ConfigurationError):

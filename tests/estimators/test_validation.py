@@ -106,8 +106,13 @@ def test_good_input_is_accepted_and_uploads(aws, tiny_script):
 
 
 def test_errors_share_one_base_class():
-    from smddp_compat.estimators import ConfigurationError, EstimatorError, NoPublishedImageError, UnknownInstanceTypeError
+    from smddp_compat import errors
+    from smddp_compat.estimators import (ConfigurationError, EstimatorError, JobError, NoPublishedImageError,
+                                         UnknownInstanceTypeError)
 
-    assert issubclass(ConfigurationError, EstimatorError) and issubclass(ConfigurationError, ValueError)
+    # The user's mistakes are the kit's one ConfigurationError (a ValueError); the estimators' own failures
+    # EstimatorErrors; both SmddpErrors.
+    assert ConfigurationError is errors.ConfigurationError and issubclass(ConfigurationError, ValueError)
     assert issubclass(NoPublishedImageError, ConfigurationError)
     assert issubclass(UnknownInstanceTypeError, ConfigurationError)
+    assert issubclass(JobError, EstimatorError) and issubclass(EstimatorError, errors.SmddpError)

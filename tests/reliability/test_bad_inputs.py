@@ -4,7 +4,8 @@
 
 Every row checks what the README promises:
 - the error names the bad value and the fix (both asserted, as separate words);
-- a command line exits 2 with no traceback; a Python API raises the named error class;
+- a command line exits 2 with no traceback; a Python API raises the named error class, the kit's one
+  ``ConfigurationError`` (or a subclass) whichever package refuses the value, with its field, problem and fix;
 - nothing started: the training script, which writes a marker file the moment it runs, never ran; no child process
   appeared under the command; no request reached the AWS endpoint (one that records every request); no collective
   was entered (smddp_compat's stall watchdog counts every eager collective it enters);
@@ -27,6 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from smddp_compat.errors import ConfigurationError
 
 from tests.fake_aws import _patch_sts as patch_sts
 from tests.reliability.conftest import PROGRAMS, REPO, alive, launch, quiet_env, smddp, smddprun
@@ -470,10 +473,10 @@ def test_bad_python_api_call(case: str, call: Callable[[], None], kind: str, val
     with pytest.raises(Exception) as info:
         call()
     assert type(info.value).__name__ == kind, repr(info.value)
-    if case.startswith("estimator"):  # whatever the estimator called, its error is the estimators' own
-        from smddp_compat.estimators import EstimatorError
-
-        assert isinstance(info.value, EstimatorError), repr(info.value)
+    # Whichever package refuses it (the estimator or local_mode it calls), the kit's one ConfigurationError, with
+    # the field and the fix as data, not only in the message.
+    assert isinstance(info.value, ConfigurationError), repr(info.value)
+    assert info.value.field and info.value.problem and info.value.fix, info.value.details()
     _assert_names_value_and_fix(str(info.value), value, fix)
     assert aws_requests == [], "an AWS request was sent before the input was checked"
     assert_nothing_started_and_nothing_left(workdir, private_tmp)
