@@ -392,18 +392,15 @@ class JobSpec:
 
     def _checked_distribution(self, hosts: int) -> DistributionConfig:
         """The distribution settings, checked as every entry checks them, against this machine's cores."""
-        try:
-            given = self.distribution if isinstance(self.distribution, DistributionConfig) else (
-                DistributionConfig.from_flat(
-                    self.distribution.value if isinstance(self.distribution, Distribution) else self.distribution,
-                    processes_per_host=self.processes_per_host,
-                    mesh=self.dtensor_mesh,
-                    devices_per_process=self.devices_per_process,
-                )
+        given = self.distribution if isinstance(self.distribution, DistributionConfig) else (
+            DistributionConfig.from_flat(
+                self.distribution.value if isinstance(self.distribution, Distribution) else self.distribution,
+                processes_per_host=self.processes_per_host,
+                mesh=self.dtensor_mesh,
+                devices_per_process=self.devices_per_process,
             )
-            return given.resolve(HostCapacity.this_machine(usable_cores(), hosts), hosts)
-        except shared_errors.ConfigurationError as exc:
-            raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
+        )
+        return given.resolve(HostCapacity.this_machine(usable_cores(), hosts), hosts)
 
     # Derived values -------------------------------------------------------------------------------------------
 

@@ -87,7 +87,7 @@ def test_the_process_backend_reads_each_processs_whole_lines_as_they_are_printed
         ("loss", 0.9), ("loss", 0.7), ("acc", 0.8), ("loss", 0.5)]
     tap.write("\n[algo-2,0] loss=0.3\n")
     assert tap.watch.values()["loss"] == 0.4  # algo-1's last value stands against a later one of algo-2
-    assert shown.getvalue().endswith("[algo-1,0] loss=0.4")  # everything passed on
+    assert shown.getvalue().endswith("[algo-1,0] loss=0.4\n[algo-2,0] loss=0.3\n")  # everything passed on
 
 
 def test_a_request_regex_python_cannot_compile_is_left_out_and_said() -> None:
