@@ -42,6 +42,7 @@ from typing import IO, Any
 from smddp_compat.estimators import check_channel_names, check_job_name, instance_spec
 from smddp_compat.image import LATEST_TAG, ensure_image, find_engine, host_base_recipe
 from smddp_compat.local_mode.artifacts import job_destination
+from smddp_compat.local_mode.channels import copy_s3_prefix
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin
 from smddp_compat.local_mode.outcome import JobResult
@@ -373,46 +374,6 @@ def build_request(
         estimator = estimator_class(image_uri=image, sagemaker_session=session, **job.arguments, **extra)
         estimator.fit({name: inputs[name] for name in job.channels} or None, wait=False, job_name=job.job_name)
         return TrainingJobRequest.from_params(captured[-1])  # botocore's API model, read with no profile either
-
-
-def copy_s3_prefix(location: S3Location, source: Any, target: Any, *, channel: str) -> int:
-    """Copies every object SageMaker's ``S3Prefix`` would read under ``location`` (every key starting with its prefix)
-    from the ``source`` S3 to the same bucket and key in the ``target`` S3.
-
-    Args:
-        location: The channel's ``s3://`` URI.
-        source: A client of the S3 the objects are in.
-        target: A client of the S3 they are copied to (the bucket is created there).
-        channel: The channel's name, for errors.
-
-    Returns:
-        The number of objects copied.
-
-    Raises:
-        ChannelError: The objects could not be listed or read, or there is none.
-    """
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    with contextlib.suppress(ClientError):  # already there (another channel in the same bucket)
-        target.create_bucket(Bucket=location.bucket)
-    copied = 0
-    try:
-        pages = source.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=location.prefix)
-        for item in (item for page in pages for item in page.get("Contents", [])):
-            with tempfile.TemporaryFile() as data:  # one object at a time: large channels stay off memory
-                source.download_fileobj(location.bucket, item["Key"], data)
-                data.seek(0)
-                target.upload_fileobj(data, location.bucket, item["Key"])
-            copied += 1
-    except (BotoCoreError, ClientError) as exc:
-        raise ChannelError(
-            channel, location.uri, f"could not be read ({exc})",
-            "check the bucket and prefix, your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3",
-        ) from exc
-    if not copied:
-        raise ChannelError(channel, location.uri, "no object exists under this prefix",
-                           "upload the data there or fix the URI")
-    return copied
 
 
 def _tell(stream: IO[str] | None, message: str) -> None:

@@ -10,8 +10,10 @@ file, or as a file where another key needs a folder, stop the job before anythin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -24,6 +26,7 @@ __all__ = [
     "place_channel",
     "download_s3_channel",
     "download_s3_prefix",
+    "copy_s3_prefix",
     "channel_key_path",
     "folder_key_path",
 ]
@@ -192,6 +195,57 @@ def download_s3_prefix(
     return _download(
         location, destination, lambda key: folder_key_path(key, location.prefix), channel=channel, client=client
     )
+
+
+def copy_s3_prefix(
+    location: S3Location, source: Any, target: Any, *, channel: str, staged: Path | None = None
+) -> int:
+    """Copies every object SageMaker's ``S3Prefix`` would read under ``location`` (every key starting with its
+    prefix, but "folder" marker objects) from the ``source`` S3 to the same bucket and key in the ``target`` S3, one
+    object at a time (large channels stay off memory); one already downloaded into ``staged`` (File mode's layout,
+    :func:`channel_key_path`) is uploaded from there.
+
+    Args:
+        location: The channel's ``s3://`` URI.
+        source: A client of the S3 the objects are in.
+        target: A client of the S3 they are copied to (the bucket is created there).
+        channel: The channel's name, for errors.
+        staged: The channel's downloaded folder, if it was downloaded.
+
+    Returns:
+        The number of objects copied.
+
+    Raises:
+        ChannelError: The objects could not be listed, read or written, or there is none.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore: only when S3 is used
+
+    with contextlib.suppress(ClientError):  # already there (another channel in the same bucket)
+        target.create_bucket(Bucket=location.bucket)
+    copied = 0
+    try:
+        pages = source.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=location.prefix)
+        for key in (item["Key"] for page in pages for item in page.get("Contents", [])):
+            if key.endswith("/"):  # a "folder" marker object: not a file of the channel
+                continue
+            local = staged.joinpath(*channel_key_path(key, location.prefix).split("/")) if staged else None
+            if local is not None and local.is_file():
+                target.upload_file(str(local), location.bucket, key)
+            else:
+                with tempfile.TemporaryFile() as data:
+                    source.download_fileobj(location.bucket, key, data)
+                    data.seek(0)
+                    target.upload_fileobj(data, location.bucket, key)
+            copied += 1
+    except (BotoCoreError, ClientError) as exc:
+        raise ChannelError(
+            channel, location.uri, f"could not be copied ({exc})",
+            "check the bucket and prefix, your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3",
+        ) from exc
+    if not copied:
+        raise ChannelError(channel, location.uri, "no object exists under this prefix",
+                           "upload the data there or fix the URI")
+    return copied
 
 
 def stage_channels(

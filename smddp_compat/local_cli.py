@@ -236,13 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("smddp local: error: --short-toolkit-waits: the training toolkit runs in the twin only (the process "
               "backend has no toolkit and no waits). Fix: add --backend docker, or leave it out", file=sys.stderr)
         return _USAGE_ERROR
-    try:
-        spec = spec_from_args(args)
-    except kit_errors.ConfigurationError as exc:
-        print(f"smddp local: error: {exc}", file=sys.stderr)
-        return _USAGE_ERROR
+
     def run() -> int:
-        result = ProcessBackend(show_tf_logs=args.show_tf_logs).run(spec)
+        result = ProcessBackend(show_tf_logs=args.show_tf_logs).run(spec_from_args(args))
         if not result.ok:  # the summary on standard output says it too; errors also go to standard error
             print(f"smddp local: job {result.job_name} ended {result.secondary_status}: "
                   f"{result.failure_reason or 'stopped'}", file=sys.stderr)
@@ -280,12 +276,9 @@ def _run_in_twin(args: argparse.Namespace) -> int:
                   f"{'' if option == '--work-dir' else ' or a replayed request (GPU instance types)'}. Fix: {fix}",
                   file=sys.stderr)
             return _USAGE_ERROR
-    try:
-        spec = spec_from_args(args)
-    except kit_errors.ConfigurationError as exc:
-        print(f"smddp local: error: {exc}", file=sys.stderr)
-        return _USAGE_ERROR
+
     def run() -> int:
+        spec = spec_from_args(args)
         try:
             result = replay_spec(spec, stream=sys.stderr, stop_grace=args.stop_grace,
                                  short_toolkit_waits=args.short_toolkit_waits)

@@ -25,7 +25,7 @@ from smddp_compat.local_mode.s3 import S3Location
 from smddp_compat.local_mode.channels import channel_key_path
 from smddp_compat.local_mode.folder_sync import copy_atomically
 
-__all__ = ["ScriptWrite", "create_buckets", "stage_channel", "snapshot", "script_writes", "KEPT_FOLDER"]
+__all__ = ["ScriptWrite", "create_buckets", "snapshot", "script_writes", "KEPT_FOLDER"]
 
 KEPT_FOLDER = "s3"
 """Where, under ``<output>/<job>/``, the objects a job wrote to the twin's S3 are kept (``s3/<bucket>/<key>``)."""
@@ -67,27 +67,6 @@ def create_buckets(client: Any, buckets: Iterable[str]) -> None:
     """Creates each bucket in the twin's S3 (once)."""
     for bucket in sorted(set(buckets)):
         client.create_bucket(Bucket=bucket)
-
-
-def stage_channel(location: S3Location, staged: Path, user_s3: Any, twin_s3: Any) -> int:
-    """Puts a channel's objects into the twin's S3 at their own keys, from the files already downloaded into
-    ``staged`` (File mode's layout, :func:`~smddp_compat.local_mode.channels.channel_key_path`); an object whose
-    file is not there (changed in S3 since) is copied from the request's S3. Returns how many were staged."""
-    count = 0
-    paginator = user_s3.get_paginator("list_objects_v2")
-    for page in paginator.paginate(Bucket=location.bucket, Prefix=location.prefix):
-        for item in page.get("Contents", []):
-            key = item["Key"]
-            if key.endswith("/"):  # a "folder" marker object: not a file of the channel
-                continue
-            local = staged.joinpath(*channel_key_path(key, location.prefix).split("/"))
-            if local.is_file():
-                twin_s3.upload_file(str(local), location.bucket, key)
-            else:
-                body = user_s3.get_object(Bucket=location.bucket, Key=key)["Body"]
-                twin_s3.upload_fileobj(body, location.bucket, key)
-            count += 1
-    return count
 
 
 def snapshot(client: Any) -> Snapshot:

@@ -58,12 +58,12 @@ from smddp_compat.image.commands import capture, run_command
 from smddp_compat.image.train import SHORT_TOOLKIT_WAITS
 from smddp_compat.launcher import ConsoleStream
 from smddp_compat.local_mode.artifacts import job_destination
-from smddp_compat.local_mode.channels import download_s3_channel, place_channel
+from smddp_compat.local_mode.channels import copy_s3_prefix, download_s3_channel, place_channel
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, Mount, TwinEngine
 from smddp_compat.local_mode.docker._fields import config_files
 from smddp_compat.local_mode.docker._failure_reason import failure_reason
 from smddp_compat.local_mode.docker._reaper import reaper_argv
-from smddp_compat.local_mode.docker._twin_s3 import Snapshot, create_buckets, script_writes, snapshot, stage_channel
+from smddp_compat.local_mode.docker._twin_s3 import Snapshot, create_buckets, script_writes, snapshot
 from smddp_compat.local_mode.docker.errors import ContainerError, ImageNotFoundError
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ChannelError, ConfigurationError
@@ -441,13 +441,8 @@ class SageMakerTwin(JobLifecycle):
             *(location.bucket for location in (request.checkpoint_s3, request.tensorboard_s3) if location),
         ])
         for channel in request.channels:
-            try:
-                stage_channel(channel.source, root / "channels" / channel.name, user_s3, twin_s3)
-            except Exception as exc:  # noqa: BLE001 - botocore raises several unrelated types here
-                raise ChannelError(
-                    channel.name, channel.source.uri, f"could not be staged in the twin's S3 ({exc})",
-                    "check that the channel's objects can still be read from S3, and AWS_ENDPOINT_URL",
-                ) from exc
+            copy_s3_prefix(channel.source, user_s3, twin_s3, channel=channel.name,
+                           staged=root / "channels" / channel.name)
         for name, location in request.s3_uris().items():
             if name == "model_dir":
                 continue

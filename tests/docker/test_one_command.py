@@ -304,7 +304,7 @@ class _Target:
 
 def test_an_s3_channel_is_copied_under_the_same_uri(aws: Aws) -> None:
     from smddp_compat.local_mode.s3 import parse_s3_uri
-    from smddp_compat.estimators.replay import copy_s3_prefix
+    from smddp_compat.local_mode.channels import copy_s3_prefix
     from smddp_compat.local_mode.errors import ChannelError
 
     s3 = aws.client("s3")

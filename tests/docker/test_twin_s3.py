@@ -14,7 +14,8 @@ import pytest
 
 from smddp_compat.local_mode.s3 import S3Location
 from smddp_compat.local_mode.channels import download_s3_channel
-from smddp_compat.local_mode.docker._twin_s3 import create_buckets, script_writes, snapshot, stage_channel
+from smddp_compat.local_mode.channels import copy_s3_prefix
+from smddp_compat.local_mode.docker._twin_s3 import create_buckets, script_writes, snapshot
 from tests.fake_aws import Aws, _free_port
 
 
@@ -62,7 +63,7 @@ def test_a_channel_is_staged_at_its_own_keys_and_what_the_job_wrote_is_kept(
     (staged / "sub" / "b.csv").unlink()  # gone from the staged copy: read from the request's S3 instead
     create_buckets(twin_s3, ["data", "out", "data"])
 
-    assert stage_channel(channel, staged, user, twin_s3) == 3
+    assert copy_s3_prefix(channel, user, twin_s3, channel="train", staged=staged) == 3
     before = snapshot(twin_s3)
     assert sorted(key for _bucket, key in before) == ["train-b/c.csv", "train/a.csv", "train/sub/b.csv"]
     assert _body(twin_s3, "data", "train/sub/b.csv") == b"train/sub/b.csv"
