@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat.errors import ConfigurationError
+from smddp_compat.job_files import UnsafeJobFileError, read_job_file
 
 __all__ = [
     # SageMaker's names
@@ -518,8 +519,6 @@ def read_failure_reason(path: str | os.PathLike[str], *, root: str | os.PathLike
     Returns:
         The reason, or None when the file is missing, unreadable or blank.
     """
-    from smddp_compat.job_files import UnsafeJobFileError, read_job_file
-
     try:
         # 4 bytes per character at most in UTF-8, and room for leading blanks: enough to fill the limit.
         data = read_job_file(path, root if root is not None else Path(path).parent, limit=8 * FAILURE_REASON_LIMIT)

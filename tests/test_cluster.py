@@ -38,7 +38,8 @@ def test_the_module_imports_only_the_standard_library() -> None:
                          env={**os.environ, "PYTHONPATH": root})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == (
-        "['__main__', 'smddp_compat', 'smddp_compat.cluster', 'smddp_compat.contract', 'smddp_compat.errors']"
+        "['__main__', 'smddp_compat', 'smddp_compat.cluster', 'smddp_compat.contract', 'smddp_compat.errors', "
+        "'smddp_compat.job_files']"
     )
 
 

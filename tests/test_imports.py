@@ -10,6 +10,8 @@ pytestmark = pytest.mark.processes
 CASES = [
     ("smddp_compat", ["tensorflow", "boto3", "sagemaker", "horovod"]),
     ("smddp_compat.launcher", ["tensorflow", "boto3", "sagemaker"]),
+    ("smddp_compat.strategies", ["tensorflow", "horovod", "boto3", "sagemaker"]),
+    ("smddp_compat.contract", ["tensorflow", "horovod", "boto3", "sagemaker"]),
     ("smddp_compat.cli", ["tensorflow", "boto3", "sagemaker"]),
     ("smddp_compat.tensorflow", ["boto3", "sagemaker"]),
     # the image's build and its `train` stand on their own: not the twin, not local mode

@@ -6,13 +6,10 @@ import importlib.util
 import os
 import sys
 
-
-def _arm_known_limits() -> None:
-    try:
-        from smddp_compat import known_limits
-    except ImportError:  # an interpreter without the kit: nothing to arm
-        return
-    known_limits.install()
+try:
+    from smddp_compat import known_limits
+except ImportError:  # an interpreter without the kit: nothing to arm
+    known_limits = None  # type: ignore[assignment]
 
 
 def _run_hidden_sitecustomize() -> None:
@@ -26,5 +23,6 @@ def _run_hidden_sitecustomize() -> None:
     spec.loader.exec_module(module)
 
 
-_arm_known_limits()
+if known_limits is not None:
+    known_limits.install()
 _run_hidden_sitecustomize()

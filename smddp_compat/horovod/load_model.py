@@ -15,6 +15,7 @@ import horovod.tensorflow.keras as _horovod_keras
 import tensorflow as tf
 from horovod.tensorflow.compression import Compression
 
+from smddp_compat.horovod.optimizer import DistributedOptimizer
 from smddp_compat.tensorflow.keras_compat import optimizer_variables
 
 __all__ = ["load_model"]
@@ -26,8 +27,6 @@ def _is_built(optimizer: Any) -> bool:
 
 
 def _redistribute(model: Any, compression: Any) -> None:
-    from smddp_compat.horovod.optimizer import DistributedOptimizer
-
     loaded = getattr(model, "optimizer", None)
     if loaded is None:
         return

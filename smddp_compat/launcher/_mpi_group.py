@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import IO, Callable, Mapping, Sequence
 
+import smddp_compat
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher._supervisor import (
     GroupResult,
@@ -338,8 +339,6 @@ def run_mpi_group(
 
 def _importable_root() -> str:
     """The folder holding the smddp_compat package in use (so the wrapper imports this very copy)."""
-    import smddp_compat
-
     return os.path.dirname(os.path.dirname(os.path.abspath(smddp_compat.__file__)))
 
 

@@ -7,7 +7,7 @@ on the strategy's name. Adding a strategy is one module here, registered in :dat
     >>> from smddp_compat.strategies import strategy_named
     >>> strategy_named("mpi").framework_parameters(config, "ml.c5.xlarge")  # doctest: +SKIP
 
-Standard library only: the strategies ship inside the uploaded code and the images.
+No TensorFlow or Horovod at import: the strategies ship inside the uploaded code and the images.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 their defaults and checks, its conversions (the SDK's ``distribution`` dictionary, the ``sagemaker_*``
 hyperparameters SageMaker sends), and how its processes start on this machine (:meth:`Strategy.local_launch`).
 
-Standard library only: the strategies ship inside the uploaded code and the images, with the cluster rules they
-build on (:mod:`smddp_compat.cluster`).
+No TensorFlow or Horovod at import: the strategies ship inside the uploaded code and the images, with the cluster
+rules (:mod:`smddp_compat.cluster`) and the launcher they build on.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from smddp_compat import cluster
 from smddp_compat.cluster import HostCapacity
 from smddp_compat.errors import ConfigurationError
+from smddp_compat.launcher import reserve_ports
 
 __all__ = ["Strategy", "DistributionConfig", "count_setting", "is_int", "ProcessPlan", "LocalCluster", "LocalLaunch", "JobDriver", "ALL_SETTINGS"]
 
@@ -120,8 +121,6 @@ class LocalCluster:
             if len(self.ports) != len(addresses):
                 raise ValueError(f"{len(addresses)} ports are needed, {len(self.ports)} were given")
             return list(self.ports)
-        from smddp_compat.launcher import reserve_ports
-
         return reserve_ports(addresses)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from smddp_compat import cluster
 from smddp_compat.errors import ConfigurationError
+from smddp_compat.launcher import ENGINE_VARIABLE, EngineChoice, HorovodRendezvous, choose_engine
 from smddp_compat.strategies._base import LocalCluster, LocalLaunch, ProcessPlan, Strategy
 
 __all__ = ["HorovodStrategy"]
@@ -26,8 +27,8 @@ class HorovodStrategy(Strategy):
         return ()
 
     @staticmethod
-    def local_engine(job: LocalCluster) -> object:
-        """The engine of the job's ranks on this machine (an ``EngineChoice``).
+    def local_engine(job: LocalCluster) -> EngineChoice:
+        """The engine of the job's ranks on this machine.
 
         One host: smddprun's rule (MPI when every rank has an idle core; ``SMDDP_ENGINE`` forces either). Several
         simulated hosts: Gloo, whose rendezvous gives each host its own local ranks; MPI would see one machine.
@@ -35,8 +36,6 @@ class HorovodStrategy(Strategy):
         Raises:
             ConfigurationError: ``SMDDP_ENGINE=mpi`` for a job of several hosts.
         """
-        from smddp_compat.launcher import ENGINE_VARIABLE, EngineChoice, choose_engine
-
         hosts = len(job.hosts)
         if hosts == 1:
             return choose_engine(job.processes_per_host)
@@ -52,13 +51,10 @@ class HorovodStrategy(Strategy):
     def local_launch(self, job: LocalCluster) -> Iterator[LocalLaunch]:
         """Every rank with the variables of Horovod's Gloo rendezvous (held open while they run); one host's
         ranks run as one mpirun group when the engine is MPI."""
-        from smddp_compat.cluster import HostSlots
-        from smddp_compat.launcher import HorovodRendezvous
-
         engine = self.local_engine(job)
-        slots = [HostSlots(host, job.processes_per_host, job.addresses[host]) for host in job.hosts]
+        slots = [cluster.HostSlots(host, job.processes_per_host, job.addresses[host]) for host in job.hosts]
         with HorovodRendezvous(slots, bind_address=job.addresses[job.hosts[0]]) as rendezvous:
             rank_envs = rendezvous.rank_envs()
             placements = cluster.uniform_placements(job.hosts, job.processes_per_host)
             plans = [ProcessPlan.at(p, rank_envs[p.rank], python_path=self.rank_python_path()) for p in placements]
-            yield LocalLaunch(plans, note=engine.describe(), mpi=engine.engine == "mpi")  # type: ignore[attr-defined]
+            yield LocalLaunch(plans, note=engine.describe(), mpi=engine.engine == "mpi")

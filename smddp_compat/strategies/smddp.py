@@ -8,6 +8,7 @@ from typing import Any
 
 from smddp_compat import contract
 from smddp_compat.errors import ConfigurationError
+from smddp_compat.smdistributed_shim import path, real_smddp_location
 from smddp_compat.strategies.horovod import HorovodStrategy
 
 __all__ = ["SMDDP"]
@@ -67,6 +68,4 @@ class SMDDP(HorovodStrategy):
 
     def rank_python_path(self) -> tuple[str, ...]:
         """smddp-compat's ``smdistributed`` alias folder, unless a real SMDDP is installed (never shadowed)."""
-        from smddp_compat.smdistributed_shim import path, real_smddp_location
-
         return () if real_smddp_location() else (path(),)

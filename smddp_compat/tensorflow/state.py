@@ -8,6 +8,7 @@ from typing import Any
 import horovod.tensorflow as _hvd
 
 from smddp_compat.errors import AlreadyInitializedError, NotInitializedError
+from smddp_compat.tensorflow.keras_compat import adapt_keras3_for_keras2_scripts
 
 __all__ = [
     "start",
@@ -58,8 +59,6 @@ def start(**horovod_init_args: Any) -> None:
     _choose_controller()
     _hvd.init(**horovod_init_args)
     _initialized = True
-    from smddp_compat.tensorflow.keras_compat import adapt_keras3_for_keras2_scripts
-
     adapt_keras3_for_keras2_scripts()
 
 
