@@ -4,10 +4,10 @@
 nothing heavy.
 
 The kit's parts live under this one name: ``smddp_compat.estimators``, ``smddp_compat.local_mode``,
-``smddp_compat.entry_points``, ``smddp_compat.bench`` and ``smddp_compat.image``. An installed kit holds them inside this package; a
-checkout keeps them as the repository's top-level folders, found here through ``__path__``. A copy of this package
-shipped in a job's ``sourcedir.tar.gz`` (which shadows the image's installed kit) reaches the installed parts the same
-way.
+``smddp_compat.entry_points``, ``smddp_compat.bench`` and ``smddp_compat.image``. An installed kit holds them
+inside this package; a checkout keeps them as the repository's top-level folders, found here through ``__path__``.
+A copy of this package shipped in a job's ``sourcedir.tar.gz`` (which shadows the image's installed kit) reaches the
+installed parts the same way.
 """
 
 import os as _os

@@ -36,28 +36,11 @@ from smddp_compat.contract import SM_CURRENT_HOST, SM_HOSTS
 from smddp_compat.errors import ConfigurationError, UsageError
 
 __all__ = [
-    "ClusterConfigError",
-    "Cluster",
-    "HostSlots",
-    "Placement",
-    "HOSTS_VARIABLE",
-    "CURRENT_HOST_VARIABLE",
-    "HOST_ADDRESSES_VARIABLE",
-    "GLOO_RANK_VARIABLES",
-    "HOROVOD_GLOO_VARIABLES",
-    "EMITTED_VARIABLES",
-    "parse_host_addresses",
-    "encode_host_addresses",
-    "assign",
-    "uniform_placements",
-    "endpoints",
-    "horovod_gloo_environments",
-    "horovod_mpi_environment",
-    "mwms_tf_config",
-    "mwms_environments",
-    "parameter_server_tf_config",
-    "parameter_server_host_environments",
-    "dtensor_environments",
+    "ClusterConfigError", "Cluster", "HostSlots", "Placement", "HOSTS_VARIABLE", "CURRENT_HOST_VARIABLE",
+    "HOST_ADDRESSES_VARIABLE", "GLOO_RANK_VARIABLES", "HOROVOD_GLOO_VARIABLES", "EMITTED_VARIABLES",
+    "parse_host_addresses", "encode_host_addresses", "assign", "uniform_placements", "endpoints",
+    "horovod_gloo_environments", "horovod_mpi_environment", "mwms_tf_config", "mwms_environments",
+    "parameter_server_tf_config", "parameter_server_host_environments", "dtensor_environments",
 ]
 
 HOSTS_VARIABLE = SM_HOSTS

@@ -2,8 +2,8 @@
 
 Every entry that takes distribution settings builds the same :class:`DistributionConfig`:
 
-- ``smddp_compat.local_mode.JobSpec``, ``smddp local`` and ``smddp submit`` give the flat form (a kind such as ``dtensor``, a mesh,
-  devices per process, processes per host): :meth:`DistributionConfig.from_flat`;
+- ``smddp_compat.local_mode.JobSpec``, ``smddp local`` and ``smddp submit`` give the flat form (a kind such as
+  ``dtensor``, a mesh, devices per process, processes per host): :meth:`DistributionConfig.from_flat`;
 - ``smddp_compat.estimators.TensorFlow(distribution=...)`` and the SDK v3 plug-ins give the SDK's dictionary
   (``{"dtensor": {"enabled": True, "mesh": {...}}}``): :meth:`DistributionConfig.from_sdk_dict`.
 
@@ -25,30 +25,12 @@ from typing import Any
 from smddp_compat.cluster import HostCapacity
 from smddp_compat.errors import ConfigurationError
 from smddp_compat.strategies import (
-    ALL_SETTINGS,
-    STRATEGIES,
-    Strategy,
-    dtensor,
-    sdk_keys,
-    strategy_for_sdk_key,
-    strategy_named,
-    Mesh,
-    count_setting,
-    parse_mesh,
-    users_of,
-)
+    ALL_SETTINGS, STRATEGIES, Strategy, dtensor, sdk_keys, strategy_for_sdk_key, strategy_named, Mesh, count_setting,
+    parse_mesh, users_of)
 
 __all__ = [
-    "KINDS",
-    "DEFAULT_DTENSOR_PORT",
-    "DEFAULT_DTENSOR_JOB_NAME",
-    "Mesh",
-    "FieldNames",
-    "HostCapacity",
-    "DistributionConfig",
-    "parse_mesh",
-    "count_setting",
-    "mesh_option_text",
+    "KINDS", "DEFAULT_DTENSOR_PORT", "DEFAULT_DTENSOR_JOB_NAME", "Mesh", "FieldNames", "HostCapacity",
+    "DistributionConfig", "parse_mesh", "count_setting", "mesh_option_text",
 ]
 
 #: Each strategy's name (as the CLIs and ``JobSpec`` spell it) -> its key in the SDK's ``distribution`` dictionary.

@@ -30,15 +30,8 @@ from typing import BinaryIO
 from smddp_compat.errors import SmddpError
 
 __all__ = [
-    "DEFAULT_READ_LIMIT",
-    "UnsafeJobFileError",
-    "open_job_file",
-    "read_job_file",
-    "iter_job_tree",
-    "iter_regular_files",
-    "link_stays_inside",
-    "describe_file_type",
-    "extract_tarball",
+    "DEFAULT_READ_LIMIT", "UnsafeJobFileError", "open_job_file", "read_job_file", "iter_job_tree", "iter_regular_files",
+    "link_stays_inside", "describe_file_type", "extract_tarball",
 ]
 
 DEFAULT_READ_LIMIT = 1 << 20

@@ -46,42 +46,18 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from smddp_compat.cluster import (
-    CURRENT_HOST_VARIABLE,
-    HOSTS_VARIABLE,
-    parse_host_addresses,
-)
+from smddp_compat.cluster import CURRENT_HOST_VARIABLE, HOSTS_VARIABLE, parse_host_addresses
 from smddp_compat.errors import ConfigurationError, SmddpError
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     import tensorflow as tf
 
 __all__ = [
-    "TF_CONFIG_VARIABLE",
-    "START_TIMEOUT_VARIABLE",
-    "DEFAULT_START_TIMEOUT_SECONDS",
-    "Role",
-    "Task",
-    "ParameterServerConfig",
-    "ParameterServerError",
-    "CoordinatorUnreachableError",
-    "TaskUnreachableError",
-    "TaskLostError",
-    "read_tf_config",
-    "cluster_resolver",
-    "start_server",
-    "accepts_connections",
-    "probe",
-    "ANSWERS",
-    "SILENT",
-    "REFUSED",
-    "unreachable_tasks",
-    "wait_for_tasks",
-    "wait_for_coordinator",
-    "serve",
-    "start_timeout_from_environ",
-    "ClusterWatch",
-    "main",
+    "TF_CONFIG_VARIABLE", "START_TIMEOUT_VARIABLE", "DEFAULT_START_TIMEOUT_SECONDS", "Role", "Task",
+    "ParameterServerConfig", "ParameterServerError", "CoordinatorUnreachableError", "TaskUnreachableError",
+    "TaskLostError", "read_tf_config", "cluster_resolver", "start_server", "accepts_connections", "probe", "ANSWERS",
+    "SILENT", "REFUSED", "unreachable_tasks", "wait_for_tasks", "wait_for_coordinator", "serve",
+    "start_timeout_from_environ", "ClusterWatch", "main",
 ]
 
 TF_CONFIG_VARIABLE = "TF_CONFIG"

@@ -8,20 +8,10 @@ Importing this package does not import TensorFlow (Horovod's runner is imported 
 
 from smddp_compat.launcher._cli import main
 from smddp_compat.launcher._console import (
-    ConsoleStream,
-    TensorFlowLogFilter,
-    is_tensorflow_log_line,
-    release_stdout,
-    tensorflow_log_filter,
-)
+    ConsoleStream, TensorFlowLogFilter, is_tensorflow_log_line, release_stdout, tensorflow_log_filter)
 from smddp_compat.launcher._engine import ENGINE_VARIABLE, EngineChoice, choose_engine
 from smddp_compat.launcher._hosts import (
-    assign_ranks,
-    is_this_machine,
-    oversubscription_warning,
-    parse_hosts,
-    usable_cores,
-)
+    assign_ranks, is_this_machine, oversubscription_warning, parse_hosts, usable_cores)
 from smddp_compat.launcher._mpi_group import TaggedLines, mpirun_unavailable_reason, run_mpi_group
 from smddp_compat.launcher._option_types import finite_seconds, positive_count, positive_seconds, whole_number
 from smddp_compat.launcher._ports import reserve_ports
@@ -29,45 +19,14 @@ from smddp_compat.launcher._rank_settings import stall_watchdog_env
 from smddp_compat.cluster import HostSlots
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous
 from smddp_compat.launcher._supervisor import (
-    GroupResult,
-    ProcessResult,
-    ProcessSpec,
-    describe_failure,
-    run_process_group,
-)
+    GroupResult, ProcessResult, ProcessSpec, describe_failure, run_process_group)
 from smddp_compat.smdistributed_shim import path as shim_path
 
 __all__ = [
-    "DEFAULT_GLOO_TIMEOUT_SECONDS",
-    "ENGINE_VARIABLE",
-    "ConsoleStream",
-    "EngineChoice",
-    "GroupResult",
-    "HorovodRendezvous",
-    "HostSlots",
-    "ProcessResult",
-    "ProcessSpec",
-    "TensorFlowLogFilter",
-    "TaggedLines",
-    "assign_ranks",
-    "choose_engine",
-    "describe_failure",
-    "finite_seconds",
-    "is_tensorflow_log_line",
-    "is_this_machine",
-    "main",
-    "mpirun_unavailable_reason",
-    "oversubscription_warning",
-    "parse_hosts",
-    "positive_count",
-    "positive_seconds",
-    "release_stdout",
-    "reserve_ports",
-    "run_mpi_group",
-    "run_process_group",
-    "shim_path",
-    "stall_watchdog_env",
-    "tensorflow_log_filter",
-    "usable_cores",
-    "whole_number",
+    "DEFAULT_GLOO_TIMEOUT_SECONDS", "ENGINE_VARIABLE", "ConsoleStream", "EngineChoice", "GroupResult",
+    "HorovodRendezvous", "HostSlots", "ProcessResult", "ProcessSpec", "TensorFlowLogFilter", "TaggedLines",
+    "assign_ranks", "choose_engine", "describe_failure", "finite_seconds", "is_tensorflow_log_line", "is_this_machine",
+    "main", "mpirun_unavailable_reason", "oversubscription_warning", "parse_hosts", "positive_count",
+    "positive_seconds", "release_stdout", "reserve_ports", "run_mpi_group", "run_process_group", "shim_path",
+    "stall_watchdog_env", "tensorflow_log_filter", "usable_cores", "whole_number",
 ]

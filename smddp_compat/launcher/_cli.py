@@ -27,12 +27,7 @@ from smddp_compat.errors import SmddpError, UsageError
 from smddp_compat.launcher._console import release_stdout, tensorflow_log_filter
 from smddp_compat.launcher._engine import choose_engine
 from smddp_compat.launcher._hosts import (
-    assign_ranks,
-    is_this_machine,
-    oversubscription_warning,
-    parse_hosts,
-    usable_cores,
-)
+    assign_ranks, is_this_machine, oversubscription_warning, parse_hosts, usable_cores)
 from smddp_compat.launcher._mpi_group import run_mpi_group
 from smddp_compat.launcher._option_types import positive_seconds, whole_number
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
@@ -45,13 +40,7 @@ from smddp_compat.launcher._supervisor import GroupResult, ProcessSpec, run_proc
 DEFAULT_GRACE_SECONDS = 5.0
 
 __all__ = [
-    "main",
-    "build_parser",
-    "check_log_dir",
-    "rank_specs",
-    "with_shim_on_path",
-    "stall_env",
-    "stall_watchdog_env",
+    "main", "build_parser", "check_log_dir", "rank_specs", "with_shim_on_path", "stall_env", "stall_watchdog_env",
     "stall_directory",
 ]
 

@@ -17,7 +17,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import IO
 
-__all__ = ["is_tensorflow_log_line", "tensorflow_log_filter", "TensorFlowLogFilter", "ConsoleStream", "notice", "why", "release_stdout"]
+__all__ = ["is_tensorflow_log_line", "tensorflow_log_filter", "TensorFlowLogFilter", "ConsoleStream", "notice", "why",
+           "release_stdout"]
 
 # An optional mpirun --tag-output prefix, then one of TensorFlow's C++ log formats (absl's ``I0000 00:00:... pid
 # file.cc:N] ...`` and TF's own ``2026-01-01 00:00:00.000000: I path/file.cc:N] ...``) at level I, W or E, or one of

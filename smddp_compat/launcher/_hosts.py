@@ -80,7 +80,8 @@ def assign_ranks(hosts: list[HostSlots], num_proc: int) -> list[HostSlots]:
     total = sum(h.slots for h in hosts)
     if num_proc > total:
         listed = ",".join(f"{h.name}:{h.slots}" for h in hosts)
-        raise UsageError(f"-np {num_proc} asks for more ranks than the {total} slots of -H {listed}; add slots or lower -np.")
+        raise UsageError(
+            f"-np {num_proc} asks for more ranks than the {total} slots of -H {listed}; add slots or lower -np.")
     out: list[HostSlots] = []
     left = num_proc
     for host in hosts:

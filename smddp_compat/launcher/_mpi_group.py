@@ -31,25 +31,11 @@ from typing import IO, Callable, Mapping, Sequence
 import smddp_compat
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher._supervisor import (
-    GroupResult,
-    ProcessResult,
-    ProcessSpec,
-    describe_failure,
-    run_process_group,
-)
+    GroupResult, ProcessResult, ProcessSpec, describe_failure, run_process_group)
 
 __all__ = [
-    "MPIRUN_LABEL",
-    "MPIRUN_TUNING",
-    "mpirun_argv",
-    "mpirun_unavailable_reason",
-    "write_rank_specs",
-    "load_rank_spec",
-    "record_process_group",
-    "MpirunOutput",
-    "TaggedLines",
-    "ANY_RANK_TAG",
-    "run_mpi_group",
+    "MPIRUN_LABEL", "MPIRUN_TUNING", "mpirun_argv", "mpirun_unavailable_reason", "write_rank_specs", "load_rank_spec",
+    "record_process_group", "MpirunOutput", "TaggedLines", "ANY_RANK_TAG", "run_mpi_group",
 ]
 
 #: Prefix of the lines mpirun prints itself (not a rank's output).
@@ -91,7 +77,8 @@ def mpirun_unavailable_reason() -> str | None:
     return None
 
 
-def mpirun_argv(num_ranks: int, rank_command: Sequence[str], *, extra_mca: Mapping[str, str] | None = None) -> list[str]:
+def mpirun_argv(num_ranks: int, rank_command: Sequence[str], *,
+                extra_mca: Mapping[str, str] | None = None) -> list[str]:
     """The mpirun command that starts ``num_ranks`` copies of ``rank_command`` on this machine.
 
     Args:

@@ -24,15 +24,8 @@ from smddp_compat.launcher._mpi_group import load_rank_spec, record_process_grou
 from smddp_compat.launcher._rank_settings import stall_env, stall_watchdog_env, with_shim_on_path
 
 __all__ = [
-    "MPI_RANK_MARKERS",
-    "MPI_THREAD_LEVEL_VARIABLE",
-    "launched_by_mpi",
-    "mpi_job_directory",
-    "mpi_rank",
-    "rank_environment",
-    "exec_rank",
-    "ALLREDUCE_RULES",
-    "allreduce_rules_environment",
+    "MPI_RANK_MARKERS", "MPI_THREAD_LEVEL_VARIABLE", "launched_by_mpi", "mpi_job_directory", "mpi_rank",
+    "rank_environment", "exec_rank", "ALLREDUCE_RULES", "allreduce_rules_environment",
 ]
 
 #: Variables an MPI launcher gives each process it starts: Open MPI (``mpirun``), MPICH/Intel MPI (Hydra's PMI).

@@ -51,7 +51,8 @@ def stall_env(check_seconds: float | None, shutdown_seconds: float | None) -> di
     if shutdown_seconds is not None:
         if check_seconds is None:
             env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(int(max(1, shutdown_seconds / 2)))
-        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(int(max(1, shutdown_seconds)) + HOROVOD_SHUTDOWN_MARGIN_SECONDS)
+        shutdown = int(max(1, shutdown_seconds)) + HOROVOD_SHUTDOWN_MARGIN_SECONDS
+        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(shutdown)
     return env
 
 

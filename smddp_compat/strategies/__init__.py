@@ -14,14 +14,7 @@ from __future__ import annotations
 
 from smddp_compat.errors import ConfigurationError
 from smddp_compat.strategies._base import (
-    ALL_SETTINGS,
-    JobDriver,
-    LocalCluster,
-    LocalLaunch,
-    ProcessPlan,
-    Strategy,
-    count_setting,
-)
+    ALL_SETTINGS, JobDriver, LocalCluster, LocalLaunch, ProcessPlan, Strategy, count_setting)
 from smddp_compat.strategies.dtensor import DTensor, Mesh, parse_mesh
 from smddp_compat.strategies.mpi import MPI
 from smddp_compat.strategies.mwms import MultiWorkerMirrored
@@ -30,21 +23,8 @@ from smddp_compat.strategies.parameter_server import ParameterServer
 from smddp_compat.strategies.smddp import SMDDP
 
 __all__ = [
-    "Strategy",
-    "ProcessPlan",
-    "LocalCluster",
-    "LocalLaunch",
-    "JobDriver",
-    "ALL_SETTINGS",
-    "Mesh",
-    "count_setting",
-    "parse_mesh",
-    "STRATEGIES",
-    "NAMES",
-    "strategy_named",
-    "strategy_for_sdk_key",
-    "sdk_keys",
-    "users_of",
+    "Strategy", "ProcessPlan", "LocalCluster", "LocalLaunch", "JobDriver", "ALL_SETTINGS", "Mesh", "count_setting",
+    "parse_mesh", "STRATEGIES", "NAMES", "strategy_named", "strategy_for_sdk_key", "sdk_keys", "users_of",
 ]
 
 #: Every strategy by name, in the order the CLIs list them.

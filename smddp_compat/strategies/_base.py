@@ -18,7 +18,8 @@ from smddp_compat.cluster import HostCapacity
 from smddp_compat.errors import ConfigurationError
 from smddp_compat.launcher import reserve_ports
 
-__all__ = ["Strategy", "DistributionConfig", "count_setting", "is_int", "ProcessPlan", "LocalCluster", "LocalLaunch", "JobDriver", "ALL_SETTINGS"]
+__all__ = ["Strategy", "DistributionConfig", "count_setting", "is_int", "ProcessPlan", "LocalCluster", "LocalLaunch",
+           "JobDriver", "ALL_SETTINGS"]
 
 #: Every setting a :class:`~smddp_compat.distribution_config.DistributionConfig` holds besides its kind; each
 #: strategy accepts some of them (:attr:`Strategy.settings`).

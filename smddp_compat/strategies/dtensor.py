@@ -14,7 +14,8 @@ from smddp_compat.errors import ConfigurationError
 from smddp_compat.strategies._base import JobDriver, LocalCluster, ProcessPlan, Strategy, count_setting, is_int
 from smddp_compat.strategies._ports import local_endpoints
 
-__all__ = ["DTensor", "Mesh", "parse_mesh", "DEFAULT_PORT", "DEFAULT_JOB_NAME", "DEVICE_TYPES", "LAUNCHER_SCRIPT", "LAUNCHER_NAME", "LAUNCHER_CONFIG"]
+__all__ = ["DTensor", "Mesh", "parse_mesh", "DEFAULT_PORT", "DEFAULT_JOB_NAME", "DEVICE_TYPES", "LAUNCHER_SCRIPT",
+           "LAUNCHER_NAME", "LAUNCHER_CONFIG"]
 
 DEFAULT_PORT = 9970
 DEFAULT_JOB_NAME = "worker"

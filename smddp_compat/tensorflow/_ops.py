@@ -22,27 +22,9 @@ from smddp_compat.tensorflow.keras_compat import unwrap_variable
 from smddp_compat.tensorflow.state import require_init
 
 __all__ = [
-    "Compression",
-    "ReduceOp",
-    "Average",
-    "Sum",
-    "Min",
-    "Max",
-    "Adasum",
-    "Product",
-    "resolve_op",
-    "resolve_compression",
-    "check_device_arguments",
-    "allreduce",
-    "grouped_allreduce",
-    "oob_allreduce",
-    "allgather",
-    "broadcast",
-    "broadcast_variables",
-    "broadcast_global_variables",
-    "broadcast_object",
-    "allgather_object",
-    "overlap",
+    "Compression", "ReduceOp", "Average", "Sum", "Min", "Max", "Adasum", "Product", "resolve_op", "resolve_compression",
+    "check_device_arguments", "allreduce", "grouped_allreduce", "oob_allreduce", "allgather", "broadcast",
+    "broadcast_variables", "broadcast_global_variables", "broadcast_object", "allgather_object", "overlap",
     "collective_errors",
 ]
 

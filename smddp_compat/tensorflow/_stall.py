@@ -59,20 +59,8 @@ from smddp_compat.contract import SM_CURRENT_HOST, SM_OUTPUT_DIR, write_atomical
 from smddp_compat.errors import UsageError
 
 __all__ = [
-    "STALL_EXIT_CODE",
-    "DEFAULT_WARNING_SECONDS",
-    "DIR_VARIABLE",
-    "WARNING_VARIABLE",
-    "TIMEOUT_VARIABLE",
-    "StallConfig",
-    "Identity",
-    "StallWatchdog",
-    "status_path",
-    "describe_missing_ranks",
-    "enter",
-    "leave",
-    "watch",
-    "active_watchdog",
+    "STALL_EXIT_CODE", "DEFAULT_WARNING_SECONDS", "DIR_VARIABLE", "WARNING_VARIABLE", "TIMEOUT_VARIABLE", "StallConfig",
+    "Identity", "StallWatchdog", "status_path", "describe_missing_ranks", "enter", "leave", "watch", "active_watchdog",
 ]
 
 #: Exit code of a rank ended by the watchdog (EX_SOFTWARE: "internal software error").

@@ -23,15 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "CallableList",
-    "adapt_keras3_for_keras2_scripts",
-    "make_optimizer_variables_callable",
-    "keras3_module",
-    "is_keras3_variable",
-    "keras_layer_types",
-    "is_keras3_optimizer",
-    "optimizer_variables",
-    "unwrap_variable",
+    "CallableList", "adapt_keras3_for_keras2_scripts", "make_optimizer_variables_callable", "keras3_module",
+    "is_keras3_variable", "keras_layer_types", "is_keras3_optimizer", "optimizer_variables", "unwrap_variable",
 ]
 
 

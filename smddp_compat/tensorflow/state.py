@@ -11,20 +11,8 @@ from smddp_compat.errors import AlreadyInitializedError, NotInitializedError
 from smddp_compat.tensorflow.keras_compat import adapt_keras3_for_keras2_scripts
 
 __all__ = [
-    "start",
-    "init",
-    "shutdown",
-    "is_initialized",
-    "require_init",
-    "size",
-    "local_size",
-    "rank",
-    "local_rank",
-    "cross_rank",
-    "cross_size",
-    "mpi_built",
-    "gloo_built",
-    "nccl_built",
+    "start", "init", "shutdown", "is_initialized", "require_init", "size", "local_size", "rank", "local_rank",
+    "cross_rank", "cross_size", "mpi_built", "gloo_built", "nccl_built",
 ]
 
 _initialized = False

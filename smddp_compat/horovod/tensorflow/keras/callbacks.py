@@ -27,11 +27,8 @@ from smddp_compat.horovod.variables import broadcast_variables
 from smddp_compat.tensorflow.keras_compat import is_keras3_variable, optimizer_variables, unwrap_variable
 
 __all__ = [
-    "BroadcastGlobalVariablesCallback",
-    "MetricAverageCallback",
-    "LearningRateScheduleCallback",
-    "LearningRateWarmupCallback",
-    "BestModelCheckpoint",
+    "BroadcastGlobalVariablesCallback", "MetricAverageCallback", "LearningRateScheduleCallback",
+    "LearningRateWarmupCallback", "BestModelCheckpoint",
 ]
 
 
