@@ -133,14 +133,8 @@ def parse_host_addresses(raw: str | None) -> dict[str, str]:
 
 
 def encode_host_addresses(addresses: Mapping[str, str]) -> dict[str, str]:
-    """``SMDDP_HOST_ADDRESSES`` for a map of host name -> address (what :func:`parse_host_addresses` reads).
-
-    Args:
-        addresses: Host name -> address, in host order.
-
-    Returns:
-        ``{"SMDDP_HOST_ADDRESSES": json}``.
-    """
+    """``{"SMDDP_HOST_ADDRESSES": json}`` for a map of host name -> address in host order (what
+    :func:`parse_host_addresses` reads)."""
     return {HOST_ADDRESSES_VARIABLE: json.dumps(dict(addresses), separators=(",", ":"))}
 
 
@@ -442,22 +436,14 @@ def horovod_mpi_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def mwms_tf_config(workers: Sequence[str], index: int) -> dict[str, Any]:
-    """The ``TF_CONFIG`` of MultiWorkerMirroredStrategy worker ``index`` (worker 0 is the chief).
-
-    Args:
-        workers: Every worker's ``address:port`` (:func:`endpoints`).
-        index: This worker's global index.
-    """
+    """The ``TF_CONFIG`` of MultiWorkerMirroredStrategy worker ``index`` (its global index; worker 0 is the chief),
+    among ``workers`` (every worker's ``address:port``, :func:`endpoints`)."""
     return {"cluster": {"worker": list(workers)}, "environment": "cloud", "task": {"index": index, "type": "worker"}}
 
 
 def mwms_environments(placements: Sequence[Placement], workers: Sequence[str]) -> list[dict[str, str]]:
-    """``TF_CONFIG`` of every MultiWorkerMirroredStrategy worker, in worker order.
-
-    Args:
-        placements: The workers.
-        workers: Their endpoints (:func:`endpoints`).
-    """
+    """``TF_CONFIG`` of every MultiWorkerMirroredStrategy worker (``placements``, with their :func:`endpoints`
+    ``workers``), in worker order."""
     return [{"TF_CONFIG": json.dumps(mwms_tf_config(workers, p.rank))} for p in placements]
 
 

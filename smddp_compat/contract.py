@@ -135,14 +135,8 @@ SAGEMAKER_TRAINING_MODULE = "SAGEMAKER_TRAINING_MODULE"
 
 
 def sm_variable(key: str) -> str:
-    """The toolkit's variable for one key of its environment: ``model_dir`` -> ``SM_MODEL_DIR``.
-
-    Args:
-        key: A key such as ``model_dir``, ``channel_train`` or ``hp_learning_rate``.
-
-    Returns:
-        ``SM_`` + the upper-cased key.
-    """
+    """The toolkit's variable for one key of its environment (``model_dir``, ``channel_train``,
+    ``hp_learning_rate``...): ``SM_`` + the upper-cased key, e.g. ``SM_MODEL_DIR``."""
     return SM_PREFIX + key.upper()
 
 
@@ -208,14 +202,8 @@ HYPERPARAMETER_VALUE_LIMIT = 2500
 
 
 def env_value(value: Any) -> str:
-    """One value as the toolkit writes it into an ``SM_*`` variable.
-
-    Args:
-        value: Any JSON-serialisable value (or bytes).
-
-    Returns:
-        The string unchanged, bytes as Latin-1 text, ``""`` for None, else compact JSON with sorted keys.
-    """
+    """One JSON-serialisable value (or bytes) as the toolkit writes it into an ``SM_*`` variable: a string unchanged,
+    bytes as Latin-1 text, ``""`` for None, else compact JSON with sorted keys."""
     if isinstance(value, bytes):
         return value.decode("latin1")
     if value is None:
@@ -320,14 +308,7 @@ def hyperparameter_name_problem(name: object) -> tuple[str, str] | None:
 
 
 def encode_hyperparameters(values: Mapping[str, Any]) -> dict[str, str]:
-    """``hyperparameters.json`` content: every value JSON-encoded, as the SageMaker SDK sends them.
-
-    Args:
-        values: Name -> decoded value.
-
-    Returns:
-        Name -> JSON text.
-    """
+    """``hyperparameters.json`` content: every decoded value JSON-encoded, by name, as the SageMaker SDK sends them."""
     return {name: json.dumps(value) for name, value in values.items()}
 
 
@@ -363,26 +344,13 @@ FAILURE_REASON_LIMIT = 1024
 
 
 def failure_file(output_dir: str | os.PathLike[str]) -> Path:
-    """The failure file in a host's output folder (``SM_OUTPUT_DIR``).
-
-    Args:
-        output_dir: The ``output`` folder of the tree.
-
-    Returns:
-        ``<output_dir>/failure``.
-    """
+    """The failure file ``<output_dir>/failure`` of a host's ``output`` folder (``SM_OUTPUT_DIR``)."""
     return Path(output_dir) / Path(FAILURE_FILE).name
 
 
 def truncate_failure_reason(text: str) -> str:
-    """``text`` cut to :data:`FAILURE_REASON_LIMIT` characters, ending in ``...`` when it was cut.
-
-    Args:
-        text: A failure reason of any length.
-
-    Returns:
-        The reason as SageMaker would report it.
-    """
+    """A failure reason of any length as SageMaker would report it: cut to :data:`FAILURE_REASON_LIMIT` characters,
+    ending in ``...`` when it was cut."""
     if len(text) <= FAILURE_REASON_LIMIT:
         return text
     return text[: FAILURE_REASON_LIMIT - 3] + "..."
@@ -420,12 +388,10 @@ def write_atomically(path: str | os.PathLike[str], text: str, *, durable: bool =
 
 
 def write_failure_file(output_dir: str | os.PathLike[str], reason: str) -> Path:
-    """Writes ``reason`` to ``<output_dir>/failure`` atomically.
-
-    The text goes to a temporary file in the same folder, is flushed to disk, and then replaces the failure file
-    in one step: a reader sees either the previous file (or none) or the whole new reason, never part of it, and a
-    process killed half-way leaves the previous file as it was. The whole reason is kept (people read the file);
-    whoever reports it applies :data:`FAILURE_REASON_LIMIT` (:func:`read_failure_reason`).
+    """Writes ``reason`` to ``<output_dir>/failure`` with :func:`write_atomically` (durable): a reader sees the
+    previous file (or none) or the whole new reason, and a process killed half-way leaves the previous file as it
+    was. The whole reason is kept (people read the file); whoever reports it applies :data:`FAILURE_REASON_LIMIT`
+    (:func:`read_failure_reason`).
 
     Args:
         output_dir: The ``output`` folder (created if missing).

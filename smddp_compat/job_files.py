@@ -50,14 +50,8 @@ class UnsafeJobFileError(SmddpError, OSError):
 
 
 def describe_file_type(mode: int) -> str:
-    """A file type in words, for messages.
-
-    Args:
-        mode: ``st_mode`` from ``lstat``/``fstat``.
-
-    Returns:
-        E.g. ``"a regular file"``, ``"a symbolic link"``, ``"a FIFO (named pipe)"``.
-    """
+    """The file type of ``mode`` (``st_mode`` from ``lstat``/``fstat``) in words, for messages: e.g. ``"a regular
+    file"``, ``"a symbolic link"``, ``"a FIFO (named pipe)"``."""
     kinds = (
         (stat.S_ISREG, "a regular file"),
         (stat.S_ISDIR, "a folder"),
@@ -217,32 +211,17 @@ def iter_job_tree(root: str | os.PathLike[str]) -> Iterator[tuple[str, os.stat_r
 
 
 def iter_regular_files(root: str | os.PathLike[str]) -> Iterator[tuple[str, os.stat_result]]:
-    """The regular files below ``root``; links, FIFOs, devices and sockets are skipped, no link is followed.
-
-    Args:
-        root: The tree.
-
-    Yields:
-        ``(relative path with '/' separators, lstat result)`` for each regular file, folders in name order.
-    """
+    """The regular files below ``root`` as :func:`iter_job_tree` yields them (``(relative path with '/' separators,
+    lstat result)``, folders in name order); links, FIFOs, devices and sockets are skipped, no link is followed."""
     for relative, info in iter_job_tree(root):
         if stat.S_ISREG(info.st_mode):
             yield relative, info
 
 
 def link_stays_inside(link: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
-    """Whether the symbolic link ``link`` (below ``root``) resolves to a path inside ``root``.
-
-    Args:
-        link: A symbolic link of the tree.
-        root: The tree.
-
-    Returns:
-        True when its target, every link on the way resolved, is ``root`` or below it (a dangling link's target is
-        judged by where it would be).
-    """
-    base = os.path.realpath(root)
-    return _inside(os.path.realpath(link), base)
+    """Whether the symbolic link ``link`` of the tree ``root`` resolves inside it: True when its target, every link on
+    the way resolved, is ``root`` or below it (a dangling link's target is judged by where it would be)."""
+    return _inside(os.path.realpath(link), os.path.realpath(root))
 
 
 # --- tarballs --------------------------------------------------------------------------------------------------------

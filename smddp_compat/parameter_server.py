@@ -391,12 +391,7 @@ def start_server(config: ParameterServerConfig) -> tf.distribute.Server:
 
 
 def accepts_connections(address: str, timeout: float = _PROBE_SECONDS) -> bool:
-    """Whether ``host:port`` accepts a TCP connection within `timeout` seconds (the connection is closed at once).
-
-    Args:
-        address: ``host:port``.
-        timeout: Seconds to wait for the connection.
-    """
+    """Whether ``host:port`` accepts a TCP connection within `timeout` seconds (the connection is closed at once)."""
     name, _, port = address.rpartition(":")
     try:
         with socket.create_connection((name.strip("[]"), int(port)), timeout=timeout):
@@ -406,12 +401,8 @@ def accepts_connections(address: str, timeout: float = _PROBE_SECONDS) -> bool:
 
 
 def unreachable_tasks(tasks: Sequence[Task], timeout: float = _PROBE_SECONDS) -> list[Task]:
-    """The tasks among `tasks` whose address does not accept a TCP connection within `timeout` seconds each.
-
-    Args:
-        tasks: The tasks to probe (e.g. ``config.workers + config.parameter_servers``).
-        timeout: Seconds per probe.
-    """
+    """The tasks among `tasks` (e.g. ``config.workers + config.parameter_servers``) whose address does not accept a
+    TCP connection within `timeout` seconds each."""
     return [task for task in tasks if not accepts_connections(task.address, timeout)]
 
 

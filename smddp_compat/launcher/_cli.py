@@ -78,81 +78,36 @@ def build_parser() -> argparse.ArgumentParser:
             ],
         ),
     )
-    parser.add_argument(
-        "-np",
-        "--num-proc",
-        dest="num_proc",
-        type=whole_number,
-        default=None,
-        metavar="N",
-        help="number of ranks to start (required, except for a rank started by mpirun)",
-    )
-    parser.add_argument(
-        "-H", "--hosts", default=None, metavar="HOST:SLOTS[,HOST:SLOTS...]",
-        help="the ranks' hosts, which must be this machine's names (default localhost:N)",
-    )
+    parser.add_argument("-np", "--num-proc", dest="num_proc", type=whole_number, default=None, metavar="N",
+                        help="number of ranks to start (required, except for a rank started by mpirun)")
+    parser.add_argument("-H", "--hosts", default=None, metavar="HOST:SLOTS[,HOST:SLOTS...]",
+                        help="the ranks' hosts, which must be this machine's names (default localhost:N)")
     engine = parser.add_mutually_exclusive_group()
-    engine.add_argument(
-        "--gloo", dest="engine", action="store_const", const="gloo", help="Horovod over Gloo (TCP loopback)"
-    )
-    engine.add_argument(
-        "--mpi",
-        dest="engine",
-        action="store_const",
-        const="mpi",
-        help="Horovod over MPI via mpirun (shared memory; the default when every rank has a core, see SMDDP_ENGINE)",
-    )
-    parser.add_argument(
-        "--timeout", type=positive_seconds, default=None, metavar="SECONDS",
-        help="the job's time limit: every rank is stopped after it, exit 124 (default: none)",
-    )
-    parser.add_argument(  # its own action, so that each name's errors name it alone
-        "--max-run", dest="timeout", type=positive_seconds, default=None, metavar="SECONDS",
-        help="the same as --timeout, as smddp local and smddp submit spell it",
-    )
-    parser.add_argument(
-        "--grace",
-        type=positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help=f"seconds between SIGTERM and SIGKILL when stopping ranks (default {DEFAULT_GRACE_SECONDS:g})",
-    )
-    parser.add_argument(
-        "--stop-grace", dest="grace", type=positive_seconds, default=None, metavar="SECONDS",
-        help="the same as --grace, as smddp local spells it",
-    )
-    parser.add_argument(
-        "--gloo-timeout",
-        type=positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help=f"seconds a rank waits for its peers in Gloo before failing (default {DEFAULT_GLOO_TIMEOUT_SECONDS})",
-    )
-    parser.add_argument(
-        "--stall-check-seconds",
-        type=positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="warn about ranks missing from a collective after this many seconds (default 60)",
-    )
-    parser.add_argument(
-        "--stall-shutdown-seconds",
-        type=positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="end the job when a rank waits this many seconds in one collective (default: never)",
-    )
-    parser.add_argument(
-        "--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH"
-    )
+    engine.add_argument("--gloo", dest="engine", action="store_const", const="gloo",
+                        help="Horovod over Gloo (TCP loopback)")
+    engine.add_argument("--mpi", dest="engine", action="store_const", const="mpi", help="Horovod over MPI via mpirun "
+                        "(shared memory; the default when every rank has a core, see SMDDP_ENGINE)")
+
+    def seconds(*names: str, text: str, **extra: str) -> None:
+        # Each name its own action (--max-run beside --timeout), so that each name's errors name it alone.
+        parser.add_argument(*names, type=positive_seconds, default=None, metavar="SECONDS", help=text, **extra)
+
+    seconds("--timeout", text="the job's time limit: every rank is stopped after it, exit 124 (default: none)")
+    seconds("--max-run", dest="timeout", text="the same as --timeout, as smddp local and smddp submit spell it")
+    seconds("--grace",
+            text=f"seconds between SIGTERM and SIGKILL when stopping ranks (default {DEFAULT_GRACE_SECONDS:g})")
+    seconds("--stop-grace", dest="grace", text="the same as --grace, as smddp local spells it")
+    seconds("--gloo-timeout",
+            text=f"seconds a rank waits for its peers in Gloo before failing (default {DEFAULT_GLOO_TIMEOUT_SECONDS})")
+    seconds("--stall-check-seconds",
+            text="warn about ranks missing from a collective after this many seconds (default 60)")
+    seconds("--stall-shutdown-seconds",
+            text="end the job when a rank waits this many seconds in one collective (default: never)")
+    parser.add_argument("--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH")
     parser.add_argument("--log-dir", default=None, metavar="DIR",
                         help="also write each rank's output to DIR/rank.N.log (created when missing)")
-    parser.add_argument(
-        "--show-tf-logs",
-        action="store_true",
-        help="show TensorFlow's C++ log lines on the console (hidden by default, unless TF_CPP_MIN_LOG_LEVEL is "
-        "set; --log-dir files always keep them)",
-    )
+    parser.add_argument("--show-tf-logs", action="store_true", help="show TensorFlow's C++ log lines on the console "
+                        "(hidden by default, unless TF_CPP_MIN_LOG_LEVEL is set; --log-dir files always keep them)")
     # Internal: a rank of smddprun's own MPI engine reads its command and environment from DIR (_mpi_group).
     parser.add_argument("--rank-specs", metavar="DIR", default=None, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND ...",
@@ -177,18 +132,10 @@ def rank_specs(
     command: Sequence[str], base_env: dict[str, str], rank_envs: list[dict[str, str]], log_dir: str | None
 ) -> list[ProcessSpec]:
     """One ProcessSpec per rank, in rank order: the same command, the base environment plus that rank's variables."""
-    specs = []
-    for rank, env in enumerate(rank_envs):
-        specs.append(
-            ProcessSpec(
-                argv=list(command),
-                env={**base_env, **env},
-                label=str(rank),
-                log_path=os.path.join(log_dir, f"rank.{rank}.log") if log_dir else None,
-                host=env.get("HOROVOD_HOSTNAME", "localhost"),
-            )
-        )
-    return specs
+    return [ProcessSpec(argv=list(command), env={**base_env, **env}, label=str(rank),
+                        log_path=os.path.join(log_dir, f"rank.{rank}.log") if log_dir else None,
+                        host=env.get("HOROVOD_HOSTNAME", "localhost"))
+            for rank, env in enumerate(rank_envs)]
 
 
 def _command(args: argparse.Namespace) -> list[str]:

@@ -17,6 +17,7 @@ the same :class:`GroupResult`, so callers choose an engine and keep everything e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -351,13 +352,5 @@ def _per_rank_result(
             failed = ProcessResult(spec=mpirun_result.spec, returncode=code, duration=mpirun_result.duration)
             said = " | ".join(line.strip() for line in output.own_lines if line.strip() and "----" not in line)
             reason = f"{group.reason}; mpirun said: {said[-600:] or '(nothing)'}"
-    return GroupResult(
-        results=results,
-        ok=group.ok,
-        reason=reason,
-        failed=failed,
-        duration=group.duration,
-        timed_out=group.timed_out,
-        interrupted=group.interrupted,
-    )
+    return dataclasses.replace(group, results=results, reason=reason, failed=failed)
 

@@ -333,14 +333,8 @@ def _start(spec: ProcessSpec, console: ConsoleStream) -> _Running:
             ) from exc
     try:
         popen = subprocess.Popen(  # noqa: S603 - argv is a list, no shell
-            spec.argv,
-            env=spec.env,
-            cwd=spec.cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+            spec.argv, env=spec.env, cwd=spec.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         logs.close()
         raise LaunchError(
@@ -469,12 +463,4 @@ def run_process_group(
     if cut is not None:
         reason += f"; {signal.Signals(cut).name} during the stop: what was left was killed at once (SIGKILL)"
     ok = failed is None and not timed_out and interrupted is None and all(r.returncode == 0 for r in results)
-    return GroupResult(
-        results=results,
-        ok=ok,
-        reason=reason,
-        failed=failed_result,
-        duration=end - start,
-        timed_out=timed_out,
-        interrupted=interrupted,
-    )
+    return GroupResult(results, ok, reason, failed_result, end - start, timed_out=timed_out, interrupted=interrupted)

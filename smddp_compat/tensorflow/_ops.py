@@ -68,15 +68,10 @@ def resolve_op(op: Any, average: bool | None = None, *, allowed: Sequence[Reduce
         raise UsageError(f"give either op={op!r} or average={average!r}, not both; op=ReduceOp.AVERAGE is preferred.")
     if op is None:
         resolved = ReduceOp.SUM if average is False else ReduceOp.AVERAGE
-    elif isinstance(op, str):
-        try:
-            resolved = ReduceOp[op.strip().upper()]
-        except KeyError:
-            raise UsageError(f"unknown reduction op {op!r}; use one of {_OP_NAMES}.") from None
     else:
         try:
-            resolved = ReduceOp(int(op))
-        except (TypeError, ValueError):
+            resolved = ReduceOp[op.strip().upper()] if isinstance(op, str) else ReduceOp(int(op))
+        except (KeyError, TypeError, ValueError):
             raise UsageError(f"unknown reduction op {op!r}; use one of {_OP_NAMES}.") from None
     if allowed is not None and resolved not in allowed:
         names = ", ".join(f"ReduceOp.{m.name}" for m in allowed)
