@@ -227,6 +227,15 @@ def link_stays_inside(link: str | os.PathLike[str], root: str | os.PathLike[str]
 # --- tarballs --------------------------------------------------------------------------------------------------------
 
 
+def _normalized(name: str) -> str:
+    return posixpath.normpath(name.replace("\\", "/"))
+
+
+def _written_outside(field: str, value: str) -> UnsafeJobFileError:
+    return UnsafeJobFileError(field=field, value=value, problem="would be written outside the destination",
+                              fix="pack paths relative to the archive's top, without '..'")
+
+
 def _check_member(member: tarfile.TarInfo, archive: str) -> str:
     """The member's name, normalized; raises unless it is a regular file or a folder below the destination."""
     name = member.name
@@ -237,12 +246,9 @@ def _check_member(member: tarfile.TarInfo, archive: str) -> str:
             field=where, value=kind, problem="only regular files and folders are extracted",
             fix="pack the files themselves, not links or special files",
         )
-    normalized = posixpath.normpath(name.replace("\\", "/"))
+    normalized = _normalized(name)
     if name.startswith(("/", "\\")) or os.path.isabs(name) or normalized == ".." or normalized.startswith("../"):
-        raise UnsafeJobFileError(
-            field=where, value=name, problem="would be written outside the destination",
-            fix="pack paths relative to the archive's top, without '..'",
-        )
+        raise _written_outside(where, name)
     return normalized
 
 
@@ -250,17 +256,14 @@ def _extract_checked(tar: tarfile.TarFile, members: list[tarfile.TarInfo], desti
     """Writes checked members without ``extractall``'s filter (Python < 3.11.4); never follows a link."""
     base = os.path.realpath(destination)
     for member in members:
-        normalized = posixpath.normpath(member.name.replace("\\", "/"))
+        normalized = _normalized(member.name)
         if normalized == ".":
             continue
         target = os.path.join(base, *normalized.split("/"))
         parent = target if member.isdir() else os.path.dirname(target)
         os.makedirs(parent, exist_ok=True)
         if not _inside(os.path.realpath(parent), base):  # only this function writes here, but be sure
-            raise UnsafeJobFileError(
-                field=member.name, value=parent, problem="would be written outside the destination",
-                fix="pack paths relative to the archive's top, without '..'",
-            )
+            raise _written_outside(member.name, parent)
         if member.isdir():
             continue
         source = tar.extractfile(member)

@@ -540,13 +540,8 @@ def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field:
 
     Args:
         config: A ``worker`` or ``ps`` role.
-        start_timeout: Seconds to wait for the coordinator's first contact.
-        timeout_field: The setting `start_timeout` came from, named in the error.
-        poll_seconds: Seconds between probes of the coordinator.
-        should_stop: Checked between probes; True ends the wait (e.g. SIGTERM received).
         log: Where the two progress lines go (default: standard output).
-        silent_limit: Seconds the started coordinator may go without answering (None: no limit).
-        silent_field: The setting `silent_limit` came from, named in the error.
+        The others: as for :func:`wait_for_coordinator`.
 
     Returns:
         ``"finished"`` or ``"stopped"`` (see :func:`wait_for_coordinator`). Return (or exit) then: the server's

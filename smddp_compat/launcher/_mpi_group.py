@@ -283,10 +283,7 @@ def run_mpi_group(
 
     Args:
         specs: One spec per rank, in rank order (all on this machine).
-        timeout: Seconds after which the job is stopped (None: no limit).
-        grace: Seconds between SIGTERM and SIGKILL when the job is stopped.
-        stream: Where prefixed output goes (default: ``sys.stdout``).
-        failure_reason: Called with the spec of the first failed rank; returns the reason it recorded or None.
+        timeout, grace, stream, failure_reason: As for :func:`run_process_group` (the failed process is a rank).
         mpirun_log: Log file of mpirun's own lines, or None.
         extra_mca: Open MPI settings added to :data:`MPIRUN_TUNING`.
         python: The interpreter that runs the per-rank wrapper (one with smddp_compat importable).

@@ -11,13 +11,19 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["MAX_SECONDS", "positive_seconds", "finite_seconds", "positive_count", "whole_number"]
+__all__ = ["MAX_SECONDS", "is_positive_seconds", "positive_seconds", "finite_seconds", "positive_count",
+           "whole_number"]
 
 #: The longest time any launcher option takes (one year). Horovod reads its timeouts as C ``int`` seconds and
 #: ``threading`` waits refuse more than ``threading.TIMEOUT_MAX``; a year is far below both and far above any job.
 MAX_SECONDS = 365 * 24 * 60 * 60
 
 _SECONDS_RANGE = f"give a finite number > 0 and at most {MAX_SECONDS} (one year)"
+
+
+def is_positive_seconds(value: object) -> bool:
+    """Whether a value given to a launcher's Python API is a finite number of seconds > 0 (a bool is not)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 def _number(text: str) -> float | None:

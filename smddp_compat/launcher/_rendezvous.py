@@ -7,13 +7,13 @@ server to one address instead of every interface, and hand back each rank's envi
 
 from __future__ import annotations
 
-import math
 import threading
 from types import TracebackType
 from typing import Sequence
 
 from smddp_compat.cluster import HostSlots, assign, horovod_gloo_environments
 from smddp_compat.errors import UsageError
+from smddp_compat.launcher._option_types import is_positive_seconds
 
 __all__ = ["HorovodRendezvous", "DEFAULT_GLOO_TIMEOUT_SECONDS"]
 
@@ -53,9 +53,7 @@ class HorovodRendezvous:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise UsageError(f"host names must be unique, got {duplicates} more than once; merge their slots.")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-                or timeout <= 0:
-            # NaN passes `timeout <= 0` and would reach Horovod as a timeout it cannot read.
+        if not is_positive_seconds(timeout):  # NaN would reach Horovod as a timeout it cannot read
             raise UsageError(f"rendezvous timeout must be a finite number of seconds > 0, got {timeout!r}; e.g. 60.")
         self.hosts = list(hosts)
         self.bind_address = bind_address

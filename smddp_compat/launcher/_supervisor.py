@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import os
 import signal
 import subprocess
@@ -33,6 +32,7 @@ import psutil
 
 from smddp_compat.errors import LaunchError, UsageError
 from smddp_compat.launcher._console import ConsoleStream, notice, why
+from smddp_compat.launcher._option_types import is_positive_seconds
 
 __all__ = ["ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "run_process_group", "describe_failure"]
 
@@ -256,10 +256,6 @@ def _pump_output(running: _Running, console: ConsoleStream) -> None:
         stdout.close()
 
 
-def _positive_seconds(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
 def _signal_group(running: _Running, signum: int) -> None:
     try:
         os.killpg(running.popen.pid, signum)
@@ -377,12 +373,12 @@ def run_process_group(
     """
     if not specs:
         raise UsageError("run_process_group needs at least one ProcessSpec, got none.")
-    if timeout is not None and not _positive_seconds(timeout):
+    if timeout is not None and not is_positive_seconds(timeout):
         raise UsageError(
             f"timeout must be a positive number of seconds or None, got {timeout!r}: give a finite number > 0, or "
             "None for no limit."
         )
-    if not _positive_seconds(grace):
+    if not is_positive_seconds(grace):
         raise UsageError(
             f"grace must be a positive number of seconds, got {grace!r}: give a finite number > 0, e.g. 5."
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from smddp_compat import contract
 from smddp_compat.strategies.horovod import HorovodStrategy
 
 __all__ = ["MPI"]
@@ -28,8 +29,5 @@ class MPI(HorovodStrategy):
 
     def framework_parameters(self, config: Any, instance_type: str) -> dict[str, Any]:
         """As the SDK sends them for ``mpi``."""
-        return {
-            "sagemaker_mpi_enabled": True,
-            "sagemaker_mpi_num_of_processes_per_host": config.processes_per_host,
-            "sagemaker_mpi_custom_mpi_options": config.custom_mpi_options,
-        }
+        return {contract.MPI_ENABLED: True, contract.MPI_PROCESSES_PER_HOST: config.processes_per_host,
+                contract.MPI_CUSTOM_OPTIONS: config.custom_mpi_options}

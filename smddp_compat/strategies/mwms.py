@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from smddp_compat import cluster
+from smddp_compat import cluster, contract
 from smddp_compat.errors import ConfigurationError
 from smddp_compat.strategies._base import LocalCluster, ProcessPlan, Strategy
 from smddp_compat.strategies._ports import local_endpoints
@@ -39,7 +39,7 @@ class MultiWorkerMirrored(Strategy):
 
     def framework_parameters(self, config: Any, instance_type: str) -> dict[str, Any]:
         """As the SDK sends them for MWMS."""
-        return {"sagemaker_multi_worker_mirrored_strategy_enabled": True}
+        return {contract.MWMS_ENABLED: True}
 
     def local_plans(self, job: LocalCluster) -> list[ProcessPlan]:
         """Every worker with its ``TF_CONFIG``, on its host's loopback address and a port reserved for it."""

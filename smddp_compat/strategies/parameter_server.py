@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from smddp_compat import cluster
+from smddp_compat import cluster, contract
 from smddp_compat.strategies._base import LocalCluster, LocalLaunch, ProcessPlan, Strategy
 
 __all__ = ["ParameterServer", "PS_MODULE"]
@@ -33,7 +33,7 @@ class ParameterServer(Strategy):
 
     def framework_parameters(self, config: Any, instance_type: str) -> dict[str, Any]:
         """As the SDK sends them for ``parameter_server``."""
-        return {"sagemaker_parameter_server_enabled": True}
+        return {contract.PARAMETER_SERVER_ENABLED: True}
 
     @contextlib.contextmanager
     def local_launch(self, job: LocalCluster) -> Iterator[LocalLaunch]:

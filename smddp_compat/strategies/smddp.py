@@ -60,11 +60,8 @@ class SMDDP(HorovodStrategy):
 
     def framework_parameters(self, config: Any, instance_type: str) -> dict[str, Any]:
         """As the SDK sends them for SMDDP."""
-        return {
-            "sagemaker_distributed_dataparallel_enabled": True,
-            "sagemaker_distributed_dataparallel_custom_mpi_options": config.custom_mpi_options,
-            "sagemaker_instance_type": instance_type,
-        }
+        return {contract.SMDDP_ENABLED: True, contract.SMDDP_CUSTOM_MPI_OPTIONS: config.custom_mpi_options,
+                contract.INSTANCE_TYPE: instance_type}
 
     def rank_python_path(self) -> tuple[str, ...]:
         """smddp-compat's ``smdistributed`` alias folder, unless a real SMDDP is installed (never shadowed)."""

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from smddp_compat.errors import UsageError
 from smddp_compat.tensorflow._gradients import DEFAULT_BUCKET_CAP_MB, GradientReducer
-from smddp_compat.tensorflow.keras_compat import is_keras3_optimizer
+from smddp_compat.tensorflow.keras_compat import is_keras3_optimizer, tf_keras_module
 from smddp_compat.tensorflow._ops import Compression, check_device_arguments
 from smddp_compat.tensorflow.state import require_init
 
@@ -21,15 +21,11 @@ __all__ = ["DistributedOptimizer"]
 
 
 def _tf_keras_optimizer_bases() -> tuple[type, ...]:
-    try:
-        import tf_keras
-    except ImportError:
+    tf_keras = tf_keras_module()
+    if tf_keras is None:
         return ()
-    bases: list[type] = [tf_keras.optimizers.Optimizer]
     legacy = getattr(tf_keras.optimizers, "legacy", None)
-    if legacy is not None:
-        bases.append(legacy.Optimizer)
-    return tuple(bases)
+    return (tf_keras.optimizers.Optimizer, *((legacy.Optimizer,) if legacy is not None else ()))
 
 
 def _keras3_apply(self: Any, grads: Any, trainable_variables: Any = None) -> Any:

@@ -327,26 +327,16 @@ class StallWatchdog:
         token, (description, start) = min(entries, key=lambda item: item[1][1])
         return token, description, start
 
-    def _state(self, now: float) -> tuple:
-        oldest = self._oldest()
-        last = self.last_completed
-        return (
-            oldest[1] if oldest else None,
-            oldest[2] if oldest else None,
-            self.completed,
-            last[0] if last else None,
-            last[1] if last else None,
-            self._finished,
-        )
-
     def _publish(self, now: float, force: bool = False) -> None:
         if self.config.directory is None or self._me is None:
             return
-        state = self._state(now)
+        _, collective, since = self._oldest() or (None, None, None)
+        last, last_at = self.last_completed or (None, None)
+        completed, finished = self.completed, self._finished
+        state = (collective, since, completed, last, last_at, finished)
         if not force and state == self._published and now - self._published_at < _HEARTBEAT_SECONDS:
             return
         wall = time.time()
-        collective, since, completed, last, last_at, finished = state
         status = {
             "rank": self._me.rank,
             "size": self._me.size,

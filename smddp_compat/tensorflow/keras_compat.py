@@ -24,7 +24,8 @@ from typing import Any
 
 __all__ = [
     "CallableList", "adapt_keras3_for_keras2_scripts", "make_optimizer_variables_callable", "keras3_module",
-    "is_keras3_variable", "keras_layer_types", "is_keras3_optimizer", "optimizer_variables", "unwrap_variable",
+    "tf_keras_module", "is_keras3_variable", "keras_layer_types", "is_keras3_optimizer", "optimizer_variables",
+    "unwrap_variable",
 ]
 
 
@@ -46,6 +47,15 @@ def keras3_module() -> Any:
     return keras
 
 
+def tf_keras_module() -> Any:
+    """The ``tf_keras`` package (Keras 2) when it is installed, else None."""
+    try:
+        import tf_keras
+    except ImportError:
+        return None
+    return tf_keras
+
+
 def _keras3_optimizer_base() -> type | None:
     keras = keras3_module()
     return None if keras is None else keras.optimizers.Optimizer
@@ -59,17 +69,7 @@ def is_keras3_variable(value: Any) -> bool:
 
 def keras_layer_types() -> tuple[type, ...]:
     """The Layer base classes of every Keras in this process (Keras 3 and, when installed, tf-keras)."""
-    types: list[type] = []
-    keras = keras3_module()
-    if keras is not None:
-        types.append(keras.layers.Layer)
-    try:
-        import tf_keras
-    except ImportError:
-        pass
-    else:
-        types.append(tf_keras.layers.Layer)
-    return tuple(types)
+    return tuple(keras.layers.Layer for keras in (keras3_module(), tf_keras_module()) if keras is not None)
 
 
 def adapt_keras3_for_keras2_scripts() -> None:
