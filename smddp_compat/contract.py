@@ -4,20 +4,12 @@ A SageMaker training container finds its job in a fixed tree (``/opt/ml``), in e
 by the training toolkit, and a few set by the platform) and in hyperparameters, among which the SDK and the toolkit
 pass their own settings under ``sagemaker_*`` names. Every module of the kit that reads or writes one of these
 names (the local-mode hosts, the SageMaker twin, the entry points, the estimators, the stall watchdog) takes it from
-here, and writes values with the encoders below, so the kit speaks the contract one way.
+here, and writes values with the encoders below, so the kit speaks the contract one way: SageMaker's naming rules, the
+``/opt/ml`` tree, the environment variables, the hyperparameters, their encoders and the failure file, each a section below (and a group
+of ``__all__``).
 
 The module uses the standard library only: entry points and container drivers import it without TensorFlow or any
 third-party package.
-
-Contents:
-
-* the ``/opt/ml`` tree: :data:`OPT_ML` and the paths under it (relative, so a local host's tree reuses them);
-* environment variables: the ``SM_*`` names the kit reads, :func:`sm_variable`, and the platform's own;
-* hyperparameters: :data:`TOOLKIT_PARAMETERS`, :data:`DISTRIBUTION_FLAGS` and the framework parameters of the
-  distributions (SMDDP, MPI, MWMS, parameter server);
-* encoders: :func:`env_value`, :func:`encode_hyperparameter`, :func:`encode_hyperparameters`, :func:`cmd_args`;
-* the failure file: :func:`write_failure_file` (atomic, with :func:`write_atomically`), :func:`read_failure_reason`,
-  :data:`FAILURE_REASON_LIMIT`.
 """
 
 from __future__ import annotations

@@ -10,22 +10,14 @@ job ``ps``, GPUs hidden) in its own process, then runs the script with a ``TF_CO
 TensorFlow 2.21's ``tf.distribute.experimental.ParameterServerStrategy`` (with ``ClusterCoordinator``) drives the
 cluster from one coordinator task, which it calls ``chief``, and refuses a job named ``master``; its workers and
 parameter servers only serve (``tf.distribute.Server``) and never return by themselves. This module bridges the two:
-
-- :func:`read_tf_config` reads ``TF_CONFIG`` (SageMaker's, or a plain chief/worker/ps one) into this process's
-  :class:`Role`: ``coordinator`` (the ``master`` or ``chief`` task), ``worker``, ``ps``, or ``single`` (no
-  ``TF_CONFIG``, or one without parameter servers);
-- :func:`cluster_resolver` gives the strategy the cluster with ``master`` renamed ``chief`` (gRPC). A parameter
-  server started by the toolkit with the ``master``-named cluster accepts such a coordinator: the coordinator sends
-  its own cluster definition when it connects;
-- :func:`serve` runs a worker or parameter server until the coordinator is done: it returns once the coordinator's
-  endpoint, after having accepted TCP connections, stops accepting them (the coordinator process has ended), and
-  raises :class:`CoordinatorUnreachableError` when the coordinator is never reachable in time;
-- :func:`wait_for_tasks` and :class:`ClusterWatch` bound the coordinator's waits: ``ParameterServerStrategy`` waits
-  for ever for a task that is down at the start, and retries a lost worker for ever (up to an hour per attempt);
-  they name the task at fault (role, index, address, host);
-- ``python -m smddp_compat.parameter_server`` runs the parameter server of ``TF_CONFIG``'s ``ps`` task the way the
-  toolkit's ``_run_ps`` does, and exits 0 once the coordinator has come and gone (local mode starts one per host,
-  beside the script); ``SMDDP_PS_START_TIMEOUT_SECONDS`` bounds the wait for the coordinator's first contact.
+:func:`read_tf_config` reads ``TF_CONFIG`` into this process's :class:`Role`; :func:`cluster_resolver` gives the
+strategy the cluster with ``master`` renamed ``chief`` (a parameter server started with the ``master``-named cluster
+accepts such a coordinator: it sends its own cluster definition when it connects); :func:`serve` runs a worker or
+parameter server until the coordinator is done; :func:`wait_for_tasks` and :class:`ClusterWatch` bound the
+coordinator's waits (``ParameterServerStrategy`` waits for ever for a task that is down at the start, and retries a
+lost worker for ever, up to an hour per attempt), naming the task at fault; ``python -m
+smddp_compat.parameter_server`` runs the parameter server of ``TF_CONFIG``'s ``ps`` task as the toolkit's
+``_run_ps`` does (local mode starts one per host, beside the script).
 
 Standard library only at import time (TensorFlow is imported inside the functions that need it): the module ships
 inside ``sourcedir.tar.gz`` and runs in containers where only TensorFlow is installed besides.

@@ -118,13 +118,8 @@ class GradientReducer:
         groups = self._buckets(dense, grads) + ([sparse] if sparse else [])
         with collective_errors("gradient allreduce", f"{len(present)} gradients"):
             for group in groups:
-                reduced = _hvd.grouped_allreduce(
-                    [grads[i] for i in group],
-                    compression=self.compression,
-                    op=op,
-                    prescale_factor=prescale,
-                    postscale_factor=postscale,
-                )
+                reduced = _hvd.grouped_allreduce([grads[i] for i in group], compression=self.compression, op=op,
+                                                 prescale_factor=prescale, postscale_factor=postscale)
                 for index, value in zip(group, reduced):
                     out[index] = value
         return out

@@ -199,15 +199,8 @@ def allreduce(
     resolved_op = resolve_op(op, average)
     codec = resolve_compression(compression)
     with collective_errors("allreduce", tensor=name):
-        return _hvd.allreduce(
-            tensor,
-            compression=codec,
-            op=int(resolved_op),
-            prescale_factor=prescale_factor,
-            postscale_factor=postscale_factor,
-            name=name,
-            **horovod_kwargs,
-        )
+        return _hvd.allreduce(tensor, compression=codec, op=int(resolved_op), prescale_factor=prescale_factor,
+                              postscale_factor=postscale_factor, name=name, **horovod_kwargs)
 
 
 def grouped_allreduce(

@@ -123,13 +123,7 @@ def DistributedOptimizer(  # noqa: N802 - the SMDDP/Horovod name
             f"backward_passes_per_step={backward_passes_per_step!r} is not supported; accumulate gradients in the "
             "training loop and leave it at 1."
         )
-    reducer = GradientReducer(
-        compression=compression,
-        op=op,
-        sparse_as_dense=sparse_as_dense,
-        bucket_cap_mb=bucket_cap_mb,
-        gradient_predivide_factor=gradient_predivide_factor,
-    )
+    reducer = GradientReducer(compression, op, sparse_as_dense, bucket_cap_mb, gradient_predivide_factor)
     if is_keras3_optimizer(optimizer):
         return _wrap_keras(optimizer, reducer, "apply", _keras3_apply)
     tf_keras_bases = _tf_keras_optimizer_bases()

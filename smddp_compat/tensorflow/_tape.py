@@ -58,13 +58,8 @@ class DistributedGradientTape(tf.GradientTape):
         check_device_arguments(device_dense, device_sparse)
         # Take over the recorded tape's state; gradient() below reduces what the parent computes.
         self.__dict__.update(gradtape.__dict__)
-        self._smddp_reducer = GradientReducer(
-            compression=compression,
-            op=op,
-            sparse_as_dense=sparse_as_dense,
-            bucket_cap_mb=bucket_cap_mb,
-            gradient_predivide_factor=gradient_predivide_factor,
-        )
+        self._smddp_reducer = GradientReducer(compression, op, sparse_as_dense, bucket_cap_mb,
+                                              gradient_predivide_factor)
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None, **kwargs: Any) -> Any:
         """Computes gradients like tf.GradientTape.gradient, then all-reduces them across ranks."""
