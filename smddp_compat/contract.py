@@ -4,9 +4,9 @@ A SageMaker training container finds its job in a fixed tree (``/opt/ml``), in e
 by the training toolkit, and a few set by the platform) and in hyperparameters, among which the SDK and the toolkit
 pass their own settings under ``sagemaker_*`` names. Every module of the kit that reads or writes one of these
 names (the local-mode hosts, the SageMaker twin, the entry points, the estimators, the stall watchdog) takes it from
-here, and writes values with the encoders below, so the kit speaks the contract one way: SageMaker's naming rules, the
-``/opt/ml`` tree, the environment variables, the hyperparameters, their encoders and the failure file, each a section below (and a group
-of ``__all__``).
+here, and writes values with the encoders below, so the kit speaks the contract one way: SageMaker's naming rules,
+the ``/opt/ml`` tree, the environment variables, the hyperparameters, their encoders and the failure file, each a
+section below (and a group of ``__all__``).
 
 The module uses the standard library only: entry points and container drivers import it without TensorFlow or any
 third-party package.
