@@ -267,18 +267,10 @@ def _wrapper_command(python: str, directory: str) -> list[str]:
     return [python, "-m", "smddp_compat.launcher", "--no-shim", "--rank-specs", directory]
 
 
-def run_mpi_group(
-    specs: Sequence[ProcessSpec],
-    *,
-    timeout: float | None = None,
-    grace: float = 5.0,
-    stream: IO[str] | None = None,
-    failure_reason: Callable[[ProcessSpec], str | None] | None = None,
-    mpirun_log: str | None = None,
-    extra_mca: Mapping[str, str] | None = None,
-    python: str = sys.executable,
-    console_hides: Callable[[str], bool] | None = None,
-) -> GroupResult:
+def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None, grace: float = 5.0,
+                  stream: IO[str] | None = None, failure_reason: Callable[[ProcessSpec], str | None] | None = None,
+                  mpirun_log: str | None = None, extra_mca: Mapping[str, str] | None = None,
+                  python: str = sys.executable, console_hides: Callable[[str], bool] | None = None) -> GroupResult:
     """Runs the ranks under one mpirun on this machine: all succeed, or all are stopped.
 
     Args:
