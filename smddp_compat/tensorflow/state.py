@@ -96,6 +96,8 @@ def _rank_query(name: str, doc: str) -> Callable[[], int]:
 
 
 def _build_query(name: str, doc: str) -> Callable[[], bool]:
+    """Horovod's build flag ``name``, as a bool (asked any time, before ``init()`` too)."""
+
     def query() -> bool:
         return bool(getattr(_hvd, name)())
 
