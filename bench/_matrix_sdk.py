@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from smddp_compat.local_mode.docker import PrivateSageMaker, SageMakerTwin, TrainingJobRequest
+
 __all__ = ["main", "sdk_environment"]
 
 ROLE = "arn:aws:iam::111111111111:role/SageMakerRole"
@@ -53,7 +55,7 @@ def sdk_environment(work_dir: Path) -> dict[str, str]:
 
 
 def _estimator(spec: dict[str, Any], **settings: Any) -> Any:
-    from smddp_compat.estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow  # loads the SageMaker SDK: kept out of the matrix's import
 
     return TensorFlow(
         entry_point=spec["entry_point"], source_dir=spec["source_dir"], role=ROLE,
@@ -65,7 +67,7 @@ def _estimator(spec: dict[str, Any], **settings: Any) -> Any:
 
 
 def _sdk_local(spec: dict[str, Any]) -> int:
-    from sagemaker.local import LocalSession
+    from sagemaker.local import LocalSession  # the SDK: kept out of the matrix's import, as below
 
     session = LocalSession()
     session.config = {"local": {"local_code": True}}  # the source folder is mounted at /opt/ml/code
@@ -82,9 +84,7 @@ def _sdk_local(spec: dict[str, Any]) -> int:
 
 
 def _twin(spec: dict[str, Any]) -> int:
-    import boto3
-
-    from smddp_compat.local_mode.docker import PrivateSageMaker, SageMakerTwin, TrainingJobRequest
+    import boto3  # here, not at the top: the matrix imports this module for sdk_environment
 
     with PrivateSageMaker() as aws:
         boto_session = aws.boto_session()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from smddp_compat.bench.jobs import Launcher
+from smddp_compat.launcher import choose_engine, mpirun_unavailable_reason
 
 __all__ = ["default_engine", "engine_launcher", "horovod_engines", "mpi_unavailable_reason", "ENGINE_NAMES"]
 
@@ -16,8 +17,6 @@ def default_engine(ranks: int) -> str:
     Judged on an idle machine (the bench's own jobs are the load it measures): the engine its rows are labelled
     with and its goals apply to, whatever the load when the bench started.
     """
-    from smddp_compat.launcher import choose_engine
-
     return choose_engine(ranks, environ={}, load=0.0).engine
 
 
@@ -28,8 +27,6 @@ def engine_launcher(engine: str) -> Launcher:
 
 def mpi_unavailable_reason() -> str | None:
     """Why Horovod over MPI cannot run here (None when it can)."""
-    from smddp_compat.launcher import mpirun_unavailable_reason
-
     return mpirun_unavailable_reason()
 
 

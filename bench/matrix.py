@@ -35,8 +35,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from smddp_compat.bench._matrix_sdk import sdk_environment
 from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT
 from smddp_compat.contract import write_atomically
+from smddp_compat.image import DockerUnavailableError, find_engine
 from smddp_compat.launcher import ProcessSpec, run_process_group
 
 __all__ = [
@@ -332,8 +334,6 @@ def _argv_and_env(cell: Cell, run_dir: Path, ctx: RunContext) -> tuple[list[str]
                  "--env", *[f"{n}={v}" for n, v in cell.environment.items()],
                  "--output", str(run_dir / "output"), "--max-run", str(int(ctx.job_timeout)),
                  "--job-name", _job_name(cell), *backend], env)
-    from smddp_compat.bench._matrix_sdk import sdk_environment
-
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
         env.pop(name, None)
     env.update(sdk_environment(run_dir))
@@ -596,8 +596,6 @@ def _select(args: argparse.Namespace) -> tuple[list[Cell], str]:
 
 def _prepare_docker(ctx: RunContext, say: Callable[[str], None]) -> None:
     """Finds the engine, builds or reuses the image, and creates the SDK's ``sagemaker-local`` network."""
-    from smddp_compat.image import DockerUnavailableError, find_engine
-
     try:
         engine = find_engine()
     except DockerUnavailableError as exc:

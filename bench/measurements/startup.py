@@ -22,6 +22,7 @@ from smddp_compat.bench.jobs import MAIN_JOB, Job, JobRun, Launcher
 from smddp_compat.bench.results import Goal
 from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
 from smddp_compat.bench.stats import summarise
+from smddp_compat.image import DockerError, ensure_image, find_engine, host_base_recipe
 from smddp_compat.bench.measurements._training_jobs import (
     FIRST_STEP_MARK,
     horovodrun_training,
@@ -93,8 +94,6 @@ def jobs(config: BenchConfig) -> list[Job]:
 def prepare(config: BenchConfig, stream: IO[str] = sys.stdout) -> None:
     """Builds the twin's image before any job is timed (when it is missing or stale), so that no start-up counts a
     build. Without a Docker engine the twin's job fails fast with the engine's own message, and its rows say so."""
-    from smddp_compat.image import DockerError, ensure_image, find_engine, host_base_recipe
-
     try:
         engine = find_engine()
         build = ensure_image(engine, base=host_base_recipe(), progress=stream)

@@ -46,10 +46,16 @@ from smddp_compat import parameter_server as ps  # noqa: E402  (no TensorFlow)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tensorflow.experimental import dtensor  # noqa: E402
 
 from _distributed_step import distributed_train_step  # noqa: E402
 from _rank_result import peak_rss_bytes, progress, write_rank_result  # noqa: E402
 from smddp_compat.entry_points.common.datasets import load_mnist  # noqa: E402
+from smddp_compat.entry_points.common.dtensor_layers import MLP  # noqa: E402
+from smddp_compat.entry_points.common.dtensor_mesh import (  # noqa: E402
+    ClientTopology, build_mesh, initialize_devices, pack_global, resolve_total_devices)
+from smddp_compat.entry_points.common.dtensor_optimizers import Adam  # noqa: E402
+from smddp_compat.entry_points.common.dtensor_training import classifier_steps  # noqa: E402
 from smddp_compat.entry_points.common.keras_flavor import build_optimizer, keras_name, optimizer_variables  # noqa: E402
 from smddp_compat.entry_points.common.mnist_model import MLP_SIZES, build_cnn, build_mlp  # noqa: E402
 
@@ -194,15 +200,6 @@ def mwms_trainer(args: argparse.Namespace, data: Data) -> Trainer:
 
 def dtensor_trainer(args: argparse.Namespace, data: Data) -> Trainer:
     """DTensor data parallel over one device per client: replicated DVariables, a batch-sharded global batch."""
-    from tensorflow.experimental import dtensor
-
-    from smddp_compat.entry_points.common.dtensor_layers import MLP
-    from smddp_compat.entry_points.common.dtensor_mesh import (
-        ClientTopology, build_mesh, initialize_devices, pack_global, resolve_total_devices,
-    )
-    from smddp_compat.entry_points.common.dtensor_optimizers import Adam
-    from smddp_compat.entry_points.common.dtensor_training import classifier_steps
-
     topology = ClientTopology.from_environ()
     devices = resolve_total_devices(0, topology)
     initialize_devices(devices, topology)
