@@ -68,7 +68,6 @@ from smddp_compat.entry_points.common.dtensor_training import (
     classifier_steps,
     evaluate,
     train_epochs,
-    write_summary,
 )
 from smddp_compat.entry_points.common.errors import CheckpointError, HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
@@ -80,6 +79,7 @@ from smddp_compat.entry_points.common.hyperparameters import (
 )
 from smddp_compat.entry_points.common.lifecycle import run_entry_point
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
+from smddp_compat.entry_points.common.model_artifacts import write_summary
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
 

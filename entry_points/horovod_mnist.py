@@ -16,7 +16,6 @@ resumed mid-epoch with the step count continued; SIGTERM stops every rank at the
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,6 @@ if __package__ in (None, ""):
     except ImportError:  # a plain checkout: make the repository root importable
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np
 import tensorflow as tf
 
 import smddp_compat.horovod.tensorflow as hvd
@@ -46,7 +44,7 @@ from smddp_compat.entry_points.common.keras_flavor import build_optimizer, is_ke
 from smddp_compat.entry_points.common.lifecycle import run_entry_point
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.mnist_model import build_cnn
-from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_weights_digest
+from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_summary, write_weights_digest
 from smddp_compat.entry_points.common.resumable_fit import MetricLines, StepCheckpoint, epoch_dataset, fit_from_step
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
@@ -172,7 +170,7 @@ def main() -> None:
         summaries.log_evaluation(counter.step, loss=result["test_loss"], accuracy=result["test_accuracy"])
         summary = {"steps": counter.step, "resumed_from": start_step, "ranks": size, **result,
                    "train_seconds": round(wall, 2), "keras": keras_name()}
-        (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_summary(summary, env.output_data_dir)
         if args.save_model:
             print(f"model saved to {save_servable_model(model, env.model_dir)}", flush=True)
 

@@ -297,7 +297,6 @@ else:  # imported (e.g. to call main()): the multi-worker default, as for --stra
     except SmddpError:
         pass  # reported by main()
 
-import numpy as np
 import tensorflow as tf
 from smddp_compat.entry_points.common.checkpoints import restore_latest
 from smddp_compat.entry_points.common.datasets import load_mnist
@@ -307,9 +306,10 @@ from smddp_compat.entry_points.common.keras_flavor import (
     is_keras3,
     keras_name,
 )
-from smddp_compat.entry_points.common.mnist_model import build_cnn
+from smddp_compat.entry_points.common.mnist_model import build_cnn, evaluate_classifier
 from smddp_compat.entry_points.common.model_artifacts import (
     save_servable_model,
+    write_summary,
     write_weights_digest,
 )
 from smddp_compat.entry_points.common.resumable_fit import (
@@ -402,14 +402,6 @@ def _make_strategy(plan: StrategyPlan, env: TrainingEnv,
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     is_chief = task_type == "chief" or (task_type == "worker" and task_index == 0 and "chief" not in cluster)
     return strategy, order.index((task_type, task_index)), len(order), is_chief
-
-
-def _evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    # A plain forward pass (no distributed evaluate), so that the chief alone can run it.
-    probs = np.concatenate([model(x[i:i + 500], training=False).numpy() for i in range(0, len(x), 500)])
-    # In numpy: Keras losses with automatic reduction refuse to run under a strategy outside fit.
-    loss = float(-np.mean(np.log(np.clip(probs[np.arange(len(y)), y], 1e-7, 1.0))))
-    return {"test_loss": loss, "test_accuracy": float(np.mean(np.argmax(probs, axis=1) == y))}
 
 
 def _checkpoint_keras(prefix: str) -> str | None:
@@ -512,7 +504,7 @@ def main() -> None:
     summaries = TrainingSummaries(env.tensorboard_dir if is_chief else None,
                                   learning_rate=lambda: learning_rate_of(model.optimizer))
     metric_lines = MetricLines(counter, log_steps=args.log_steps, log=log,
-                               evaluate=(lambda: _evaluate(model, x_test, y_test)) if is_chief else None,
+                               evaluate=(lambda: evaluate_classifier(model, x_test, y_test)) if is_chief else None,
                                summaries=summaries)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
@@ -534,13 +526,13 @@ def main() -> None:
         counter.save()
         if is_chief:
             wall = time.monotonic() - started
-            result = _evaluate(model, x_test, y_test)
+            result = evaluate_classifier(model, x_test, y_test)
             log.log(step=counter.step, **result, train_seconds=wall)
             summaries.log_evaluation(counter.step, loss=result["test_loss"], accuracy=result["test_accuracy"])
             summary = {"steps": counter.step, "resumed_from": start_step, "strategy": plan.class_name,
                        "cpu_devices": plan.cpu_devices, "workers": workers, "replicas": replicas,
                        "global_batch": global_batch, **result, "train_seconds": round(wall, 2), "keras": keras_name()}
-            (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            write_summary(summary, env.output_data_dir)
         if args.save_model:
             # Every worker saves (the save may involve collectives); only the chief keeps its copy.
             target = env.model_dir if is_chief else Path(tempfile.mkdtemp(prefix="model-non-chief-"))

@@ -35,7 +35,6 @@ anything); a coordinator that finds Keras 3 anyway stops with an error naming th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -69,8 +68,8 @@ from smddp_compat.entry_points.common.hyperparameters import (
 from smddp_compat.entry_points.common.keras_flavor import build_optimizer, is_keras3, keras_name
 from smddp_compat.entry_points.common.lifecycle import run_entry_point, termination_requested, write_failure
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
-from smddp_compat.entry_points.common.mnist_model import build_cnn
-from smddp_compat.entry_points.common.model_artifacts import save_servable_model
+from smddp_compat.entry_points.common.mnist_model import build_cnn, evaluate_classifier
+from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_summary
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
 from smddp_compat.errors import ConfigurationError
@@ -156,15 +155,6 @@ def _require_tf_keras() -> None:
             "TF_USE_LEGACY_KERAS", os.environ.get("TF_USE_LEGACY_KERAS"),
             "selects Keras 3, which cannot train under ParameterServerStrategy (keras-team/keras#18624)",
             "unset it (the script then selects tf-keras) or set it to 1; tf-keras is installed with the kit")
-
-
-def _evaluate(model: tf.keras.Model, copy: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    # The weights are copied once into a local model, which then runs on the coordinator's CPU without reading the
-    # parameter servers at every layer.
-    copy.set_weights(model.get_weights())
-    probs = np.concatenate([copy(x[i:i + 500], training=False).numpy() for i in range(0, len(x), 500)])
-    loss = float(-np.mean(np.log(np.clip(probs[np.arange(len(y)), y], 1e-7, 1.0))))
-    return {"test_loss": loss, "test_accuracy": float(np.mean(np.argmax(probs, axis=1) == y))}
 
 
 def _lost_task_error(config: ps.ParameterServerConfig, error: tf.errors.OpError, during: str) -> Exception:
@@ -309,7 +299,10 @@ def _train(args: argparse.Namespace, config: ps.ParameterServerConfig, env: Trai
 
     def evaluate(step: int) -> dict[str, float]:
         watch.phase(f"the evaluation at step {step}", limit)
-        return _evaluate(model, local_copy, x_test, y_test)
+        # The weights are copied once into a local model, which then runs on the coordinator's CPU without reading
+        # the parameter servers at every layer.
+        local_copy.set_weights(model.get_weights())
+        return evaluate_classifier(local_copy, x_test, y_test)
 
     def save(step: int) -> None:
         watch.phase(f"the checkpoint of step {step}", limit)
@@ -357,7 +350,7 @@ def _train(args: argparse.Namespace, config: ps.ParameterServerConfig, env: Trai
     summary = {"steps": step, "resumed_from": start_step, "role": config.role.value,
                "workers": len(config.workers) or 1, "parameter_servers": len(config.parameter_servers),
                "batch_size": args.batch_size, **result, "train_seconds": round(wall, 2), "keras": keras_name()}
-    (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_summary(summary, env.output_data_dir)
     if args.save_model:
         path = save_servable_model(local_copy, env.model_dir)  # holds the weights of the last evaluation
         print(f"model saved to {path}", flush=True)

