@@ -29,12 +29,7 @@ from smddp_compat.bench.config import DEFAULT_OUT_DIR, BenchConfig
 from smddp_compat.bench.jobs import Job, JobRun, merge_jobs
 from smddp_compat.bench._launch import run_job
 from smddp_compat.bench._machine import describe_machine
-from smddp_compat.bench._report import (
-    format_markdown,
-    format_table,
-    results_json,
-    strategy_markdown,
-)
+from smddp_compat.bench._report import format_markdown, format_table, results_json, strategy_markdown
 from smddp_compat.bench.results import MeasurementResult, Row
 from smddp_compat.bench.errors import BenchInterrupted, BenchUsageError
 from smddp_compat.bench.measurements import MEASUREMENTS

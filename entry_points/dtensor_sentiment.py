@@ -63,12 +63,7 @@ from smddp_compat.entry_points.common.dtensor_mesh import (
     resolve_total_devices,
 )
 from smddp_compat.entry_points.common.dtensor_optimizers import Adam
-from smddp_compat.entry_points.common.dtensor_training import (
-    MeshCheckpoint,
-    classifier_steps,
-    evaluate,
-    train_epochs,
-)
+from smddp_compat.entry_points.common.dtensor_training import MeshCheckpoint, classifier_steps, evaluate, train_epochs
 from smddp_compat.entry_points.common.errors import CheckpointError, HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
     boolean,

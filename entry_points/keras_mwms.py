@@ -76,11 +76,7 @@ if __package__ in (None, ""):
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Nothing above TensorFlow's import may import it: the Keras flavour is chosen (and refusals made) before it.
-from smddp_compat.entry_points.common.errors import (
-    ClusterConfigError,
-    EntryPointError,
-    HyperparameterError,
-)
+from smddp_compat.entry_points.common.errors import ClusterConfigError, EntryPointError, HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
     boolean,
     non_negative_int,
@@ -301,27 +297,11 @@ import tensorflow as tf
 from smddp_compat.entry_points.common.checkpoints import restore_latest
 from smddp_compat.entry_points.common.datasets import load_mnist
 from smddp_compat.entry_points.common.errors import CheckpointError
-from smddp_compat.entry_points.common.keras_flavor import (
-    build_optimizer,
-    is_keras3,
-    keras_name,
-)
+from smddp_compat.entry_points.common.keras_flavor import build_optimizer, is_keras3, keras_name
 from smddp_compat.entry_points.common.mnist_model import build_cnn, evaluate_classifier
-from smddp_compat.entry_points.common.model_artifacts import (
-    save_servable_model,
-    write_summary,
-    write_weights_digest,
-)
-from smddp_compat.entry_points.common.resumable_fit import (
-    MetricLines,
-    StepCheckpoint,
-    epoch_dataset,
-    fit_from_step,
-)
-from smddp_compat.entry_points.common.tensorboard_summaries import (
-    TrainingSummaries,
-    learning_rate_of,
-)
+from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_summary, write_weights_digest
+from smddp_compat.entry_points.common.resumable_fit import MetricLines, StepCheckpoint, epoch_dataset, fit_from_step
+from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 
 
 def tf_config_from_env(env: TrainingEnv, base_port: int) -> dict:

@@ -23,11 +23,7 @@ from smddp_compat.bench.results import Goal
 from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
 from smddp_compat.bench.stats import summarise
 from smddp_compat.image import DockerError, ensure_image, find_engine, host_base_recipe
-from smddp_compat.bench.measurements._training_jobs import (
-    FIRST_STEP_MARK,
-    horovodrun_training,
-    local_mode_training,
-)
+from smddp_compat.bench.measurements._training_jobs import FIRST_STEP_MARK, horovodrun_training, local_mode_training
 
 __all__ = ["NAME", "TITLE", "jobs", "prepare", "summarise_runs", "TOOLKIT_WAIT_MARKS"]
 
