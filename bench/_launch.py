@@ -24,7 +24,7 @@ from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
 from smddp_compat.bench.errors import BenchInterrupted
 from smddp_compat.bench.jobs import MAIN_JOB, Job, JobRun, Launcher
 
-__all__ = ["run_job", "launch_argv", "job_environment", "console_script"]
+__all__ = ["run_job", "launch_argv", "job_environment", "console_script", "smddp_command", "inherited_environment"]
 
 _GRACE_SECONDS = 5.0
 
@@ -59,11 +59,24 @@ def console_script(name: str) -> str | None:
     return shutil.which(name)
 
 
+def smddp_command() -> list[str]:
+    """The command that runs ``smddp``: its console script, else this Python running the kit's CLI."""
+    smddp = console_script("smddp")
+    return [smddp] if smddp else [sys.executable, "-c", "import sys; from smddp_compat.cli import main; "
+                                                        "sys.exit(main())"]
+
+
+def inherited_environment(*also_dropped: str) -> dict[str, str]:
+    """This process's environment without the variables that tell a process which job it belongs to (a bench
+    started inside a job must not hand that job's identity to its own jobs), nor those starting with
+    `also_dropped`."""
+    return {name: value for name, value in os.environ.items()
+            if not name.startswith(("HOROVOD_", "OMPI_", "PMI_", "TF_CONFIG", *also_dropped))}
+
+
 def job_environment(job: Job, result_dir: Path) -> dict[str, str]:
     """The environment every process of ``job`` starts from."""
-    env = dict(os.environ)
-    for name in [n for n in env if n.startswith(("HOROVOD_", "OMPI_", "PMI_", "TF_CONFIG"))]:
-        del env[name]  # a bench started inside a job must not hand that job's identity to its own jobs
+    env = inherited_environment()
     python_path = [str(REPO_ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env.update({
         "PYTHONPATH": os.pathsep.join(python_path),
@@ -96,9 +109,7 @@ def launch_argv(job: Job, run_dir: Path, timeout: float, env: dict[str, str]) ->
             raise FileNotFoundError("horovodrun is not installed beside this Python nor on PATH")
         return [horovodrun, "-np", str(job.ranks), "-H", f"localhost:{job.ranks}", "--gloo", *_program(job)]
     if job.launcher in (Launcher.LOCAL_MODE, Launcher.TWIN):
-        smddp = console_script("smddp")
-        command = [smddp] if smddp else [sys.executable, "-c", "import sys; from smddp_compat.cli import main; "
-                                                             "sys.exit(main())"]
+        command = smddp_command()
         backend = []
         if job.launcher is Launcher.TWIN:
             # Faithful unless the job says otherwise, whatever SMDDP_TWIN_SHORT_TOOLKIT_WAITS the bench inherited.

@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from smddp_compat.bench._launch import inherited_environment, smddp_command
 from smddp_compat.bench._matrix_sdk import sdk_environment
 from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT
 from smddp_compat.contract import write_atomically
@@ -293,11 +294,6 @@ class RunContext:
     docker_cli: str | None = None
 
 
-def _smddp_command() -> list[str]:
-    beside = Path(sys.executable).parent / "smddp"
-    return [str(beside)] if beside.exists() else [sys.executable, "-m", "smddp_compat.cli"]
-
-
 def _source_dir(cell: Cell, run_dir: Path) -> Path:
     source = run_dir / "source"
     source.mkdir(parents=True, exist_ok=True)
@@ -310,15 +306,8 @@ def _job_name(cell: Cell) -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", raw)[:63]
 
 
-def _base_env() -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("HOROVOD_", "OMPI_", "PMI_", "TF_CONFIG", "DTENSOR_", "SM_", "TF_USE_LEGACY"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def _argv_and_env(cell: Cell, run_dir: Path, ctx: RunContext) -> tuple[list[str], dict[str, str]]:
-    env = _base_env()
+    env = {**inherited_environment("DTENSOR_", "SM_", "TF_USE_LEGACY"), "PYTHONUNBUFFERED": "1"}
     hp = cell.hyperparameters
     if cell.launcher == "smddprun":
         env.update(cell.environment)
@@ -328,7 +317,7 @@ def _argv_and_env(cell: Cell, run_dir: Path, ctx: RunContext) -> tuple[list[str]
     source = _source_dir(cell, run_dir)
     if cell.launcher in ("local", "local-docker"):
         backend = ["--backend", "docker"] if cell.launcher == "local-docker" else []
-        return ([*_smddp_command(), "local", cell.program.name, "--source-dir", str(source),
+        return ([*smddp_command(), "local", cell.program.name, "--source-dir", str(source),
                  "--instance-count", str(cell.hosts), *cell.local_distribution,
                  "--hyperparameters", *[f"{n}={v}" for n, v in hp.items()],
                  "--env", *[f"{n}={v}" for n, v in cell.environment.items()],
@@ -603,7 +592,7 @@ def _prepare_docker(ctx: RunContext, say: Callable[[str], None]) -> None:
         return
     ctx.docker_cli = engine.docker
     say("[matrix] the kit's image: checking it (built when missing, which takes minutes)")
-    done = subprocess.run([*_smddp_command(), "image", "--log", str(ctx.work / "image-build.log")],
+    done = subprocess.run([*smddp_command(), "image", "--log", str(ctx.work / "image-build.log")],
                           capture_output=True, text=True, timeout=3600, check=False)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:

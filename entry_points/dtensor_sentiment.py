@@ -76,7 +76,7 @@ from smddp_compat.entry_points.common.lifecycle import run_entry_point
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.model_artifacts import write_summary
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
-from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
+from smddp_compat.entry_points.common.training_env import TrainingEnv, add_output_dir_arguments
 
 __all__ = ["ParallelMode", "MODES", "TfIdfFeatures", "SentimentServer", "build_parser", "main"]
 
@@ -217,9 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log-steps", type=positive_int, default=50)
     parser.add_argument("--eval-batch-size", type=positive_int, default=512)
-    parser.add_argument("--checkpoint-dir", default=None,
-                        help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
-    add_tensorboard_dir_argument(parser)
+    add_output_dir_arguments(parser)
     parser.add_argument("--export", type=boolean, default=True,
                         help="write the string-input SavedModel to <model_dir>/1 and check it reloads")
     return parser

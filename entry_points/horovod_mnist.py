@@ -47,7 +47,7 @@ from smddp_compat.entry_points.common.mnist_model import build_cnn
 from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_summary, write_weights_digest
 from smddp_compat.entry_points.common.resumable_fit import MetricLines, StepCheckpoint, epoch_dataset, fit_from_step
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
-from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
+from smddp_compat.entry_points.common.training_env import TrainingEnv, add_output_dir_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,9 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="0: each rank's shard once per epoch")
     parser.add_argument("--checkpoint-steps", type=non_negative_int, default=0, help="0: at each epoch end")
     parser.add_argument("--log-steps", type=positive_int, default=50)
-    parser.add_argument("--checkpoint-dir", default=None,
-                        help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
-    add_tensorboard_dir_argument(parser)
+    add_output_dir_arguments(parser)
     parser.add_argument("--seed", type=non_negative_int, default=42)
     parser.add_argument("--threads", type=non_negative_int, default=0, help="0: CPUs / local_size")
     parser.add_argument("--save-model", type=boolean, default=True)

@@ -86,7 +86,7 @@ from smddp_compat.entry_points.common.hyperparameters import (
 )
 from smddp_compat.entry_points.common.lifecycle import run_entry_point, write_failure
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
-from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
+from smddp_compat.entry_points.common.training_env import TrainingEnv, add_output_dir_arguments
 
 from smddp_compat.cluster import Cluster, endpoints, mwms_tf_config, uniform_placements
 from smddp_compat.errors import SmddpError
@@ -142,9 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps-per-epoch", type=non_negative_int, default=0, help="0: the train set once")
     parser.add_argument("--checkpoint-steps", type=non_negative_int, default=0, help="0: at each epoch end")
     parser.add_argument("--log-steps", type=positive_int, default=50)
-    parser.add_argument("--checkpoint-dir", default=None,
-                        help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
-    add_tensorboard_dir_argument(parser)
+    add_output_dir_arguments(parser)
     parser.add_argument("--mwms-port", type=positive_int, default=12345,
                         help="each worker listens on this port (the next ones for workers sharing an address; only "
                              "when TF_CONFIG is not set)")

@@ -71,7 +71,7 @@ from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.mnist_model import build_cnn, evaluate_classifier
 from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_summary
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
-from smddp_compat.entry_points.common.training_env import TrainingEnv, add_tensorboard_dir_argument
+from smddp_compat.entry_points.common.training_env import TrainingEnv, add_output_dir_arguments
 from smddp_compat.errors import ConfigurationError
 
 __all__ = ["build_parser", "chunk_end", "main"]
@@ -88,9 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="training steps per function the coordinator schedules on a worker")
     parser.add_argument("--checkpoint-steps", type=non_negative_int, default=0, help="0: at each epoch end")
     parser.add_argument("--log-steps", type=positive_int, default=50)
-    parser.add_argument("--checkpoint-dir", default=None,
-                        help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
-    add_tensorboard_dir_argument(parser)
+    add_output_dir_arguments(parser)
     parser.add_argument("--start-timeout", type=positive_float, default=600.0,
                         help="seconds the coordinator waits for every task to accept connections, and a worker for "
                              "the coordinator")

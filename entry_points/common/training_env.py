@@ -23,7 +23,7 @@ from smddp_compat import contract
 from smddp_compat.cluster import Cluster
 from smddp_compat.entry_points.common.errors import ClusterConfigError, EntryPointError
 
-__all__ = ["TrainingEnv", "resolve_tensorboard_dir", "add_tensorboard_dir_argument", "local_root"]
+__all__ = ["TrainingEnv", "resolve_tensorboard_dir", "add_output_dir_arguments", "local_root"]
 
 _OPT_ML = Path(contract.OPT_ML)
 
@@ -83,8 +83,11 @@ def resolve_tensorboard_dir(
     return Path(output_dir) / Path(contract.TENSORBOARD_DIR).relative_to(contract.OUTPUT_DIR)
 
 
-def add_tensorboard_dir_argument(parser: argparse.ArgumentParser) -> None:
-    """Adds the ``--tensorboard-dir`` hyperparameter (see `resolve_tensorboard_dir`) to a script's parser."""
+def add_output_dir_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the ``--checkpoint-dir`` and ``--tensorboard-dir`` hyperparameters (read by `TrainingEnv.from_environ`
+    and `resolve_tensorboard_dir`) to a script's parser."""
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="default: /opt/ml/checkpoints if writable, else <output dir>/checkpoints")
     parser.add_argument("--tensorboard-dir", default=None,
                         help="TensorBoard summaries (rank 0 / the chief); default: the job's "
                              "TensorBoardOutputConfig.LocalPath, else <output dir>/tensorboard "
