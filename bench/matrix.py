@@ -2,19 +2,12 @@
 this machine, and the table (works / does not, why, and the fix) is written to ``docs/matrix.md`` and
 ``docs/matrix.json``.
 
-Strategies: the SMDDP face (``entry_points/smddp_mnist.py``), the Horovod face (``entry_points/horovod_mnist.py``),
-MultiWorkerMirroredStrategy (tf-keras: ``entry_points/keras_mwms.py``; Keras 3: a user's plain ``model.fit`` script,
-``bench/programs/matrix_keras_fit.py``, since the entry point chooses tf-keras by itself), DTensor
-(``entry_points/dtensor_mnist_core.py``, a mesh of 2 hosts x 2 devices), parameter server
-(``entry_points/parameter_server_mnist.py``) and none (the plain script alone, one process).
-Keras flavours: Keras 3 (``TF_USE_LEGACY_KERAS=0``) and tf-keras (``TF_USE_LEGACY_KERAS=1``).
-Launchers: ``smddprun -np 2``; ``smddp local`` (process backend, 2 hosts); ``smddp local --backend docker`` (the
-SageMaker twin, 2 hosts); the SageMaker SDK's own local mode (v2, ``instance_type="local"``, docker compose, the
-kit's image); the twin replaying the request the kit's estimator sends (captured against a private moto server).
-
-Cells that cannot work are listed with why, without running. A cell "works" when its job completed and its script
-reported a held-out accuracy of at least :data:`SANE_ACCURACY`; a cell that does not work gives the job's one-line
-reason (the kit's own ``smddp-compat:`` line, else the last exception line) and, for a known limit, the fix.
+The strategies (`STRATEGIES`), Keras flavours (`KERAS`: ``TF_USE_LEGACY_KERAS=0`` or ``1``) and launchers
+(`LAUNCHERS`), and the script each cell runs, are described once, in the table's "What each cell runs"
+(`render_markdown`). Cells that cannot work are listed with why, without running. A cell "works" when its job
+completed and its script reported a held-out accuracy of at least :data:`SANE_ACCURACY`; a cell that does not work
+gives the job's one-line reason (the kit's own ``smddp-compat:`` line, else the last exception line) and, for a
+known limit, the fix.
 """
 
 from __future__ import annotations
