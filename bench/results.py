@@ -11,7 +11,7 @@ from typing import Any
 from smddp_compat.bench.jobs import Job, JobRun
 from smddp_compat.bench.stats import Summary
 
-__all__ = ["Goal", "Verdict", "Row", "MeasurementResult", "RunsByJob"]
+__all__ = ["Goal", "Verdict", "Row", "MeasurementResult", "RunsByJob", "pooled_samples"]
 
 
 class Verdict(enum.Enum):
@@ -129,3 +129,17 @@ class MeasurementResult:
 
 RunsByJob = Callable[[Job], Sequence[JobRun]]
 """Gives the runs of a job (every round), looked up by the job's key."""
+
+
+def pooled_samples(runs: Sequence[JobRun], path: Sequence[str], variants: Sequence[str] = ()) -> dict[str, list[float]]:
+    """Each variant's samples, pooled over every rank of every run: ``rank[path[0]][path[1]]...`` maps variant ->
+    values in each rank's result. `variants` are present even without samples."""
+    pooled: dict[str, list[float]] = {variant: [] for variant in variants}
+    for run in runs:
+        for rank in run.ranks:
+            node = rank
+            for key in path:
+                node = node[key]
+            for variant, values in node.items():
+                pooled.setdefault(variant, []).extend(values)
+    return pooled

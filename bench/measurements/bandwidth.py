@@ -25,7 +25,7 @@ from smddp_compat.bench.engines import (
     mpi_unavailable_reason,
 )
 from smddp_compat.bench.jobs import Job, JobRun, Launcher
-from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements._collectives_job import bandwidth_sizes, collectives_job, sweep_args
 
@@ -106,12 +106,7 @@ def jobs(config: BenchConfig) -> list[Job]:
 
 
 def _pooled(runs: list[JobRun], nbytes: int) -> dict[str, list[float]]:
-    pooled: dict[str, list[float]] = {"allreduce": [], "copy": []}
-    for run in runs:
-        for rank in run.ranks:
-            for variant, values in rank["bandwidth"][str(nbytes)].items():
-                pooled[variant].extend(values)
-    return pooled
+    return pooled_samples(runs, ("bandwidth", str(nbytes)), ("allreduce", "copy"))
 
 
 def _per_round_median(runs: list[JobRun], nbytes: int) -> dict[int, float]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import ENGINE_NAMES, default_engine, horovod_engines
-from smddp_compat.bench.jobs import Job, JobRun
-from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.jobs import Job
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements.bandwidth import size_text
 from smddp_compat.bench.measurements._collectives_job import collectives_job
@@ -33,15 +33,6 @@ def jobs(config: BenchConfig) -> list[Job]:
     return list(_jobs(config).values())
 
 
-def _pooled(runs: list[JobRun], size: str, field: str) -> dict[str, list[float]]:
-    pooled: dict[str, list[float]] = {"none": [], "fp16": []}
-    for run in runs:
-        for rank in run.ranks:
-            for variant, values in rank[NAME][size][field].items():
-                pooled[variant].extend(values)
-    return pooled
-
-
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     """fp16 / none for time and bytes, per size and engine."""
     result = MeasurementResult(NAME, TITLE)
@@ -55,8 +46,8 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
             continue
         result.raw[engine] = {}
         for size, first in ok[0].ranks[0][NAME].items():
-            seconds = _pooled(ok, size, "seconds")
-            written = _pooled(ok, size, "bytes_written")
+            seconds = pooled_samples(ok, (NAME, size, "seconds"), ("none", "fp16"))
+            written = pooled_samples(ok, (NAME, size, "bytes_written"), ("none", "fp16"))
             payload = first["payload_bytes"]
             label = f"{size_text(int(size))} fp16 / none"
             result.rows.append(Row(

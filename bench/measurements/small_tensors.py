@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import ENGINE_NAMES, default_engine
-from smddp_compat.bench.jobs import Job, JobRun
-from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.jobs import Job
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements._collectives_job import collectives_job
 
@@ -31,15 +31,6 @@ def jobs(config: BenchConfig) -> list[Job]:
     return list(_jobs(config).values())
 
 
-def _pooled(runs: list[JobRun]) -> dict[str, list[float]]:
-    pooled: dict[str, list[float]] = {}
-    for run in runs:
-        for rank in run.ranks:
-            for variant, values in rank[NAME]["seconds"].items():
-                pooled.setdefault(variant, []).extend(values)
-    return pooled
-
-
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     """Per-tensor (tf.function) / grouped, and eager per-tensor / grouped, per engine."""
     result = MeasurementResult(NAME, TITLE)
@@ -53,7 +44,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
             result.rows.append(Row(f"per-tensor in tf.function / grouped: {name}", None, goal, f"n/a: {reason}"))
             continue
         part = ok[0].ranks[0][NAME]
-        pooled = _pooled(ok)
+        pooled = pooled_samples(ok, (NAME, "seconds"))
         grouped_ms = summarise(pooled["grouped"]).median * 1e3
         per_tensor = paired_ratios(pooled["per_tensor_function"], pooled["grouped"])
         result.rows.append(Row(
