@@ -31,6 +31,7 @@ from typing import Any
 from smddp_compat.bench._launch import inherited_environment, smddp_command
 from smddp_compat.bench._matrix_sdk import sdk_environment
 from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT
+from smddp_compat.cli_help import help_texts
 from smddp_compat.contract import write_atomically
 from smddp_compat.image import DockerUnavailableError, find_engine
 from smddp_compat.launcher import ProcessSpec, run_process_group
@@ -516,31 +517,30 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``smddp matrix`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="smddp matrix",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Runs every strategy (SMDDP face, Horovod face, MultiWorkerMirrored, DTensor, parameter server, none) x\n"
-            "Keras flavour (Keras 3, tf-keras) x launcher (smddprun, smddp local, smddp local --backend docker, the\n"
-            "SageMaker SDK's local mode, the twin replaying the estimator's request) as a real short job, and writes\n"
-            "the compatibility matrix: works / does not, why in one line, and the fix. Cells that cannot work\n"
-            "(parameter server on Keras 3; MWMS, DTensor and parameter server under smddprun) say why without\n"
-            "running. Docker cells need a Docker engine (DOCKER_HOST) and build the kit's image when missing.\n"
-            "Progress: one line per cell, with the cells left and an estimate of the time left."),
-        epilog=(
-            "values of --only (comma-separated, any mix; a cell runs when it matches every kind given):\n"
-            f"  strategies: {', '.join(STRATEGIES)}\n  keras:      {', '.join(KERAS)}\n"
-            f"  launchers:  {', '.join(LAUNCHERS)}\n\n"
-            "outputs: FILE (Markdown) and FILE with .json (every cell: result, reason, fix, seconds, accuracy);\n"
-            "each job's output under bench/results/matrix-jobs/<strategy>-<keras>-<launcher>/output.log\n\n"
-            "exit codes:\n"
-            "  0  the matrix was written (cells that do not work as the kit declares are results, not failures)\n"
-            "  1  a cell's outcome contradicts what the kit declares (e.g. a cell declared to work failed), or an\n"
-            "     infrastructure error (no Docker engine for the Docker cells, the image could not be built)\n"
-            "  2  a bad option\n\n"
-            "examples:\n"
-            "  smddp matrix                                    # everything (~15 min on 2 cores): docs/matrix.md\n"
-            "  smddp matrix --quick                            # the CI subset (~1-2 min): bench/results/matrix.md\n"
-            "  smddp matrix --only mwms,keras3                 # MWMS on Keras 3 under every launcher\n"
-            "  smddp matrix --only local,smddprun --out /tmp/m.md   # the launchers without Docker\n"),
+        **help_texts(
+            "Runs every strategy (SMDDP face, Horovod face, MultiWorkerMirrored, DTensor, parameter server, none) x "
+            "Keras flavour (Keras 3, tf-keras) x launcher (smddprun, smddp local, smddp local --backend docker, the "
+            "SageMaker SDK's local mode, the twin replaying the estimator's request) as a real short job, and writes "
+            "the compatibility matrix: works / does not, why in one line, and the fix. Cells that cannot work "
+            "(parameter server on Keras 3; MWMS, DTensor and parameter server under smddprun) say why without "
+            "running. Docker cells need a Docker engine (DOCKER_HOST) and build the kit's image when missing. "
+            "Progress: one line per cell, with the cells left and an estimate of the time left.",
+            notes=["values of --only (comma-separated, any mix; a cell runs when it matches every kind given):\n"
+                   f"  strategies: {', '.join(STRATEGIES)}\n  keras:      {', '.join(KERAS)}\n"
+                   f"  launchers:  {', '.join(LAUNCHERS)}",
+                   "outputs: FILE (Markdown) and FILE with .json (every cell: result, reason, fix, seconds, accuracy); "
+                   "each job's output under bench/results/matrix-jobs/<strategy>-<keras>-<launcher>/output.log"],
+            exit_codes=[("0", "the matrix was written (cells that do not work as the kit declares are results, not "
+                              "failures)"),
+                        ("1", "a cell's outcome contradicts what the kit declares (e.g. a cell declared to work "
+                              "failed), or an infrastructure error (no Docker engine for the Docker cells, the image "
+                              "could not be built)"),
+                        ("2", "a bad option")],
+            examples=[("everything (~15 min on 2 cores): docs/matrix.md", "smddp matrix"),
+                      ("the CI subset (~1-2 min): bench/results/matrix.md", "smddp matrix --quick"),
+                      ("MWMS on Keras 3 under every launcher", "smddp matrix --only mwms,keras3"),
+                      ("the launchers without Docker", "smddp matrix --only local,smddprun --out /tmp/m.md")],
+        ),
     )
     parser.add_argument("--quick", action="store_true",
                         help="the CI subset: a few cells of the launchers without Docker, and one Docker cell")
