@@ -11,7 +11,7 @@ from typing import Any
 from smddp_compat.bench.jobs import Job, JobRun
 from smddp_compat.bench.stats import Summary
 
-__all__ = ["Goal", "Verdict", "Row", "MeasurementResult", "RunsByJob", "pooled_samples"]
+__all__ = ["Goal", "Verdict", "Row", "MeasurementResult", "RunsByJob", "pooled_samples", "first_failure"]
 
 
 class Verdict(enum.Enum):
@@ -143,3 +143,8 @@ def pooled_samples(runs: Sequence[JobRun], path: Sequence[str], variants: Sequen
             for variant, values in node.items():
                 pooled.setdefault(variant, []).extend(values)
     return pooled
+
+
+def first_failure(runs: RunsByJob, jobs: Sequence[Job]) -> str:
+    """Why the first failed run of `jobs` failed, or ``not run`` when none failed (a row's ``n/a:`` reason)."""
+    return next((run.reason for job in jobs for run in runs(job) if not run.ok), "not run")

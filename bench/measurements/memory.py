@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.jobs import Job, JobRun
-from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, first_failure
 from smddp_compat.bench.stats import summarise
 from smddp_compat.bench.measurements._training_jobs import smddprun_training
 
@@ -44,8 +44,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     keys = sorted(set(compat) & set(raw))
     comparison = f"peak RSS per rank: smddp_compat / horovod ({RANKS} ranks)"
     if not keys:
-        failed = next((run.reason for job in layouts.values() for run in runs(job) if not run.ok), "not run")
-        result.rows.append(Row(comparison, None, GOAL, f"n/a: {failed}"))
+        result.rows.append(Row(comparison, None, GOAL, f"n/a: {first_failure(runs, list(layouts.values()))}"))
         return result
     ratio = summarise([compat[k] / raw[k] for k in keys])
     detail = (f"{summarise(list(compat.values())).median / 2**20:.0f} MiB vs "

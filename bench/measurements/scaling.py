@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.jobs import Job, JobRun
-from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob, first_failure
 from smddp_compat.bench.stats import summarise
 from smddp_compat.bench.measurements._training_jobs import local_mode_training, ranks_of, smddprun_training
 
@@ -53,8 +53,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
         values, base = per_round[name], per_round[base_name]
         comparison = f"samples/s {name} / {base_name}"
         if not values or not base:
-            failed = next((run.reason for job in (layouts[name], layouts[base_name]) for run in runs(job)
-                           if not run.ok), "not run")
+            failed = first_failure(runs, [layouts[name], layouts[base_name]])
             result.rows.append(Row(comparison, None, None, f"n/a: {failed}"))
             continue
         # Same-round pairs when both ran in a round; runs of later rounds against the baseline's median.

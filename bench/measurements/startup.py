@@ -19,8 +19,7 @@ from typing import IO
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.jobs import MAIN_JOB, Job, JobRun, Launcher
-from smddp_compat.bench.results import Goal
-from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, first_failure
 from smddp_compat.bench.stats import summarise
 from smddp_compat.image import DockerError, ensure_image, find_engine, host_base_recipe
 from smddp_compat.bench.measurements._training_jobs import FIRST_STEP_MARK, horovodrun_training, local_mode_training
@@ -138,7 +137,8 @@ def _main_job_rows(config: BenchConfig, runs: RunsByJob) -> list[Row]:
         twin = {run.round: run for run in runs(main[name]) if run.ok}
         rounds = sorted(set(twin) & set(base))
         if not rounds:
-            rows.append(Row(comparison, None, goal, f"n/a: {_failed(runs, [main[name], main['main: process backend']])}"))
+            reason = first_failure(runs, [main[name], main["main: process backend"]])
+            rows.append(Row(comparison, None, goal, f"n/a: {reason}"))
             continue
         ratio = summarise([twin[r].duration / base[r].duration for r in rounds])
         phases = {key: summarise([twin[r].marks[key] - twin[r].started for r in rounds if key in twin[r].marks])
@@ -154,10 +154,6 @@ def _main_job_rows(config: BenchConfig, runs: RunsByJob) -> list[Row]:
             detail += f", of which the toolkit's fixed wait {summarise(waits).median:.1f} s"
         rows.append(Row(comparison, ratio, goal, detail))
     return rows
-
-
-def _failed(runs: RunsByJob, jobs_: list[Job]) -> str:
-    return next((run.reason for job in jobs_ for run in runs(job) if not run.ok), "not run")
 
 
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
@@ -181,7 +177,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
         result.rows.append(Row(comparison, ratio, None, detail))
     else:
         result.rows.append(Row(comparison, None, None,
-                               f"n/a: {_failed(runs, [layouts['smddp local'], layouts['horovodrun']])}"))
+                               f"n/a: {first_failure(runs, [layouts['smddp local'], layouts['horovodrun']])}"))
 
     rounds = sorted(set(twin) & set(local))
     twin_rows = (
@@ -190,7 +186,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
         ("without_wait", "start to Completed less the toolkit's fixed wait: twin / process backend"),
     )
     if not rounds:
-        reason = _failed(runs, [layouts["twin"], layouts["smddp local"]])
+        reason = first_failure(runs, [layouts["twin"], layouts["smddp local"]])
         result.rows += [Row(comparison, None, None, f"n/a: {reason}") for _, comparison in twin_rows]
         return result
     for timing in twin.values():
