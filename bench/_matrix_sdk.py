@@ -9,7 +9,7 @@ Modes:
   the matrix creates first, as an internal network of this machine's engine). Offline: fake credentials, a region,
   and a user configuration that opts out of the SDK's telemetry.
 * ``twin``: the kit's estimator sends its CreateTrainingJob request to a private moto server
-  (:class:`~smddp_compat.local_mode.docker.PrivateSageMaker`: S3 and SageMaker on loopback); the request, captured
+  (:class:`~smddp_compat.estimators.replay.PrivateSageMaker`: S3 and SageMaker on loopback); the request, captured
   on the client side as SageMaker would receive it, is written to ``request.json`` in the output folder and replayed
   by the SageMaker twin in the kit's image.
 
@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from smddp_compat.local_mode.docker import PrivateSageMaker, SageMakerTwin, TrainingJobRequest
+from smddp_compat.estimators.replay import PrivateSageMaker
+from smddp_compat.local_mode.docker import SageMakerTwin, TrainingJobRequest
 
 __all__ = ["main", "sdk_environment"]
 
