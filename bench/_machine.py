@@ -10,26 +10,21 @@ from importlib import metadata
 __all__ = ["describe_machine"]
 
 
-def _cpu_model() -> str:
+def _proc_value(path: str, name: str) -> str | None:
+    """What follows ``name:`` on its first line in ``/proc``'s file `path` (None when absent or unreadable)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("model name"):
+                if line.startswith(name):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    return None
 
 
 def _memory_gib() -> float | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return None
+    total = _proc_value("/proc/meminfo", "MemTotal:")  # in KiB
+    return int(total.split()[0]) / 2**20 if total else None
 
 
 def _version(distribution: str) -> str:
@@ -56,7 +51,7 @@ def describe_machine() -> dict[str, str | int | float | None]:
     except OSError:
         load = "unknown"
     return {
-        "cpu": _cpu_model(),
+        "cpu": _proc_value("/proc/cpuinfo", "model name") or platform.processor() or "unknown CPU",
         "cores": os.cpu_count(),
         "memory_gib": round(memory, 1) if memory else None,
         "load_average_at_start": load,

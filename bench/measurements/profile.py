@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import engine_launcher, mpi_unavailable_reason
-from smddp_compat.bench.jobs import Job, JobRun
-from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.jobs import Job
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements.bandwidth import size_text
 
@@ -48,15 +48,6 @@ def jobs(config: BenchConfig) -> list[Job]:
     return [_job(config), _job(config, NO_HUGE_PAGES), _job(config, mpi_alone=True)]
 
 
-def _pooled(runs: list[JobRun]) -> dict[str, list[float]]:
-    pooled: dict[str, list[float]] = {}
-    for run in runs:
-        for rank in run.ranks:
-            for variant, values in rank["seconds"].items():
-                pooled.setdefault(variant, []).extend(values)
-    return pooled
-
-
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     """Each part over the whole, the whole against a copy, and huge pages against the defaults."""
     result = MeasurementResult(NAME, TITLE)
@@ -70,7 +61,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
         result.rows.append(Row("profile of Horovod/MPI", None, None, f"n/a: {reason}"))
         return result
     nbytes = int(base_runs[0].ranks[0]["bytes"])
-    pooled = _pooled(base_runs)
+    pooled = pooled_samples(base_runs, ("seconds",))
     whole_ms = summarise(pooled["horovod"]).median * 1e3
     for part, label in _PARTS.items():
         result.rows.append(Row(
@@ -82,7 +73,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
                            "copy time / allreduce time, timed in turns"))
     alone_runs = [run for run in runs(_job(config, mpi_alone=True)) if run.ok]
     if alone_runs:
-        alone = _pooled(alone_runs)
+        alone = pooled_samples(alone_runs, ("seconds",))
         result.rows.append(Row(
             f"{size_text(nbytes)}: copy bandwidth fraction, MPI_Allreduce alone (mpi4py, a job without Horovod)",
             paired_ratios(alone["copy"], alone["mpi"]), None,
@@ -93,11 +84,11 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     if alone_runs:
         result.raw["mpi_alone"] = alone
     if before_runs:
-        before = _pooled(before_runs)
+        before = pooled_samples(before_runs, ("seconds",))
         rounds = sorted({run.round for run in base_runs} & {run.round for run in before_runs})
         per_round = [
-            summarise(_pooled([r for r in base_runs if r.round == n])["horovod"]).median
-            / summarise(_pooled([r for r in before_runs if r.round == n])["horovod"]).median
+            summarise(pooled_samples([r for r in base_runs if r.round == n], ("seconds",))["horovod"]).median
+            / summarise(pooled_samples([r for r in before_runs if r.round == n], ("seconds",))["horovod"]).median
             for n in rounds
         ]
         result.rows.append(Row(
