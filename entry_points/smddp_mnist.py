@@ -130,7 +130,6 @@ def main() -> None:
     build_optimizer(opt, mnist_model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=mnist_model, optimizer=opt)
 
-    # All ranks read the same directory (on SageMaker every host gets the S3 checkpoints); rank 0's step rules.
     # Rank 0's checkpoint rules: on SageMaker every host holds the same checkpoints, but a host may also start
     # with an empty or stale directory (per-host local dirs). Its step and its state come from rank 0.
     restored = restore_latest(checkpoint, env.checkpoint_dir) or 0
