@@ -5,7 +5,7 @@ from __future__ import annotations
 from smddp_compat.bench.jobs import Launcher
 from smddp_compat.launcher import choose_engine, mpirun_unavailable_reason
 
-__all__ = ["default_engine", "engine_launcher", "horovod_engines", "mpi_unavailable_reason", "ENGINE_NAMES"]
+__all__ = ["default_engine", "engine_label", "engine_launcher", "horovod_engines", "mpi_unavailable_reason", "ENGINE_NAMES"]
 
 #: Engine -> name in the table.
 ENGINE_NAMES = {"gloo": "Horovod/Gloo", "mpi": "Horovod/MPI", "mwms": "TF MWMS ring"}
@@ -18,6 +18,11 @@ def default_engine(ranks: int) -> str:
     with and its goals apply to, whatever the load when the bench started.
     """
     return choose_engine(ranks, environ={}, load=0.0).engine
+
+
+def engine_label(engine: str, ranks: int) -> str:
+    """The engine's name in the table, with ``(default)`` when ``smddprun -np ranks`` picks it on this machine."""
+    return ENGINE_NAMES[engine] + (" (default)" if engine == default_engine(ranks) else "")
 
 
 def engine_launcher(engine: str) -> Launcher:

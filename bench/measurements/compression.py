@@ -9,7 +9,7 @@ wire format) beside it, which is computed, not measured.
 from __future__ import annotations
 
 from smddp_compat.bench.config import BenchConfig
-from smddp_compat.bench.engines import ENGINE_NAMES, default_engine, horovod_engines
+from smddp_compat.bench.engines import engine_label, horovod_engines
 from smddp_compat.bench.jobs import Job
 from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
@@ -36,9 +36,8 @@ def jobs(config: BenchConfig) -> list[Job]:
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     """fp16 / none for time and bytes, per size and engine."""
     result = MeasurementResult(NAME, TITLE)
-    default = default_engine(RANKS)
     for engine, job in _jobs(config).items():
-        name = ENGINE_NAMES[engine] + (" (default)" if engine == default else "")
+        name = engine_label(engine, RANKS)
         ok = [run for run in runs(job) if run.ok and NAME in run.ranks[0]]  # later rounds skip this part
         if not ok:
             reason = next((run.reason for run in runs(job)), "not run")

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from smddp_compat.bench.config import BenchConfig
-from smddp_compat.bench.engines import ENGINE_NAMES, default_engine, engine_launcher, horovod_engines
+from smddp_compat.bench.engines import engine_label, engine_launcher, horovod_engines
 from smddp_compat.bench.jobs import Job
 from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
 from smddp_compat.bench.stats import Summary, summarise
@@ -91,10 +91,9 @@ def collective_ops(graph_ops: dict[str, int]) -> int:
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     """Per engine and model: CPU and wall time per step, grouped pair ratios; then the engines' steps."""
     result = MeasurementResult(NAME, TITLE)
-    default = default_engine(RANKS)
     step_medians: dict[str, dict[str, float]] = {}
     for engine in horovod_engines():
-        name = ENGINE_NAMES[engine] + (" (default)" if engine == default else "")
+        name = engine_label(engine, RANKS)
         by_model = {model: list(runs(_job(config, engine, model))) for model in MODEL_NAMES}
         step_medians[engine] = _summarise_engine(result, by_model, engine, name)
     if all(step_medians.get(engine) for engine in ("gloo", "mpi")):

@@ -7,7 +7,7 @@ Goal: the per-tensor calls take at most 1.2x the grouped call. Separate eager ca
 from __future__ import annotations
 
 from smddp_compat.bench.config import BenchConfig
-from smddp_compat.bench.engines import ENGINE_NAMES, default_engine
+from smddp_compat.bench.engines import default_engine, engine_label
 from smddp_compat.bench.jobs import Job
 from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
@@ -37,7 +37,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     default = default_engine(RANKS)
     for engine, job in _jobs(config).items():
         ok = [run for run in runs(job) if run.ok and NAME in run.ranks[0]]  # later rounds skip this part
-        name = ENGINE_NAMES[engine] + (" (default)" if engine == default else "")
+        name = engine_label(engine, RANKS)
         goal = GOAL if engine == default else None
         if not ok:
             reason = next((run.reason for run in runs(job)), "not run")
