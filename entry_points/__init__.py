@@ -23,11 +23,6 @@ Importing this package imports none of them.
 """
 
 __all__ = [
-    "common",
-    "dtensor_mnist_core",
-    "dtensor_sentiment",
-    "horovod_mnist",
-    "keras_mwms",
-    "parameter_server_mnist",
+    "common", "dtensor_mnist_core", "dtensor_sentiment", "horovod_mnist", "keras_mwms", "parameter_server_mnist",
     "smddp_mnist",
 ]

@@ -49,22 +49,12 @@ from smddp_compat.entry_points.common.datasets import load_mnist
 from smddp_compat.entry_points.common.dtensor_export import check_reloaded, write_saved_model
 from smddp_compat.entry_points.common.dtensor_layers import MLP
 from smddp_compat.entry_points.common.dtensor_mesh import (
-    ClientTopology,
-    HostCopy,
-    build_mesh,
-    initialize_devices,
-    resolve_total_devices,
-)
+    ClientTopology, HostCopy, build_mesh, initialize_devices, resolve_total_devices)
 from smddp_compat.entry_points.common.dtensor_optimizers import Adam
 from smddp_compat.entry_points.common.dtensor_training import MeshCheckpoint, classifier_steps, evaluate, train_epochs
 from smddp_compat.entry_points.common.errors import HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
-    boolean,
-    non_negative_int,
-    parse_hyperparameters,
-    positive_float,
-    positive_int,
-)
+    boolean, non_negative_int, parse_hyperparameters, positive_float, positive_int)
 from smddp_compat.entry_points.common.lifecycle import run_entry_point
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.model_artifacts import write_summary

@@ -78,12 +78,7 @@ if __package__ in (None, ""):
 # Nothing above TensorFlow's import may import it: the Keras flavour is chosen (and refusals made) before it.
 from smddp_compat.entry_points.common.errors import ClusterConfigError, EntryPointError, HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
-    boolean,
-    non_negative_int,
-    parse_hyperparameters,
-    positive_float,
-    positive_int,
-)
+    boolean, non_negative_int, parse_hyperparameters, positive_float, positive_int)
 from smddp_compat.entry_points.common.lifecycle import run_entry_point, write_failure
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.training_env import TrainingEnv, add_output_dir_arguments
@@ -92,13 +87,7 @@ from smddp_compat.cluster import Cluster, endpoints, mwms_tf_config, uniform_pla
 from smddp_compat.errors import SmddpError
 
 __all__ = [
-    "STRATEGIES",
-    "StrategyPlan",
-    "build_parser",
-    "global_batch_size",
-    "main",
-    "plan_strategy",
-    "select_keras_flavour",
+    "STRATEGIES", "StrategyPlan", "build_parser", "global_batch_size", "main", "plan_strategy", "select_keras_flavour",
     "tf_config_from_env",
 ]
 

@@ -59,12 +59,7 @@ from smddp_compat.entry_points.common.checkpoints import io_on_this_process, res
 from smddp_compat.entry_points.common.datasets import load_mnist
 from smddp_compat.entry_points.common.errors import HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
-    boolean,
-    non_negative_int,
-    parse_hyperparameters,
-    positive_float,
-    positive_int,
-)
+    boolean, non_negative_int, parse_hyperparameters, positive_float, positive_int)
 from smddp_compat.entry_points.common.keras_flavor import build_optimizer, is_keras3, keras_name
 from smddp_compat.entry_points.common.lifecycle import run_entry_point, termination_requested, write_failure
 from smddp_compat.entry_points.common.metric_lines import MetricLogger

@@ -38,12 +38,7 @@ from smddp_compat.entry_points.common.checkpoints import restore_latest, save_ch
 from smddp_compat.entry_points.common.datasets import load_mnist
 from smddp_compat.entry_points.common.errors import HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
-    boolean,
-    non_negative_int,
-    parse_hyperparameters,
-    positive_float,
-    positive_int,
-)
+    boolean, non_negative_int, parse_hyperparameters, positive_float, positive_int)
 from smddp_compat.entry_points.common.keras_flavor import build_optimizer, keras_name, optimizer_variables
 from smddp_compat.entry_points.common.lifecycle import run_entry_point, termination_requested
 from smddp_compat.entry_points.common.metric_lines import MetricLogger

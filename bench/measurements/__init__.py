@@ -5,16 +5,7 @@ Each module has ``NAME``, ``TITLE``, ``jobs(config) -> list[Job]`` (the jobs it 
 """
 
 from smddp_compat.bench.measurements import (
-    bandwidth,
-    compression,
-    memory,
-    overhead,
-    profile,
-    scaling,
-    small_tensors,
-    startup,
-    strategies,
-)
+    bandwidth, compression, memory, overhead, profile, scaling, small_tensors, startup, strategies)
 
 __all__ = [
     "MEASUREMENTS", "bandwidth", "compression", "memory", "overhead", "profile", "scaling", "small_tensors", "startup",

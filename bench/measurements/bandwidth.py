@@ -18,12 +18,7 @@ from typing import Any
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import (
-    ENGINE_NAMES,
-    default_engine,
-    engine_launcher,
-    horovod_engines,
-    mpi_unavailable_reason,
-)
+    ENGINE_NAMES, default_engine, engine_launcher, horovod_engines, mpi_unavailable_reason)
 from smddp_compat.bench.jobs import Job, JobRun, Launcher
 from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise

@@ -26,21 +26,7 @@ Importing this package imports none of them.
 """
 
 __all__ = [
-    "checkpoints",
-    "datasets",
-    "dtensor_export",
-    "dtensor_layers",
-    "dtensor_mesh",
-    "dtensor_optimizers",
-    "dtensor_training",
-    "errors",
-    "hyperparameters",
-    "keras_flavor",
-    "lifecycle",
-    "metric_lines",
-    "mnist_model",
-    "model_artifacts",
-    "resumable_fit",
-    "tensorboard_summaries",
-    "training_env",
+    "checkpoints", "datasets", "dtensor_export", "dtensor_layers", "dtensor_mesh", "dtensor_optimizers",
+    "dtensor_training", "errors", "hyperparameters", "keras_flavor", "lifecycle", "metric_lines", "mnist_model",
+    "model_artifacts", "resumable_fit", "tensorboard_summaries", "training_env",
 ]

@@ -32,12 +32,7 @@ import numpy as np
 from smddp_compat.entry_points.common.errors import DatasetError
 
 __all__ = [
-    "MNIST_SPLIT_SEED",
-    "RT_SPLIT_SEED",
-    "load_mnist",
-    "load_rotten_tomatoes",
-    "write_channel",
-    "bundled_mnist_path",
+    "MNIST_SPLIT_SEED", "RT_SPLIT_SEED", "load_mnist", "load_rotten_tomatoes", "write_channel", "bundled_mnist_path",
     "bundled_rotten_tomatoes_path",
 ]
 

@@ -38,18 +38,8 @@ from tensorflow.experimental import dtensor
 from smddp_compat.entry_points.common.errors import ClusterConfigError, EntryPointError
 
 __all__ = [
-    "MeshConfigError",
-    "ClientTopology",
-    "DEFAULT_TOTAL_DEVICES",
-    "resolve_total_devices",
-    "initialize_devices",
-    "build_mesh",
-    "local_shards",
-    "pack_global",
-    "fetch_global",
-    "HostCopy",
-    "mesh_max",
-    "mesh_min",
+    "MeshConfigError", "ClientTopology", "DEFAULT_TOTAL_DEVICES", "resolve_total_devices", "initialize_devices",
+    "build_mesh", "local_shards", "pack_global", "fetch_global", "HostCopy", "mesh_max", "mesh_min",
 ]
 
 DEVICE_TYPE = "CPU"

@@ -24,10 +24,7 @@ from smddp_compat.entry_points.common.errors import EntryPointError
 from smddp_compat.entry_points.common.training_env import TrainingEnv, local_root
 
 __all__ = [
-    "run_entry_point",
-    "write_failure",
-    "install_termination_handler",
-    "termination_requested",
+    "run_entry_point", "write_failure", "install_termination_handler", "termination_requested",
 ]
 
 _terminate = threading.Event()
