@@ -253,7 +253,7 @@ _JOB_NAME_RULE = "1 to 63 letters, digits and '-', starting and ending with a le
 
 def job_name_problem(name: object) -> tuple[str, str] | None:
     """What is wrong with a training job name by SageMaker's rule, as ``(problem, fix)`` for a
-    :class:`~smddp_compat.errors.ConfigurationError` of the caller's package; None for a valid name.
+    the kit's :class:`~smddp_compat.errors.ConfigurationError`; None for a valid name.
 
     ``_``, ``.``, ``/``, ``..``, a leading or trailing ``-`` and more than 63 characters are refused, so a valid name
     is safe as a path segment and an S3 key part."""
@@ -313,7 +313,8 @@ def _argument_text(value: Any) -> str:
 
 
 def cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
-    """The script's arguments for its hyperparameters, in the toolkit's format.
+    """The script's arguments for its hyperparameters: sagemaker-training's rule (``mapping.to_cmd_args``), which
+    the training toolkit applies before it runs a script (the process backend applies it too).
 
     Args:
         hyperparameters: The user's hyperparameters (decoded values).

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from smddp_compat import contract
-from smddp_compat.cluster import ClusterConfigError as ClusterDescriptionError  # the base of ClusterConfigError
+from smddp_compat.cluster import ClusterConfigError
 from smddp_compat.entry_points.common.errors import EntryPointError
 from smddp_compat.entry_points.common.training_env import TrainingEnv, local_root
 
@@ -60,7 +60,7 @@ def _failure_dir(output_dir: str | os.PathLike[str] | None) -> Path:
         return Path(output_dir)
     try:
         return TrainingEnv.from_environ().output_dir
-    except (EntryPointError, ClusterDescriptionError):
+    except (EntryPointError, ClusterConfigError):
         fallback = os.environ.get(contract.SM_OUTPUT_DIR)
         return Path(fallback) if fallback else local_root(os.environ) / contract.OUTPUT_DIR
 
