@@ -252,7 +252,7 @@ _JOB_NAME_RULE = "1 to 63 letters, digits and '-', starting and ending with a le
 
 
 def job_name_problem(name: object) -> tuple[str, str] | None:
-    """What is wrong with a training job name by SageMaker's rule, as ``(problem, fix)`` for a
+    """What is wrong with a training job name by SageMaker's rule, as ``(problem, fix)`` for
     the kit's :class:`~smddp_compat.errors.ConfigurationError`; None for a valid name.
 
     ``_``, ``.``, ``/``, ``..``, a leading or trailing ``-`` and more than 63 characters are refused, so a valid name
