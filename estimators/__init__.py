@@ -15,10 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
-from smddp_compat.estimators._images import CpuImageWarning, check_image_for_instance_type, image_cuda
-from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec, known_instance_types
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
-from smddp_compat.estimators._validation import check_channel_names, check_job_name
+from smddp_compat.estimators._validation import check_channel_names, check_job_name, instance_spec
 from smddp_compat.estimators.errors import (
     ConfigurationError,
     EstimatorError,
@@ -28,6 +26,8 @@ from smddp_compat.estimators.errors import (
     NoPublishedImageError,
     UnknownInstanceTypeError,
 )
+from smddp_compat.image.cuda import CpuImageWarning, check_image_for_instance_type, image_cuda
+from smddp_compat.instance_types import InstanceSpec, known_instance_types
 
 if TYPE_CHECKING:  # pragma: no cover
     from smddp_compat.estimators._tensorflow_estimator import TensorFlow

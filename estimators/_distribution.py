@@ -21,10 +21,9 @@ from typing import Any, Mapping
 
 from smddp_compat import errors as _shared_errors
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, KINDS, DistributionConfig, HostCapacity
-from smddp_compat.strategies import Strategy
-
-from smddp_compat.estimators._instance_types import InstanceSpec
 from smddp_compat.estimators.errors import ConfigurationError
+from smddp_compat.instance_types import InstanceSpec
+from smddp_compat.strategies import Strategy
 
 __all__ = ["DistributionPlan", "plan_distribution", "host_capacity", "KINDS", "DEFAULT_DTENSOR_PORT"]
 

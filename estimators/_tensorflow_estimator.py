@@ -43,8 +43,7 @@ with sdk_v2_notices_quieted():  # the kit's own import of SDK v2: its notice is 
 
 from smddp_compat.estimators import _local_process
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
-from smddp_compat.estimators._images import check_image_for_instance_type, resolve_training_image
-from smddp_compat.estimators._instance_types import instance_spec, is_local
+from smddp_compat.estimators._images import resolve_training_image
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
 from smddp_compat.estimators._validation import (
     check_channel_names,
@@ -56,9 +55,12 @@ from smddp_compat.estimators._validation import (
     check_region,
     check_role,
     check_s3_uri,
+    instance_spec,
     resolve_region,
 )
 from smddp_compat.estimators.errors import ConfigurationError, JobError, raised_as_estimator_errors
+from smddp_compat.image.cuda import check_image_for_instance_type
+from smddp_compat.instance_types import is_local
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE", "sdk_config_without_telemetry"]
 

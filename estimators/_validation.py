@@ -1,4 +1,4 @@
-"""Checks of the estimator's plain fields (counts, role, entry point, hyperparameters), and of the values the CLI
+"""Checks of the estimator's plain fields (instance type and count, role, entry point, hyperparameters), and of the values the CLI
 turns into requests or paths (numbers, job names, S3 URIs, the region), run before any AWS call."""
 
 from __future__ import annotations
@@ -13,16 +13,36 @@ import types
 from typing import Any, Mapping
 
 from smddp_compat import contract
-from smddp_compat.estimators.errors import ConfigurationError
+from smddp_compat.estimators.errors import ConfigurationError, UnknownInstanceTypeError
+from smddp_compat.instance_types import InstanceSpec, find_instance_type, unknown_instance_type
 
 __all__ = [
-    "check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN",
+    "instance_spec", "check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN",
     "check_positive_int", "check_positive_seconds", "check_job_name", "check_s3_uri",
     "known_regions", "check_region", "resolve_region", "check_channel_names",
 ]
 
 #: An IAM role ARN in any partition: arn:aws[-cn|-us-gov]:iam::<12-digit account>:role/<path/>name.
 ROLE_ARN_PATTERN = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:role/[\w+=,.@\-/]{1,512}$")
+
+
+def instance_spec(instance_type: object, *, field: str = "instance_type") -> InstanceSpec:
+    """The spec of an instance type (:func:`smddp_compat.instance_types.find_instance_type`), refusing unknown ones.
+
+    Args:
+        instance_type: The type, e.g. ``ml.p3.16xlarge``.
+        field: The field name to put in the error.
+
+    Returns:
+        Its vCPU and GPU counts.
+
+    Raises:
+        UnknownInstanceTypeError: Not a string, or not a known type (the message suggests the closest ones).
+    """
+    spec = find_instance_type(instance_type) if isinstance(instance_type, str) else None
+    if spec is None:
+        raise UnknownInstanceTypeError(field, instance_type, *unknown_instance_type(instance_type))
+    return spec
 
 
 def check_instance_count(value: object, *, field: str = "instance_count") -> int:

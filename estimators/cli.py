@@ -30,10 +30,9 @@ import sys
 import warnings
 from typing import Any, Sequence
 
-from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
+from smddp_compat import errors as kit_errors
 from smddp_compat.cli_help import help_texts
-from smddp_compat.job_options import add_job_options
-
+from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
 from smddp_compat.estimators._jobs import (
     check_destination,
     describe_job,
@@ -50,11 +49,10 @@ from smddp_compat.estimators._validation import (
     check_s3_uri,
     resolve_region,
 )
-from smddp_compat.estimators._images import CpuImageWarning
-from smddp_compat.estimators._instance_types import LOCAL_INSTANCE_TYPES
-from smddp_compat import errors as kit_errors
-
 from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, JobTimeoutError
+from smddp_compat.image.cuda import CpuImageWarning
+from smddp_compat.instance_types import LOCAL_INSTANCE_TYPES
+from smddp_compat.job_options import add_job_options
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "distribution_from_args"]

@@ -7,6 +7,7 @@
   can be reached here);
 - :mod:`~smddp_compat.image.engine` and :mod:`~smddp_compat.image.commands`: the Docker engine and the commands run on
   it (the SageMaker twin, :mod:`smddp_compat.local_mode.docker`, runs its containers through them too);
+- :mod:`~smddp_compat.image.cuda`: whether an image has CUDA, and the warning for a GPU type given one without;
 - :mod:`~smddp_compat.image.train`: the image's ``train`` (AWS's toolkit, no shell, SIGTERM passed on);
 - ``smddp image`` (:mod:`~smddp_compat.image.__main__`): build the image, or reuse it, and print its tag.
 
@@ -14,7 +15,8 @@
     >>> ensure_image(find_engine(), base=host_base_recipe()).tag   # doctest: +SKIP
     'smddp-compat:7f1bb1d263adada8'
 
-Importing this package imports only the standard library (and :mod:`smddp_compat.errors`).
+Importing this package imports only the standard library (and the kit's runtime: :mod:`smddp_compat.errors`, the
+instance-type table).
 """
 
 from smddp_compat.image.build import (
@@ -27,6 +29,7 @@ from smddp_compat.image.build import (
     ensure_image,
     kit_root,
 )
+from smddp_compat.image.cuda import CpuImageWarning, ImageCuda, check_image_for_instance_type, image_cuda
 from smddp_compat.image.engine import Engine, find_engine
 from smddp_compat.image.errors import DockerError, DockerUnavailableError, ImageBuildError
 from smddp_compat.image.rootfs import BaseImageRecipe, host_base_recipe, image_exists
@@ -38,6 +41,10 @@ __all__ = [
     "IMAGE_REPOSITORY",
     "LATEST_TAG",
     "BaseImageRecipe",
+    "CpuImageWarning",
+    "ImageCuda",
+    "check_image_for_instance_type",
+    "image_cuda",
     "DockerError",
     "DockerUnavailableError",
     "Engine",

@@ -64,7 +64,7 @@ def test_two_hosts_of_two_processes_get_one_verdict_at_every_entry(tmp_path: Pat
     (the start warns that the processes share the cores); before, the estimator split the cores over the hosts and
     refused what smddp local ran."""
     from smddp_compat.estimators._distribution import host_capacity, plan_distribution
-    from smddp_compat.estimators._instance_types import instance_spec
+    from smddp_compat.estimators import instance_spec
     from smddp_compat.launcher import usable_cores
     from smddp_compat.local_mode import JobSpec
 

@@ -16,7 +16,7 @@ import pytest
 from tests.estimators.conftest import REPO
 
 from smddp_compat.estimators._distribution import plan_distribution
-from smddp_compat.estimators._instance_types import InstanceSpec, instance_spec
+from smddp_compat.estimators import InstanceSpec, instance_spec
 from smddp_compat.estimators._source_bundle import DTENSOR_LAUNCHER, stage_driver_dir, stage_source
 from smddp_compat.estimators.job_drivers.dtensor_launch import client_environments
 from smddp_compat.errors import ConfigurationError

@@ -24,7 +24,7 @@ def _refusal(error: BaseException) -> BaseException:
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
 def test_dtensor_plug_in(rule: Rule) -> None:
     from smddp_compat.estimators._distribution import plan_distribution
-    from smddp_compat.estimators._instance_types import instance_spec
+    from smddp_compat.estimators import instance_spec
     from smddp_compat.estimators.sdk3 import DTensor
 
     if rule.problem is None:
