@@ -59,7 +59,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name == "TensorFlow":
         try:
-            from smddp_compat.estimators._tensorflow_estimator import TensorFlow
+            from smddp_compat.estimators._tensorflow_estimator import TensorFlow  # loads the SageMaker SDK v2
         except ImportError as exc:
             raise MissingDependencyError(
                 f"smddp_compat.estimators.TensorFlow needs the SageMaker Python SDK v2 ({exc}): pip install 'sagemaker>=2.257,<3'. "

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, TextIO
 from smddp_compat.estimators._validation import check_job_name, check_positive_int, check_positive_seconds
 from smddp_compat.estimators.errors import ConfigurationError, JobError, JobTimeoutError
 from smddp_compat.job_files import UnsafeJobFileError, extract_tarball
+from smddp_compat.local_mode.metrics import metric_lines
 
 __all__ = [
     "LOG_GROUP",
@@ -86,8 +87,6 @@ def format_status(description: dict[str, Any]) -> str:
         lines.append(f"model:     {artifacts}")
     metrics = [m for m in description.get("FinalMetricDataList") or [] if isinstance(m.get("Value"), (int, float))]
     if metrics:  # each metric's last value, as SageMaker read it from the job's logs
-        from smddp_compat.local_mode.metrics import metric_lines
-
         shown = metric_lines((metric.get("MetricName"), metric["Value"]) for metric in metrics)
         lines += [f"metric:    {line}" + (f" (at {metric['Timestamp']})" if metric.get("Timestamp") else "")
                   for line, metric in zip(shown, metrics)]

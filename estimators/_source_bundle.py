@@ -25,8 +25,10 @@ import tempfile
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
+import smddp_compat
 from smddp_compat.estimators._distribution import DistributionPlan
 from smddp_compat.estimators.errors import ConfigurationError
+from smddp_compat.launcher import shim_path
 from smddp_compat.source_files import SOURCE_EXCLUDES, copy_source_tree, is_excluded, warn_left_out
 from smddp_compat.strategies import dtensor
 
@@ -65,8 +67,6 @@ def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
     Returns:
         The source paths left out.
     """
-    import smddp_compat
-
     source = compat_package_dir()
     # The parts sit inside the package only in an installed kit; a checkout keeps them beside it.
     parts = {os.path.join(source, part) for part in smddp_compat.NAMESPACE_PARTS}
@@ -121,8 +121,6 @@ def compat_package_dir() -> str:
 
 def shim_package_dir() -> str:
     """The ``smdistributed`` alias package directory provided by smddp_compat."""
-    from smddp_compat.launcher import shim_path
-
     return os.path.join(shim_path(), "smdistributed")
 
 

@@ -263,7 +263,7 @@ def _upload_channels(session: Any, channels: dict[str, str], job_name: str) -> d
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from smddp_compat.estimators import TensorFlow
+    from smddp_compat.estimators import TensorFlow  # the SageMaker SDK v2: only submit needs it
 
     if args.job_name is not None:
         check_job_name(args.job_name, "--job-name")  # before channels are uploaded under <job>/input/

@@ -15,8 +15,8 @@
     >>> ensure_image(find_engine(), base=host_base_recipe()).tag   # doctest: +SKIP
     'smddp-compat:7f1bb1d263adada8'
 
-Importing this package imports only the standard library (and the kit's runtime: :mod:`smddp_compat.errors`, the
-instance-type table).
+Importing this package imports only the standard library (and :mod:`smddp_compat.errors`); import
+:mod:`~smddp_compat.image.cuda` (it reads the instance-type table) on its own.
 """
 
 from smddp_compat.image.build import (
@@ -29,7 +29,6 @@ from smddp_compat.image.build import (
     ensure_image,
     kit_root,
 )
-from smddp_compat.image.cuda import CpuImageWarning, ImageCuda, check_image_for_instance_type, image_cuda
 from smddp_compat.image.engine import Engine, find_engine
 from smddp_compat.image.errors import DockerError, DockerUnavailableError, ImageBuildError
 from smddp_compat.image.rootfs import BaseImageRecipe, host_base_recipe, image_exists
@@ -41,10 +40,7 @@ __all__ = [
     "IMAGE_REPOSITORY",
     "LATEST_TAG",
     "BaseImageRecipe",
-    "CpuImageWarning",
-    "ImageCuda",
-    "check_image_for_instance_type",
-    "image_cuda",
+
     "DockerError",
     "DockerUnavailableError",
     "Engine",

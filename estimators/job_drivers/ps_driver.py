@@ -25,6 +25,7 @@ sys.path.insert(0, HERE)
 import hyperparameter_args  # noqa: E402  (a sibling script, found through the line above)
 from smddp_compat.cluster import Cluster, parameter_server_host_environments  # noqa: E402  (shipped beside this script)
 from smddp_compat.errors import ConfigurationError  # noqa: E402
+from smddp_compat.launcher import ProcessSpec, run_process_group  # noqa: E402
 
 _TAG = "[smddp-compat parameter-server driver]"
 
@@ -51,8 +52,6 @@ def main() -> int:
     except ConfigurationError as exc:
         print(f"{_TAG} error: {exc}", file=sys.stderr, flush=True)
         return 2
-    from smddp_compat.launcher import ProcessSpec, run_process_group  # shipped beside this script
-
     print(f"{_TAG} {current}: parameter server {hosts.index(current)} and the {role}'s script", flush=True)
     specs = [
         ProcessSpec([sys.executable, "-m", "smddp_compat.parameter_server"], {**shared, **ps_env},

@@ -25,6 +25,7 @@ sys.path.insert(0, HERE)
 
 import hyperparameter_args  # noqa: E402  (a sibling script, found through the line above)
 from smddp_compat.cluster import Cluster  # noqa: E402  (shipped beside this script)
+from smddp_compat.launcher import main as smddprun  # noqa: E402
 
 
 def _processes_per_host(config: dict, environ: dict) -> int:
@@ -41,8 +42,6 @@ def _python_path(environ: dict) -> str:
 
 
 def _single_host(pph: int, script: str, args: list[str]) -> int:
-    from smddp_compat.launcher import main as smddprun  # shipped beside this script
-
     return smddprun(["-np", str(pph), sys.executable, script, *args])
 
 
