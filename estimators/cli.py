@@ -8,18 +8,11 @@
     smddp wait JOB --timeout 3600
     smddp fetch JOB DEST   # downloads and extracts model.tar.gz
 
-``submit`` takes the job's options of ``smddp local`` in the same forms (one definition:
-:mod:`smddp_compat.job_options`: ``--source-dir``, ``--instance-count``, ``--processes-per-host``, ``--distribution``,
-``--hyperparameters NAME=VALUE ...`` (``--hp``), ``--channel NAME=PATH|s3://... ...``, ``--output``, ``--max-run``,
-``--job-name``, ``--mesh``, ``--devices-per-process``) plus the SageMaker ones. Local channel folders are uploaded
-to the session's default bucket under ``<job>/input/<name>``.
-``--instance-type local_process`` runs the job here through local_mode.
-
-Every value is checked before any AWS client is made: numbers (whole and >= 1, or finite seconds > 0), job names
-(SageMaker's rule), the fetch destination, then the job as the estimator checks it, and the region last (one
-SageMaker runs in; no region at all is its own error). The SDK's telemetry is opted out for the sessions made here.
-
-Exit codes: 0 success, 1 the job failed, 2 bad usage or configuration, 3 timed out waiting.
+``submit`` takes ``smddp local``'s job options (one definition: :mod:`smddp_compat.job_options`) plus the SageMaker
+ones; each command's ``--help`` says what it does, its exit codes and examples. Every value is checked before any
+AWS client is made: numbers (whole and >= 1, or finite seconds > 0), job names (SageMaker's rule), the fetch
+destination, then the job as the estimator checks it, and the region last (one SageMaker runs in; no region at all
+is its own error).
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ import sys
 import warnings
 from typing import Any, Sequence
 
-from smddp_compat import errors as kit_errors
 from smddp_compat.cli_help import help_texts
 from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
 from smddp_compat.estimators._jobs import (
@@ -87,14 +79,10 @@ def distribution_from_args(kind: str, processes_per_host: int | None, mesh: str 
     Raises:
         ConfigurationError: An unknown distribution, a bad value, or an option that does not apply to it.
     """
-    try:
-        config = DistributionConfig.from_flat(
-            kind, processes_per_host=processes_per_host, mesh=mesh, devices_per_process=devices_per_process,
-            custom_mpi_options=custom_mpi_options, names=_OPTION_NAMES,
-        )
-        return config.to_sdk_dict()
-    except kit_errors.ConfigurationError as exc:
-        raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
+    return DistributionConfig.from_flat(
+        kind, processes_per_host=processes_per_host, mesh=mesh, devices_per_process=devices_per_process,
+        custom_mpi_options=custom_mpi_options, names=_OPTION_NAMES,
+    ).to_sdk_dict()
 
 
 _ROLE_EXAMPLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -174,45 +162,36 @@ def build_parser() -> argparse.ArgumentParser:
     sagemaker.add_argument("--wait", action="store_true", help="wait for the job to end, showing its status changes")
     _add_wait_options(sagemaker, timeout=24 * 3600.0, what="--wait")
 
-    status = commands.add_parser("status", parents=[common], help="show a job's status", **help_texts(
-        "Show a training job's status: its state and secondary status, instances, times, artifacts and failure "
-        "reason (DescribeTrainingJob).",
-        exit_codes=[("0", "the status was shown (whatever it is)"), _AWS_CODE, _USAGE_CODE],
-        examples=[("the status of a job", "smddp status train-2026-11-21-10-00-00-000")],
-    ))
-    _add_job_argument(status)
-    logs = commands.add_parser("logs", parents=[common], help="print a job's CloudWatch logs", **help_texts(
-        "Print a training job's CloudWatch logs (/aws/sagemaker/TrainingJobs), every host's, each line prefixed "
-        "with its host ([algo-1]).",
-        exit_codes=[("0", "the logs were printed"), _AWS_CODE, _USAGE_CODE],
-        examples=[("the first 100 lines of a job's logs", "smddp logs JOB --max-events 100")],
-    ))
-    _add_job_argument(logs)
+    def job_command(name: str, summary: str, description: str, exit_codes: list, example: tuple[str, str]) -> Any:
+        command = commands.add_parser(name, parents=[common], help=summary,
+                                      **help_texts(description, exit_codes=exit_codes, examples=[example]))
+        command.add_argument("job", metavar="JOB", help="the training job's name (as smddp submit printed it)")
+        return command
+
+    job_command("status", "show a job's status", "Show a training job's status: its state and secondary status, "
+                "instances, times, artifacts and failure reason (DescribeTrainingJob).",
+                [("0", "the status was shown (whatever it is)"), _AWS_CODE, _USAGE_CODE],
+                ("the status of a job", "smddp status train-2026-11-21-10-00-00-000"))
+    logs = job_command("logs", "print a job's CloudWatch logs", "Print a training job's CloudWatch logs "
+                       "(/aws/sagemaker/TrainingJobs), every host's, each line prefixed with its host ([algo-1]).",
+                       [("0", "the logs were printed"), _AWS_CODE, _USAGE_CODE],
+                       ("the first 100 lines of a job's logs", "smddp logs JOB --max-events 100"))
     logs.add_argument("--max-events", type=int, default=None, metavar="N",
                       help="print at most N log lines (default: all)")
-    wait = commands.add_parser("wait", parents=[common], help="wait for a job to end, showing progress", **help_texts(
-        "Wait for a training job to end, printing each change of its status; then show its status.",
-        exit_codes=[("0", "the job completed"), ("1", "the job failed or was stopped, or an AWS call failed"),
-                    _USAGE_CODE, ("3", "--timeout passed (the job goes on)")],
-        examples=[("wait at most an hour, checking every minute", "smddp wait JOB --timeout 3600 --poll 60")],
-    ))
-    _add_job_argument(wait)
+    wait = job_command("wait", "wait for a job to end, showing progress",
+                       "Wait for a training job to end, printing each change of its status; then show its status.",
+                       [("0", "the job completed"), ("1", "the job failed or was stopped, or an AWS call failed"),
+                        _USAGE_CODE, ("3", "--timeout passed (the job goes on)")],
+                       ("wait at most an hour, checking every minute", "smddp wait JOB --timeout 3600 --poll 60"))
     _add_wait_options(wait, timeout=3600.0, what="smddp wait")
-    fetch = commands.add_parser("fetch", parents=[common], help="download and extract a job's model.tar.gz",
-                                **help_texts(
-        "Download a training job's model artifact (model.tar.gz) and extract it into DEST (safely: no member may "
-        "leave DEST).",
-        exit_codes=[("0", "the model was extracted"), ("1", "the job has no model, or the download or archive "
-                    "failed"), ("2", "bad usage (JOB, DEST: a new folder, or an empty one), before any AWS call")],
-        examples=[("the model of a job, into ./model", "smddp fetch JOB ./model")],
-    ))
-    _add_job_argument(fetch)
+    fetch = job_command("fetch", "download and extract a job's model.tar.gz", "Download a training job's model "
+                        "artifact (model.tar.gz) and extract it into DEST (safely: no member may leave DEST).",
+                        [("0", "the model was extracted"), ("1", "the job has no model, or the download or "
+                         "archive failed"), ("2", "bad usage (JOB, DEST: a new folder, or an empty one), before any "
+                         "AWS call")],
+                        ("the model of a job, into ./model", "smddp fetch JOB ./model"))
     fetch.add_argument("dest", metavar="DEST", help="a new or empty folder to extract the model into")
     return parser
-
-
-def _add_job_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job", metavar="JOB", help="the training job's name (as smddp submit printed it)")
 
 
 def _add_wait_options(parser: Any, *, timeout: float, what: str) -> None:
@@ -369,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             files = fetch_model(session.client("sagemaker"), session.client("s3"), args.job, args.dest)
             print(f"smddp fetch: extracted {len(files)} file(s) into {args.dest}")
         return EXIT_OK
-    except kit_errors.ConfigurationError as exc:  # the estimators' and those of what they call
+    except ConfigurationError as exc:  # the estimators' and those of what they call (the kit's one class)
         print(f"smddp {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JobTimeoutError as exc:

