@@ -46,7 +46,6 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
     ) from _exc
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
-
 from smddp_compat.estimators import (
     DEFAULT_SOURCE_EXCLUDES,
     check_image_for_instance_type,
@@ -82,6 +81,25 @@ class _KitDriven(DistributedConfig):
         """The driver's file name."""
         return self._driver_files[0]
 
+    def _distribution(self) -> dict[str, Any]:
+        """The SDK v2 ``distribution`` this config stands for (checked by the estimators' rules)."""
+        raise NotImplementedError
+
+    def check(self, instance_type: str, instance_count: int = 1, training_image: Optional[str] = None) -> None:
+        """Checks the config against a cluster (call it before ``train()``; ModelTrainer has no hook for it).
+
+        Raises:
+            ConfigurationError: Unknown instance type; for :class:`SMDDPCompat` more processes per host than it has
+                devices; for :class:`DTensor` clients that cannot share the GPUs evenly, or a mesh that does not
+                match the clients' devices (the rules of ``smddp_compat.distribution_config``).
+
+        Warns:
+            CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
+                every rank would train on the CPU (the rule of ``smddp_compat.image.cuda.image_cuda``).
+        """
+        plan_distribution(self._distribution(), spec=instance_spec(instance_type), instance_count=instance_count)
+        check_image_for_instance_type(training_image, instance_type, instance_count)
+
 
 class SMDDPCompat(_KitDriven):
     """Runs an SMDDP (``smdistributed.dataparallel.tensorflow``) or Horovod script on smddp-compat.
@@ -102,22 +120,11 @@ class SMDDPCompat(_KitDriven):
                                      custom_mpi_options=self.custom_mpi_options, names=_PLUG_IN_NAMES)
         return self
 
-    def check(self, instance_type: str, instance_count: int = 1, training_image: Optional[str] = None) -> None:
-        """Checks the config against a cluster (call it before ``train()``; ModelTrainer has no hook for it).
-
-        Raises:
-            ConfigurationError: Unknown instance type, or more processes per host than it has devices.
-
-        Warns:
-            CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
-                every rank would train on the CPU (the rule of ``smddp_compat.estimators.image_cuda``).
-        """
+    def _distribution(self) -> dict[str, Any]:
         config: dict[str, Any] = {"enabled": True}
         if self.processes_per_host is not None:
             config["processes_per_host"] = self.processes_per_host
-        plan_distribution({"smdistributed": {"dataparallel": config}}, spec=instance_spec(instance_type),
-                          instance_count=instance_count)
-        check_image_for_instance_type(training_image, instance_type, instance_count)
+        return {"smdistributed": {"dataparallel": config}}
 
 
 class DTensor(_KitDriven):
@@ -156,21 +163,9 @@ class DTensor(_KitDriven):
         )
         return self
 
-    def check(self, instance_type: str, instance_count: int = 1, training_image: Optional[str] = None) -> None:
-        """Checks the config against a cluster: the clients share the devices and the mesh fills them.
-
-        Raises:
-            ConfigurationError: Unknown instance type, clients that cannot share the GPUs evenly, or a mesh that does
-                not match the clients' devices (the rules of ``smddp_compat.distribution_config``).
-
-        Warns:
-            CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
-                every rank would train on the CPU (the rule of ``smddp_compat.estimators.image_cuda``).
-        """
-        config = {k: v for k, v in self.model_dump().items() if v is not None}
-        plan_distribution({"dtensor": {"enabled": True, **config}}, spec=instance_spec(instance_type),
-                          instance_count=instance_count)
-        check_image_for_instance_type(training_image, instance_type, instance_count)
+    def _distribution(self) -> dict[str, Any]:
+        """Checked against a cluster, the clients share the devices and the mesh fills them."""
+        return {"dtensor": {"enabled": True, **{k: v for k, v in self.model_dump().items() if v is not None}}}
 
 
 class ParameterServer(_KitDriven):
@@ -183,16 +178,5 @@ class ParameterServer(_KitDriven):
 
     _driver_files: ClassVar[tuple[str, ...]] = ("ps_driver.py",)
 
-    def check(self, instance_type: str, instance_count: int = 1, training_image: Optional[str] = None) -> None:
-        """Checks the config against a cluster (an instance type SageMaker has).
-
-        Raises:
-            ConfigurationError: Unknown instance type.
-
-        Warns:
-            CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
-                every rank would train on the CPU (the rule of ``smddp_compat.estimators.image_cuda``).
-        """
-        plan_distribution({"parameter_server": {"enabled": True}}, spec=instance_spec(instance_type),
-                          instance_count=instance_count)
-        check_image_for_instance_type(training_image, instance_type, instance_count)
+    def _distribution(self) -> dict[str, Any]:
+        return {"parameter_server": {"enabled": True}}
