@@ -193,7 +193,7 @@ def check_hyperparameters(hyperparameters: object, *, local_process: bool = Fals
             )
         if local_process and (problem := contract.hyperparameter_name_problem(key)) is not None:
             raise ConfigurationError("hyperparameters", key, *problem)
-        if hasattr(value, "to_string") and hasattr(value, "expr"):  # a SageMaker pipeline parameter
+        if _is_pipeline_variable(value):
             continue
         try:
             json.dumps(value)

@@ -1,9 +1,6 @@
 """``smddp image [--gpu] [--force] [--build-horovod] [--log FILE]`` (also ``python -m smddp_compat.image``).
 
-Builds the kit's training image if the Docker engine does not hold it yet (its base image included), or reuses it,
-and prints its tag as the last line of standard output (``smddp-compat:<digest>``, also tagged
-``smddp-compat:latest``; with ``--gpu`` the GPU image, ``smddp-compat-gpu:<digest>`` and ``smddp-compat-gpu:latest``);
-what was done and how long it took go to standard error (with ``--log``, each build step with its elapsed time too).
+Builds the kit's training image, or reuses it, and prints its tag last: what, how and where its ``--help`` says.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Two flavours, each with its own repository (a build untags the older tags of its
 * CPU (``smddp-compat``, ``image/Dockerfile``): TensorFlow 2.21 and Horovod with Gloo and MPI;
 * GPU (``smddp-compat-gpu``, ``image/Dockerfile.gpu``, ``smddp image --gpu``): ``tensorflow[and-cuda]`` and Horovod
   with NCCL as well, for GPU instance types; labelled ``org.smddp-compat.cuda=12`` (the CPU image ``=none``), which
-  is how the kit tells them apart (:mod:`smddp_compat.estimators.instance_types`).
+  is how the kit tells them apart (:mod:`smddp_compat.image.cuda`).
 
 The context is assembled in a temporary folder from the kit's checkout:
 
@@ -78,8 +78,7 @@ _GPU_BUILD_SECONDS = 7200.0
 # The image's Python, per Debian release (what python3-venv brings): the wheel cache key's "py" part.
 _DEBIAN_PYTHON = {"bookworm": "311"}
 _SKIPPED = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", "*.egg-info")
-_DOCKERFILE = "image/Dockerfile"
-_DOCKERFILES: dict[str, str] = {"cpu": _DOCKERFILE, "gpu": "image/Dockerfile.gpu"}
+_DOCKERFILES: dict[str, str] = {"cpu": "image/Dockerfile", "gpu": "image/Dockerfile.gpu"}
 _REPOSITORIES: dict[str, str] = {"cpu": IMAGE_REPOSITORY, "gpu": GPU_IMAGE_REPOSITORY}
 # What each flavour's stack/ holds besides setup.sh and the generated pyproject.toml.
 _STACK_FILES: dict[str, tuple[str, ...]] = {"cpu": ("constraints.txt",), "gpu": ("constraints.txt", "constraints-gpu.txt")}
@@ -129,7 +128,7 @@ def kit_root() -> Path:
         ImageBuildError: The kit is installed without its sources (e.g. from a wheel).
     """
     root = Path(__file__).resolve().parents[1]
-    for needed in ("setup.sh", "pyproject.toml", "constraints.txt", _DOCKERFILE, *_DOCKERFILES.values()):
+    for needed in ("setup.sh", "pyproject.toml", "constraints.txt", *_DOCKERFILES.values()):
         if not (root / needed).is_file():
             raise ImageBuildError(
                 "build context",
