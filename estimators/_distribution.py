@@ -19,9 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from smddp_compat import errors as _shared_errors
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, KINDS, DistributionConfig, HostCapacity
-from smddp_compat.estimators.errors import ConfigurationError
 from smddp_compat.instance_types import InstanceSpec
 from smddp_compat.strategies import Strategy
 
@@ -90,11 +88,8 @@ def plan_distribution(
             process count the instance cannot hold, or a DTensor mesh that does not match the devices.
     """
     original = dict(distribution) if isinstance(distribution, Mapping) else {}
-    try:
-        given = DistributionConfig.from_sdk_dict(distribution)
-        config = given.resolve(host_capacity(spec, instance_count), instance_count)
-    except _shared_errors.ConfigurationError as exc:
-        raise ConfigurationError(exc.field, exc.value, exc.problem, exc.fix) from None
+    given = DistributionConfig.from_sdk_dict(distribution)
+    config = given.resolve(host_capacity(spec, instance_count), instance_count)
     strategy = config.strategy
     return DistributionPlan(config.kind, config.processes_per_host or 1, config.custom_mpi_options,
                             strategy.estimator_distribution(config), original=original,

@@ -13,10 +13,6 @@ While it is set the SDK neither warns nor records the feature as warned, so the 
 (``sagemaker.tensorflow.TensorFlow(...)``, ``sagemaker.model.Model(...)``) still warns as the SDK decides. A user
 who set the variable keeps it as set.
 
-The kit's sessions also opt out of the SDK's telemetry (``TelemetryOptOut``, see
-:func:`smddp_compat.estimators._tensorflow_estimator.sdk_config_without_telemetry`); ``local_process`` jobs never
-reach the SDK's ``fit`` (whose telemetry decorator is the one an estimator run would trigger).
-
 Standard library only: this module must not import ``sagemaker`` (that import is what prints the first notice).
 """
 

@@ -17,6 +17,7 @@ The estimator stages a directory, hands it to the SDK as ``source_dir`` (the SDK
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import json
 import logging
 import os
@@ -35,7 +36,6 @@ from smddp_compat.strategies import dtensor
 __all__ = [
     "DEFAULT_SOURCE_EXCLUDES",
     "DTENSOR_LAUNCHER",
-    "DTENSOR_CONFIG",
     "StagedSource",
     "stage_source",
     "is_excluded",
@@ -50,8 +50,6 @@ logger = logging.getLogger(__name__)
 #: Name patterns (matched against every path component) never uploaded with a job's code: the kit's one list.
 DEFAULT_SOURCE_EXCLUDES: tuple[str, ...] = SOURCE_EXCLUDES
 DTENSOR_LAUNCHER = dtensor.LAUNCHER_NAME
-DTENSOR_CONFIG = dtensor.LAUNCHER_CONFIG
-_ADDED_NAMES = ("smddp_compat", "smdistributed", DTENSOR_LAUNCHER, DTENSOR_CONFIG)
 
 
 def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
@@ -82,11 +80,8 @@ def copy_filtered(
     root: str | None = None,
     leave_out: Collection[str] = (),
 ) -> list[str]:
-    """Copies a file or a tree by the kit's one rule (:func:`smddp_compat.source_files.copy_source_tree`).
-
-    Excluded names are left out; a link to a file inside ``root`` is copied as that file; a link to a folder is not
-    followed (so a loop such as ``src/pkg/loop -> ..`` cannot multiply the upload); links leading out of ``root``,
-    FIFOs, devices and sockets are left out and named in a warning.
+    """Copies a file or a tree by the kit's one rule (:func:`smddp_compat.source_files.copy_source_tree`), naming
+    what it left out in a warning.
 
     Args:
         source: A file or directory.
@@ -108,8 +103,6 @@ def copy_filtered(
 
 def compat_package_dir() -> str:
     """The directory of the installed ``smddp_compat`` package (found without importing TensorFlow)."""
-    import importlib.util
-
     spec = importlib.util.find_spec("smddp_compat")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigurationError(
@@ -135,14 +128,12 @@ class StagedSource:
 
     Attributes:
         directory: The staged directory (pass as ``source_dir``).
-        entry_point: The entry point relative to it.
-        user_entry_point: The user's script relative to it (differs for DTensor, where the launcher runs it).
+        entry_point: The entry point relative to it (for DTensor the launcher, which runs the user's script).
         skipped: Source paths left out by the exclusions.
     """
 
     directory: str
     entry_point: str
-    user_entry_point: str
     skipped: list[str]
 
     def cleanup(self) -> None:
@@ -208,7 +199,7 @@ def stage_source(
             run = driver.name
         if skipped:
             logger.info("left out of the uploaded source: %s", ", ".join(skipped))
-        return StagedSource(staging, run, user_entry, skipped)
+        return StagedSource(staging, run, skipped)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -54,6 +54,7 @@ from smddp_compat.estimators._validation import (
     check_positive_int,
     check_region,
     check_role,
+    _is_pipeline_variable,
     check_s3_uri,
     instance_spec,
     resolve_region,
@@ -438,10 +439,6 @@ class TensorFlow(_SdkTensorFlow):
         estimator._current_job_name = training_job_name
         estimator.local_result = None
         return estimator
-
-
-def _is_pipeline_variable(value: object) -> bool:
-    return hasattr(value, "to_string") and hasattr(value, "expr")
 
 
 def sdk_config_without_telemetry(boto_session: Any = None) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
@@ -212,14 +211,8 @@ def ensure_base_image(
     say = (lambda text: (stream.write(text + "\n"), stream.flush())) if stream else (lambda text: None)
     try:
         say(f"==> base image {tag}: debootstrap {recipe.variant} {recipe.suite} from {recipe.mirror}")
-        argv = [
-            debootstrap,
-            f"--variant={recipe.variant}",
-            f"--include={','.join(recipe.include)}",
-            recipe.suite,
-            str(root),
-            recipe.mirror,
-        ]
+        argv = [debootstrap, f"--variant={recipe.variant}", f"--include={','.join(recipe.include)}", recipe.suite,
+                str(root), recipe.mirror]
         result = run_command(argv, timeout=_DEBOOTSTRAP_SECONDS, log_path=log_path)
         _check(result.ok, "debootstrap", result.describe(), log_path)
         _write_sources(root, recipe)
@@ -244,20 +237,13 @@ def ensure_base_image(
 
 
 def _import(engine: Engine, root: Path, tag: str, recipe: BaseImageRecipe, log_path: str | None) -> None:
-    changes: Sequence[str] = (
-        'CMD ["/bin/bash"]',
-        "ENV LANG=C.UTF-8",
-        f"LABEL org.smddp-compat.base-recipe={recipe.digest()}",
-    )
+    changes = ('CMD ["/bin/bash"]', "ENV LANG=C.UTF-8", f"LABEL org.smddp-compat.base-recipe={recipe.digest()}")
     tar = subprocess.Popen(  # noqa: S603,S607 - argument list
         ["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", "-", "."],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )
     try:
-        argv = [engine.docker, "import"]
-        for change in changes:
-            argv += ["--change", change]
+        argv = [engine.docker, "import", *(part for change in changes for part in ("--change", change))]
         assert tar.stdout is not None
         result = run_command([*argv, "-", tag], timeout=_IMPORT_SECONDS, log_path=log_path, stdin=tar.stdout)
         tar.stdout.close()
