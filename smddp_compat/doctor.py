@@ -105,7 +105,7 @@ class _Mode:
     timeout: float
 
     @property
-    def docker_required(self) -> bool:
+    def ci_required(self) -> bool:  # docker, image and sdk-v3 FAIL (REQUIRED_RULE)
         return self.ci and not self.setup
 
 
@@ -354,7 +354,7 @@ def _kit_socket_answers(docker: str) -> bool:
 def _docker_check(mode: _Mode) -> tuple[Check, Any]:
     """The engine as the kit finds it (:func:`smddp_compat.image.engine.find_engine`: ``DOCKER_HOST`` or the
     default socket, never another one), and the engine (or None)."""
-    required = mode.docker_required
+    required = mode.ci_required
     try:
         engine = find_engine()
     except DockerUnavailableError as exc:
@@ -401,7 +401,7 @@ def _image_label(engine: Any, name: str) -> str | None:
 
 
 def _image_check(mode: _Mode, engine: Any) -> Check:
-    required = mode.docker_required
+    required = mode.ci_required
     name = mode.image or LATEST_TAG
     if engine is None:
         return _problem("image", required, f"{name}: not checked, no Docker engine (see `docker`)", _START_ENGINE)
@@ -447,7 +447,7 @@ def _sdk_v2_check() -> Check:
 def _sdk_v3_check(mode: _Mode) -> Check:
     venv = Path(os.environ.get("SDK3_VENV", "") or kit_checkout() / ".venv-sdk3")
     python = venv / "bin" / "python"
-    required = mode.ci and not mode.setup
+    required = mode.ci_required
     fix = "run `bash estimators/sdk3/setup_venv.sh` (creates .venv-sdk3 with sagemaker 3)"
     if not python.exists():
         if required:
