@@ -95,13 +95,8 @@ def run_command(
     log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115 - closed below
     try:
         popen = subprocess.Popen(  # noqa: S603 - argument list, no shell
-            list(argv),
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
+            list(argv), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
         )
 
         def pump() -> None:
@@ -147,13 +142,8 @@ def capture(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | Non
     """
     try:
         done = subprocess.run(  # noqa: S603 - argument list, no shell
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=timeout,
-            env=dict(env) if env is not None else None,
-            check=False,
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+            env=dict(env) if env is not None else None, check=False,
         )
     except subprocess.TimeoutExpired:
         return None, ""

@@ -17,7 +17,7 @@ class DockerError(SmddpError):
 
 
 class DockerUnavailableError(DockerError):
-    """The docker CLI, docker compose or the Docker daemon cannot be used; the message says how to fix it."""
+    """The docker CLI or the Docker daemon cannot be used; the message says how to fix it."""
 
 
 class ImageBuildError(DockerError):
