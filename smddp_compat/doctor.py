@@ -294,11 +294,8 @@ def _nvidia_smi_gpus() -> int:
     tool = shutil.which("nvidia-smi")
     if tool is None:
         return 0
-    try:
-        done = subprocess.run([tool, "-L"], capture_output=True, text=True, timeout=15, check=False)  # noqa: S603
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU ")) if done.returncode == 0 else 0
+    code, listing = capture([tool, "-L"], timeout=15)
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU ")) if code == 0 else 0
 
 
 def _gpus_check(stack: dict[str, Any]) -> Check:
@@ -341,14 +338,9 @@ def _mpirun_check() -> Check:
 def _kit_socket_answers(docker: str) -> bool:
     if not Path(KIT_DOCKER_SOCKET).exists():
         return False
-    try:
-        done = subprocess.run(  # noqa: S603
-            [docker, "--host", f"unix://{KIT_DOCKER_SOCKET}", "version", "--format", "{{.Server.Version}}"],
-            capture_output=True, text=True, timeout=15, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+    code, _ = capture([docker, "--host", f"unix://{KIT_DOCKER_SOCKET}", "version", "--format", "{{.Server.Version}}"],
+                      timeout=15)
+    return code == 0
 
 
 def _docker_check(mode: _Mode) -> tuple[Check, Any]:

@@ -6,6 +6,7 @@ place of (or around) the user's script, for what SageMaker's toolkit does not la
   DTENSOR_CLIENT_ID and DTENSOR_JOB_NAME from SM_HOSTS / SM_CURRENT_HOST and starts the user's script.
 - ``dtensor_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.DTensor` (reuses ``dtensor_launch``).
 - ``smddp_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.SMDDPCompat`.
+- ``ps_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.ParameterServer`.
 
 They are run as scripts (``python dtensor_launch.py ...``), never imported by the estimators package itself.
 """
