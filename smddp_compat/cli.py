@@ -1,10 +1,4 @@
-"""The ``smddp`` command: one entry point for the kit's subcommands.
-
-    smddp local [ENTRY_POINT] ...     run a SageMaker job on this machine (local_mode)
-    smddp submit ENTRY_POINT ...      submit it to SageMaker (estimators); also status, logs, wait, fetch
-    smddp bench ...                   run the benchmarks (bench/)
-    smddp image [--gpu] [--force] [--log F]   build or reuse the training image (--gpu: CUDA 12 + NCCL); tag last
-    smddp shim-path                   print the directory holding the smdistributed alias
+"""The ``smddp`` command: one entry point for the kit's subcommands (:data:`SUBCOMMANDS`, and ``shim-path``).
 
 ``smddp --help`` lists the commands; ``smddp <command> --help`` gives a command's options, exit codes and examples
 (every command's help is laid out by :mod:`smddp_compat.cli_help`).
