@@ -15,7 +15,6 @@ from smddp_compat.estimators._validation import check_job_name, check_positive_i
 from smddp_compat.estimators.errors import ConfigurationError, JobError, JobTimeoutError
 from smddp_compat.job_files import UnsafeJobFileError, extract_tarball
 from smddp_compat.local_mode.metrics import metric_lines
-from smddp_compat.local_mode.s3 import parse_s3_uri
 
 __all__ = [
     "LOG_GROUP",
@@ -26,6 +25,7 @@ __all__ = [
     "iter_log_events",
     "wait_for_job",
     "fetch_model",
+    "split_s3_uri",
 ]
 
 #: CloudWatch Logs group SageMaker writes training jobs' output to (one stream per host: ``<job>/algo-N-<time>``).
@@ -205,6 +205,18 @@ def wait_for_job(
         sleep(min(poll, max(0.0, timeout - elapsed)))
 
 
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key`` -> ``(bucket, key)``.
+
+    Raises:
+        ConfigurationError: Not an ``s3://bucket/key`` URI.
+    """
+    if not uri.startswith("s3://") or "/" not in uri[5:] or not uri[5:].split("/", 1)[0]:
+        raise ConfigurationError("S3 URI", uri, "is not of the form s3://bucket/key", "pass an s3://bucket/key URI")
+    bucket, key = uri[5:].split("/", 1)
+    return bucket, key
+
+
 def check_destination(destination: object, field: str = "DEST") -> str:
     """Checks where :func:`fetch_model` may put a model: a path it can create, or an empty directory it replaces.
 
@@ -276,7 +288,7 @@ def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destinatio
             job_name, f"training job {job_name!r} has no model artifact (status {description.get('TrainingJobStatus')})",
             status=description.get("TrainingJobStatus"),
         )
-    model = parse_s3_uri(uri, "ModelArtifacts.S3ModelArtifacts")
+    bucket, key = split_s3_uri(uri)
     parent = os.path.dirname(destination)
     try:
         os.makedirs(parent, exist_ok=True)
@@ -289,7 +301,7 @@ def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destinatio
     try:
         archive = os.path.join(scratch, "model.tar.gz")
         try:
-            s3_client.download_file(model.bucket, model.prefix, archive)
+            s3_client.download_file(bucket, key, archive)
         except Exception as exc:
             raise _client_error(job_name, exc, f"downloading {uri} of") from exc
         extracted = os.path.join(scratch, "model")
