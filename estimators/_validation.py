@@ -1,5 +1,5 @@
-"""Checks of the estimator's plain fields (instance type and count, role, entry point, hyperparameters), and of the values the CLI
-turns into requests or paths (numbers, job names, S3 URIs, the region), run before any AWS call."""
+"""Checks of the estimator's plain fields (instance type and count, role, entry point, hyperparameters), and of the
+values the CLI turns into requests or paths (numbers, job names, S3 URIs, the region), run before any AWS call."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from smddp_compat.estimators.errors import ConfigurationError, UnknownInstanceTy
 from smddp_compat.instance_types import InstanceSpec, find_instance_type, unknown_instance_type
 
 __all__ = [
-    "instance_spec", "check_instance_count", "check_role", "check_entry_point", "check_hyperparameters", "ROLE_ARN_PATTERN",
-    "check_positive_int", "check_positive_seconds", "check_job_name", "check_s3_uri",
+    "instance_spec", "check_instance_count", "check_role", "check_entry_point", "check_hyperparameters",
+    "ROLE_ARN_PATTERN", "check_positive_int", "check_positive_seconds", "check_job_name", "check_s3_uri",
     "known_regions", "check_region", "resolve_region", "check_channel_names",
 ]
 
