@@ -18,12 +18,7 @@ from smddp_compat.estimators._distribution import DistributionPlan, plan_distrib
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 from smddp_compat.estimators._validation import check_channel_names, check_job_name, instance_spec
 from smddp_compat.estimators.errors import (
-    ConfigurationError,
-    EstimatorError,
-    JobError,
-    JobTimeoutError,
-    MissingDependencyError,
-    NoPublishedImageError,
+    ConfigurationError, EstimatorError, JobError, JobTimeoutError, MissingDependencyError, NoPublishedImageError,
     UnknownInstanceTypeError,
 )
 from smddp_compat.image.cuda import CpuImageWarning, check_image_for_instance_type, image_cuda
@@ -33,26 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from smddp_compat.estimators._tensorflow_estimator import TensorFlow
 
 __all__ = [
-    "TensorFlow",
-    "DEFAULT_SOURCE_EXCLUDES",
-    "DistributionPlan",
-    "InstanceSpec",
-    "plan_distribution",
-    "instance_spec",
-    "known_instance_types",
-    "CpuImageWarning",
-    "check_image_for_instance_type",
-    "image_cuda",
-    "check_channel_names",
-    "check_job_name",
-    "stage_driver_dir",
-    "ConfigurationError",
-    "EstimatorError",
-    "JobError",
-    "JobTimeoutError",
-    "MissingDependencyError",
-    "NoPublishedImageError",
-    "UnknownInstanceTypeError",
+    "TensorFlow", "DEFAULT_SOURCE_EXCLUDES", "DistributionPlan", "InstanceSpec", "plan_distribution", "instance_spec",
+    "known_instance_types", "CpuImageWarning", "check_image_for_instance_type", "image_cuda", "check_channel_names",
+    "check_job_name", "stage_driver_dir", "ConfigurationError", "EstimatorError", "JobError", "JobTimeoutError",
+    "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError",
 ]
 
 

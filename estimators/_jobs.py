@@ -17,15 +17,8 @@ from smddp_compat.job_files import UnsafeJobFileError, extract_tarball
 from smddp_compat.local_mode.metrics import metric_lines
 
 __all__ = [
-    "LOG_GROUP",
-    "TERMINAL_STATUSES",
-    "LogEvent",
-    "describe_job",
-    "format_status",
-    "iter_log_events",
-    "wait_for_job",
-    "fetch_model",
-    "split_s3_uri",
+    "LOG_GROUP", "TERMINAL_STATUSES", "LogEvent", "describe_job", "format_status", "iter_log_events", "wait_for_job",
+    "fetch_model", "split_s3_uri",
 ]
 
 #: CloudWatch Logs group SageMaker writes training jobs' output to (one stream per host: ``<job>/algo-N-<time>``).

@@ -34,15 +34,8 @@ from smddp_compat.source_files import SOURCE_EXCLUDES, copy_source_tree, is_excl
 from smddp_compat.strategies import dtensor
 
 __all__ = [
-    "DEFAULT_SOURCE_EXCLUDES",
-    "DTENSOR_LAUNCHER",
-    "StagedSource",
-    "stage_source",
-    "is_excluded",
-    "copy_filtered",
-    "compat_package_dir",
-    "shim_package_dir",
-    "stage_driver_dir",
+    "DEFAULT_SOURCE_EXCLUDES", "DTENSOR_LAUNCHER", "StagedSource", "stage_source", "is_excluded", "copy_filtered",
+    "compat_package_dir", "shim_package_dir", "stage_driver_dir",
 ]
 
 logger = logging.getLogger(__name__)

@@ -46,18 +46,8 @@ from smddp_compat.estimators._distribution import DistributionPlan, plan_distrib
 from smddp_compat.estimators._images import resolve_training_image
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
 from smddp_compat.estimators._validation import (
-    check_channel_names,
-    check_entry_point,
-    check_hyperparameters,
-    check_instance_count,
-    check_job_name,
-    check_positive_int,
-    check_region,
-    check_role,
-    _is_pipeline_variable,
-    check_s3_uri,
-    instance_spec,
-    resolve_region,
+    check_channel_names, check_entry_point, check_hyperparameters, check_instance_count, check_job_name,
+    check_positive_int, check_region, check_role, _is_pipeline_variable, check_s3_uri, instance_spec, resolve_region,
 )
 from smddp_compat.estimators.errors import ConfigurationError, JobError, raised_as_estimator_errors
 from smddp_compat.image.cuda import check_image_for_instance_type

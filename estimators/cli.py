@@ -26,20 +26,10 @@ from typing import Any, Sequence
 from smddp_compat.cli_help import help_texts
 from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
 from smddp_compat.estimators._jobs import (
-    check_destination,
-    describe_job,
-    fetch_model,
-    format_status,
-    iter_log_events,
-    wait_for_job,
+    check_destination, describe_job, fetch_model, format_status, iter_log_events, wait_for_job,
 )
 from smddp_compat.estimators._validation import (
-    check_channel_names,
-    check_job_name,
-    check_positive_int,
-    check_positive_seconds,
-    check_s3_uri,
-    resolve_region,
+    check_channel_names, check_job_name, check_positive_int, check_positive_seconds, check_s3_uri, resolve_region,
 )
 from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, JobTimeoutError
 from smddp_compat.image.cuda import CpuImageWarning

@@ -20,14 +20,7 @@ Importing this package imports only the standard library (and :mod:`smddp_compat
 """
 
 from smddp_compat.image.build import (
-    CUDA_LABEL,
-    GPU_IMAGE_REPOSITORY,
-    GPU_LATEST_TAG,
-    IMAGE_REPOSITORY,
-    LATEST_TAG,
-    ImageBuild,
-    ensure_image,
-    kit_root,
+    CUDA_LABEL, GPU_IMAGE_REPOSITORY, GPU_LATEST_TAG, IMAGE_REPOSITORY, LATEST_TAG, ImageBuild, ensure_image, kit_root,
 )
 from smddp_compat.image.engine import Engine, find_engine
 from smddp_compat.image.errors import DockerError, DockerUnavailableError, ImageBuildError

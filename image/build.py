@@ -49,20 +49,8 @@ from smddp_compat.image.errors import ImageBuildError
 from smddp_compat.image.rootfs import BaseImageRecipe, ensure_base_image, host_codename, image_exists
 
 __all__ = [
-    "IMAGE_REPOSITORY",
-    "LATEST_TAG",
-    "GPU_IMAGE_REPOSITORY",
-    "GPU_LATEST_TAG",
-    "repository",
-    "CUDA_LABEL",
-    "Flavor",
-    "ImageBuild",
-    "BUILD_LOCK",
-    "one_build_at_a_time",
-    "kit_root",
-    "ensure_image",
-    "assemble_context",
-    "context_digest",
+    "IMAGE_REPOSITORY", "LATEST_TAG", "GPU_IMAGE_REPOSITORY", "GPU_LATEST_TAG", "repository", "CUDA_LABEL", "Flavor",
+    "ImageBuild", "BUILD_LOCK", "one_build_at_a_time", "kit_root", "ensure_image", "assemble_context", "context_digest",
     "checkout_context",
 ]
 

@@ -30,17 +30,9 @@ import os
 import sys
 from typing import Any, Mapping, Sequence
 
-from smddp_compat.cluster import (
-    Cluster,
-    dtensor_environments,
-    endpoints,
-    uniform_placements,
-)
+from smddp_compat.cluster import Cluster, dtensor_environments, endpoints, uniform_placements
 from smddp_compat.distribution_config import (
-    DEFAULT_DTENSOR_JOB_NAME,
-    DEFAULT_DTENSOR_PORT,
-    DistributionConfig,
-    HostCapacity,
+    DEFAULT_DTENSOR_JOB_NAME, DEFAULT_DTENSOR_PORT, DistributionConfig, HostCapacity,
 )
 from smddp_compat.errors import ConfigurationError
 from smddp_compat.launcher import ProcessSpec, run_process_group

@@ -47,11 +47,7 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
 from smddp_compat.estimators import (
-    DEFAULT_SOURCE_EXCLUDES,
-    check_image_for_instance_type,
-    instance_spec,
-    plan_distribution,
-    stage_driver_dir,
+    DEFAULT_SOURCE_EXCLUDES, check_image_for_instance_type, instance_spec, plan_distribution, stage_driver_dir,
 )
 
 __all__ = ["SMDDPCompat", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS"]
