@@ -46,18 +46,7 @@ def instance_spec(instance_type: object, *, field: str = "instance_type") -> Ins
 
 
 def check_instance_count(value: object, *, field: str = "instance_count") -> int:
-    """Checks an instance count.
-
-    Args:
-        value: The count given.
-        field: The field name for the error.
-
-    Returns:
-        The count.
-
-    Raises:
-        ConfigurationError: Not an integer >= 1.
-    """
+    """The instance count ``value``; a ConfigurationError naming ``field`` when it is not an integer >= 1."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigurationError(field, value, "must be an integer >= 1", "use e.g. instance_count=1 or 2")
     return value
@@ -211,38 +200,18 @@ def _is_pipeline_variable(value: object) -> bool:
 
 
 def check_positive_int(value: object, field: str, example: str) -> int:
-    """Checks a count or a number of seconds or GB that must be a whole number >= 1.
-
-    Args:
-        value: The value given.
-        field: The option or field, as the user wrote it (``--max-run``, ``volume_size``).
-        example: A correct use, for the fix (``--max-run 86400``).
-
-    Returns:
-        The value.
-
-    Raises:
-        ConfigurationError: Not an int (bool, float, NaN and infinities included) or < 1.
-    """
+    """``value``, a count or a number of seconds or GB, once it is a whole number >= 1; else a ConfigurationError
+    naming ``field`` as the user wrote it (``--max-run``, ``volume_size``) with ``example`` as the fix
+    (``--max-run 86400``). Bools, floats, NaN and infinities are refused."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigurationError(field, value, "must be an integer >= 1", f"give a whole number, e.g. {example}")
     return value
 
 
 def check_positive_seconds(value: object, field: str, example: str) -> float:
-    """Checks a duration in seconds: a finite number > 0.
-
-    Args:
-        value: The value given.
-        field: The option or field (``--timeout``).
-        example: A correct use, for the fix (``--timeout 3600``).
-
-    Returns:
-        The value as a float.
-
-    Raises:
-        ConfigurationError: Not a number, NaN, infinite, zero or negative.
-    """
+    """``value``, a duration in seconds, as a float once it is a finite number > 0; else (not a number, NaN,
+    infinite, zero or negative) a ConfigurationError naming ``field`` (``--timeout``) with ``example`` as the fix
+    (``--timeout 3600``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigurationError(
             field, value, "must be a finite number of seconds > 0", f"give a number of seconds, e.g. {example}"
@@ -251,18 +220,9 @@ def check_positive_seconds(value: object, field: str, example: str) -> float:
 
 
 def check_job_name(name: object, field: str = "job_name") -> str:
-    """Checks a training job name by SageMaker's rule, before it is sent or becomes part of an S3 key or a path.
-
-    Args:
-        name: The name given.
-        field: The option or field (``JOB``, ``--job-name``, ``job_name``).
-
-    Returns:
-        The name.
-
-    Raises:
-        ConfigurationError: Not a name by SageMaker's rule (:func:`smddp_compat.contract.job_name_problem`).
-    """
+    """``name`` once it passes SageMaker's job-name rule (:func:`smddp_compat.contract.job_name_problem`), checked
+    before it is sent or becomes part of an S3 key or a path; else a ConfigurationError naming ``field`` (``JOB``,
+    ``--job-name``, ``job_name``)."""
     problem = contract.job_name_problem(name)
     if problem is not None:
         raise ConfigurationError(field, name, *problem)
@@ -270,18 +230,8 @@ def check_job_name(name: object, field: str = "job_name") -> str:
 
 
 def check_s3_uri(uri: object, field: str) -> str:
-    """Checks an ``s3://bucket[/prefix]`` URI (a pipeline parameter passes as it is).
-
-    Args:
-        uri: The value given.
-        field: The option or field (``output_path``).
-
-    Returns:
-        The URI.
-
-    Raises:
-        ConfigurationError: Not a string starting with ``s3://`` and a bucket name.
-    """
+    """``uri`` once it is an ``s3://bucket[/prefix]`` URI (a pipeline parameter passes as it is); else a
+    ConfigurationError naming ``field`` (``output_path``)."""
     if _is_pipeline_variable(uri):
         return uri  # type: ignore[return-value]
     if not isinstance(uri, str) or not re.match(r"^s3://[^/\s]+(/|$)", uri):

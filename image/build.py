@@ -197,14 +197,9 @@ def _ignore(directory: str, names: list[str]) -> set[str]:
 def assemble_context(
     root: Path, destination: Path, *, wheel: tuple[str, Path] | None, flavor: Flavor = "cpu"
 ) -> None:
-    """Writes the build context into ``destination`` (an empty folder).
-
-    Args:
-        root: The kit's checkout.
-        destination: Where the context goes.
-        wheel: The host Horovod wheel to include (cache key, path), or None.
-        flavor: ``"cpu"`` (``image/Dockerfile``) or ``"gpu"`` (``image/Dockerfile.gpu``).
-    """
+    """Writes the build context of the kit's checkout ``root`` into ``destination`` (an empty folder), with the host
+    Horovod ``wheel`` (cache key, path) when given; ``flavor``: ``"cpu"`` (``image/Dockerfile``) or ``"gpu"``
+    (``image/Dockerfile.gpu``)."""
     flavor = _check_flavor(flavor)
     shutil.copy2(root / _DOCKERFILES[flavor], destination / "Dockerfile")
     stack = destination / "stack"
@@ -226,15 +221,8 @@ def assemble_context(
 
 
 def context_digest(context: Path, base_tag: str) -> str:
-    """SHA-256 over the base image's tag and every file of the context (relative path, executable bit, bytes).
-
-    Args:
-        context: The assembled context.
-        base_tag: The base image's tag (itself a digest of its recipe).
-
-    Returns:
-        The hex digest.
-    """
+    """The hex SHA-256 over ``base_tag`` (the base image's tag, itself a digest of its recipe) and every file of the
+    assembled ``context`` (relative path, executable bit, bytes)."""
     digest = hashlib.sha256(f"base={base_tag}\n".encode())
     for path in sorted(p for p in context.rglob("*") if p.is_file()):
         relative = path.relative_to(context).as_posix()

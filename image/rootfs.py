@@ -105,14 +105,8 @@ def host_codename() -> str | None:
 
 
 def host_base_recipe(suite: str = DEFAULT_SUITE) -> BaseImageRecipe:
-    """The recipe for this machine: the host's Debian mirrors (``SMDDP_DEBIAN_MIRROR`` overrides) and extra CAs.
-
-    Args:
-        suite: Debian release of the image.
-
-    Returns:
-        The recipe.
-    """
+    """The recipe of a ``suite`` (Debian release) image for this machine: the host's Debian mirrors
+    (``SMDDP_DEBIAN_MIRROR`` overrides) and extra CAs."""
     mirror = os.environ.get("SMDDP_DEBIAN_MIRROR", "")
     security = os.environ.get("SMDDP_DEBIAN_SECURITY_MIRROR", "")
     for uri, suites in _apt_sources():

@@ -76,11 +76,7 @@ _TABLE: dict[str, tuple[int, int]] = {
 
 
 def known_instance_types() -> list[str]:
-    """All instance types the kit accepts, local ones first.
-
-    Returns:
-        Sorted instance type names.
-    """
+    """All instance types the kit accepts: the local ones, then the others sorted."""
     return list(LOCAL_INSTANCE_TYPES) + sorted(_TABLE)
 
 
