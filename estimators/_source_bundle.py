@@ -49,14 +49,8 @@ def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
     """Copies the ``smddp_compat`` package a job ships: the runtime (its API, launcher, cluster and contract
     modules), without the kit's parts an installed kit holds inside it (estimators, local mode, entry points, bench:
     in a container, ``smddp_compat.__path__`` reaches the image's own) and without its commands
-    (:data:`smddp_compat.COMMAND_MODULES`).
-
-    Args:
-        destination: Where the copy goes (created).
-        patterns: Exclusion patterns (as :func:`copy_filtered`).
-
-    Returns:
-        The source paths left out.
+    (:data:`smddp_compat.COMMAND_MODULES`), into ``destination`` (created), leaving out what matches ``patterns``
+    (as :func:`copy_filtered`). Returns the source paths left out.
     """
     source = compat_package_dir()
     # The parts sit inside the package only in an installed kit; a checkout keeps them beside it.
@@ -199,16 +193,10 @@ def stage_source(
 
 
 def stage_driver_dir(scripts: Sequence[str], *, with_compat: bool) -> str:
-    """A directory holding job drivers (and ``smddp_compat/``), for SDK v3's ``driver_dir``.
+    """A new directory holding the job drivers ``scripts`` (file names under ``estimators/job_drivers/``), and with
+    ``with_compat`` the installed ``smddp_compat`` package (without caches), for SDK v3's ``driver_dir``.
 
     It lives until the interpreter exits (ModelTrainer copies it when a job starts, which may be much later).
-
-    Args:
-        scripts: File names under ``estimators/job_drivers/``.
-        with_compat: Also copy the installed ``smddp_compat`` package (without caches).
-
-    Returns:
-        The directory.
     """
     staging = tempfile.mkdtemp(prefix="smddp-drivers-")
     atexit.register(shutil.rmtree, staging, True)

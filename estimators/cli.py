@@ -52,19 +52,10 @@ _OPTION_NAMES = FieldNames(
 def distribution_from_args(kind: str, processes_per_host: int | None, mesh: str | None,
                            custom_mpi_options: str | None,
                            devices_per_process: int | None = None) -> dict[str, Any] | None:
-    """The estimator's ``distribution`` dictionary for ``--distribution`` and its companion options.
-
-    The options are checked by :mod:`smddp_compat.distribution_config`, as ``smddp local`` checks them.
-
-    Args:
-        kind: ``--distribution``.
-        processes_per_host: ``--processes-per-host`` (None: the distribution's default).
-        mesh: ``--mesh`` as ``DIM=SIZE,...`` text (None: no mesh).
-        custom_mpi_options: ``--custom-mpi-options``.
-        devices_per_process: ``--devices-per-process``.
-
-    Returns:
-        The dictionary, or None for ``none``.
+    """The estimator's ``distribution`` dictionary (None for ``none``) for ``--distribution`` (``kind``) and its
+    companion options, each argument named after its option (None: the distribution's default; ``mesh`` as
+    ``DIM=SIZE,...`` text). They are checked by :mod:`smddp_compat.distribution_config`, as ``smddp local`` checks
+    them.
 
     Raises:
         ConfigurationError: An unknown distribution, a bad value, or an option that does not apply to it.

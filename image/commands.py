@@ -130,16 +130,9 @@ def run_command(
 
 
 def capture(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None) -> tuple[int | None, str]:
-    """Runs a short command and returns its exit code (None on timeout) and its stripped stdout+stderr.
-
-    Args:
-        argv: The command.
-        timeout: Seconds before it is given up.
-        env: The full environment, or None for this process's.
-
-    Returns:
-        ``(returncode, output)``; ``(None, "")`` on timeout, ``(127, message)`` when the program is missing.
-    """
+    """Runs a short command (``env``: the full environment, or None for this process's) for at most ``timeout``
+    seconds: ``(returncode, stripped stdout+stderr)``; ``(None, "")`` on timeout, ``(127, message)`` when the
+    program is missing."""
     try:
         done = subprocess.run(  # noqa: S603 - argument list, no shell
             list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
