@@ -46,7 +46,7 @@ from smddp_compat.local_mode.channels import copy_s3_prefix
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin
 from smddp_compat.local_mode.outcome import JobResult
-from smddp_compat.local_mode.errors import ArtifactError, ChannelError
+from smddp_compat.local_mode.errors import ArtifactError
 from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.spec import JobSpec
 

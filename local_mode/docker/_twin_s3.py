@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from smddp_compat.local_mode.s3 import S3Location
-from smddp_compat.local_mode.channels import channel_key_path
 from smddp_compat.local_mode.folder_sync import copy_atomically
 
 __all__ = ["ScriptWrite", "create_buckets", "snapshot", "script_writes", "KEPT_FOLDER"]

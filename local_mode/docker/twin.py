@@ -38,7 +38,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -55,7 +54,9 @@ import psutil
 from smddp_compat import contract
 from smddp_compat.image import LATEST_TAG, Engine, find_engine, image_exists
 from smddp_compat.image.commands import capture, run_command
+from smddp_compat.image.cuda import check_image_for_instance_type
 from smddp_compat.image.train import SHORT_TOOLKIT_WAITS
+from smddp_compat.instance_types import find_instance_type
 from smddp_compat.launcher import ConsoleStream
 from smddp_compat.local_mode.artifacts import job_destination
 from smddp_compat.local_mode.channels import copy_s3_prefix, download_s3_channel, place_channel
@@ -720,19 +721,13 @@ def replay(request: TrainingJobRequest, **options: Any) -> JobResult:
 
 def _instance_gpus(instance_type: str) -> int:
     """The GPUs of one instance of ``instance_type`` on SageMaker (0 for a CPU type, or one the table does not know)."""
-    from smddp_compat.estimators import instance_spec  # the instance-type table
-
-    try:
-        return instance_spec(instance_type).gpus
-    except Exception:  # noqa: BLE001 - an instance type the table does not know is treated as a CPU type
-        return 0
+    spec = find_instance_type(instance_type)
+    return spec.gpus if spec is not None else 0
 
 
 def _cpu_image_on_gpu(engine: Engine, request: TrainingJobRequest) -> list[str]:
     """What SageMaker would do with a GPU instance type and an image without CUDA (the image's
-    ``org.smddp-compat.cuda`` label, else its name; see ``smddp_compat.estimators.image_cuda``), as one warning."""
-    from smddp_compat.estimators import check_image_for_instance_type
-
+    ``org.smddp-compat.cuda`` label, else its name; see :func:`smddp_compat.image.cuda.image_cuda`), as one warning."""
     if _instance_gpus(request.instance_type) == 0:
         return []
     code, text = capture([engine.docker, "image", "inspect", "--format", "{{json .Config.Labels}}", request.image],
