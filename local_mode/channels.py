@@ -32,6 +32,14 @@ __all__ = [
 ]
 
 
+_S3_FIX = "check the bucket and prefix, your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3"
+
+
+def _nothing_under(channel: str, location: S3Location) -> ChannelError:
+    return ChannelError(channel, location.uri, "no object exists under this prefix",
+                        "upload the data there or fix the URI")
+
+
 def channel_key_path(key: str, prefix: str) -> str:
     """Where object ``key`` lands in a channel's folder, for SageMaker's File mode of an ``S3Prefix``.
 
@@ -136,14 +144,9 @@ def _download(
             target.parent.mkdir(parents=True, exist_ok=True)
             client.download_file(location.bucket, key, str(target))
     except (BotoCoreError, ClientError) as exc:
-        raise ChannelError(
-            channel, location.uri, f"download failed ({exc})",
-            "check the bucket and prefix, your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3",
-        ) from exc
+        raise ChannelError(channel, location.uri, f"download failed ({exc})", _S3_FIX) from exc
     if not plan:
-        raise ChannelError(
-            channel, location.uri, "no object exists under this prefix", "upload the data there or fix the URI"
-        )
+        raise _nothing_under(channel, location)
     return len(plan)
 
 
@@ -238,13 +241,9 @@ def copy_s3_prefix(
                     target.upload_fileobj(data, location.bucket, key)
             copied += 1
     except (BotoCoreError, ClientError) as exc:
-        raise ChannelError(
-            channel, location.uri, f"could not be copied ({exc})",
-            "check the bucket and prefix, your AWS credentials, and AWS_ENDPOINT_URL if you use a local S3",
-        ) from exc
+        raise ChannelError(channel, location.uri, f"could not be copied ({exc})", _S3_FIX) from exc
     if not copied:
-        raise ChannelError(channel, location.uri, "no object exists under this prefix",
-                           "upload the data there or fix the URI")
+        raise _nothing_under(channel, location)
     return copied
 
 
