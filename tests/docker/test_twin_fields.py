@@ -68,12 +68,13 @@ def test_a_scripts_own_s3_config_files_warnings_and_world_size(aws: Aws, kit_ima
     for probe in probes.values():
         assert probe["read"] == data  # read with boto3 from the channel's S3Uri, in the twin's S3
         assert probe["configs"] == {"debughookconfig.json": hook, "profilerconfig.json": profiler}
-    # What the script wrote is listed and kept; the request's S3 never sees it.
+    # What the script wrote is listed (the answer's Twin.S3Writes) and kept; the request's S3 never sees it.
+    writes = result.describe()["Twin"]["S3Writes"]
     kept = tmp_path / "out" / "twin-fields-s3" / "s3" / BUCKET
     for host in ("algo-1", "algo-2"):
         assert (kept / "from-script" / f"{host}.txt").read_text() == f"written by {host}"
-        assert any(w.startswith(f"s3://{BUCKET}/from-script/{host}.txt: written by the job") for w in result.s3_writes)
-    assert any(w.startswith(f"s3://{BUCKET}/data/labels.txt: a staged input overwritten") for w in result.s3_writes)
+        assert any(w.startswith(f"s3://{BUCKET}/from-script/{host}.txt: written by the job") for w in writes)
+    assert any(w.startswith(f"s3://{BUCKET}/data/labels.txt: a staged input overwritten") for w in writes)
     assert (kept / "data" / "labels.txt").read_text() == "overwritten by algo-2"
     assert s3.get_object(Bucket=BUCKET, Key="data/labels.txt")["Body"].read() == b"original labels"
     assert not s3.list_objects_v2(Bucket=BUCKET, Prefix="from-script/").get("KeyCount")
@@ -114,4 +115,4 @@ def test_network_isolation_leaves_no_s3_and_no_route_out(aws: Aws, kit_image: st
         assert probe["way_out"].startswith(("no default route", "unreachable")), probe  # not even this machine
         assert probe["peer_resolves"], probe  # the hosts still reach one another
         assert probe["source"] == ["sourcedir.tar.gz"]
-    assert result.s3_writes == []
+    assert "S3Writes" not in result.describe()["Twin"]

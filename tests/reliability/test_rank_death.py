@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -24,7 +25,9 @@ STOP_LIMIT_SECONDS = 10.0
 
 @pytest.mark.parametrize("engine", ["gloo", "mpi"])
 def test_kill_9_of_a_training_rank_ends_the_job(private_tmp, engine: str) -> None:
-    program = str(PROGRAMS / "train_forever.py")
+    # A copy of its own: the check that no rank is left looks for the program's path, and the other engine's run
+    # of this test may be training at the same time in another pytest-xdist worker.
+    program = str(shutil.copy(PROGRAMS / "train_forever.py", private_tmp / f"train_forever_{engine}.py"))
     pids: dict[str, int] = {}
     killed_at: list[float] = []
 
