@@ -1,5 +1,6 @@
 """The differences between Keras 3 (``tf.keras`` by default in TF 2.21) and tf-keras (``TF_USE_LEGACY_KERAS=1``)
-that the training scripts have to bridge. Everything else they write once against ``tf.keras``.
+that the training scripts have to bridge. Everything else they write once against ``tf.keras``. What the kit itself
+bridges is :mod:`smddp_compat.keras_compat`; ``optimizer_variables`` is its.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
+
+from smddp_compat.keras_compat import optimizer_variables  # the kit's one rule: a property in Keras 3, a method in 2
 
 __all__ = ["is_keras3", "keras_name", "optimizer_variables", "build_optimizer"]
 
@@ -26,12 +29,6 @@ def keras_name() -> str:
     import tf_keras
 
     return f"tf-keras-{tf_keras.__version__}"
-
-
-def optimizer_variables(optimizer: Any) -> list[tf.Variable]:
-    """The optimizer's variables: a property in Keras 3, a method in tf-keras (as in SMDDP-era scripts)."""
-    variables = optimizer.variables
-    return list(variables() if callable(variables) else variables)
 
 
 def build_optimizer(optimizer: Any, trainable_variables: Sequence[tf.Variable]) -> None:

@@ -43,7 +43,7 @@ OVERRIDES: tuple[Override, ...] = (
              "`tf.compat.v1` session fetches, `tf.keras.losses.mean_squared_error`, "
              "`BatchNormalization(fused=False)`.",
              "Chooses Gloo for a lone process, calls Horovod's init (repeat calls allowed, as in Horovod), makes "
-             "those Keras 2 spellings work on Keras 3 (`smddp_compat.tensorflow.keras_compat`), and marks "
+             "those Keras 2 spellings work on Keras 3 (`smddp_compat.keras_compat`), and marks "
              "the SMDDP face initialized."),
     Override(_BOTH, "shutdown", "-", "Horovod's shutdown, and the SMDDP face's state reset with it."),
     Override(_TF, "broadcast_variables", "Keras 3 variables are read as symbolic tensors inside Horovod's "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from smddp_compat.tensorflow.keras_compat import keras_layer_types
+from smddp_compat.keras_compat import keras_layer_types
 
 __all__ = ["local_layer_variables"]
 

@@ -16,7 +16,7 @@ def init(comm: Any = None, process_sets: Sequence[Any] | None = None) -> None:
 
     On top of Horovod's own init: run alone (no launcher), the job is one process over Gloo even when Horovod
     was built with MPI; and Keras 3 accepts what Horovod's Keras recipes pass (see
-    :mod:`smddp_compat.tensorflow.keras_compat`). The SMDDP face (``smddp_compat.tensorflow``) sees the job as
+    :mod:`smddp_compat.keras_compat`). The SMDDP face (``smddp_compat.tensorflow``) sees the job as
     initialized too.
 
     Args:

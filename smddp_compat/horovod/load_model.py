@@ -16,7 +16,7 @@ import tensorflow as tf
 from horovod.tensorflow.compression import Compression
 
 from smddp_compat.horovod.optimizer import DistributedOptimizer
-from smddp_compat.tensorflow.keras_compat import optimizer_variables
+from smddp_compat.keras_compat import optimizer_variables
 
 __all__ = ["load_model"]
 

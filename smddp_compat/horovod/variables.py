@@ -11,7 +11,7 @@ from typing import Any, Iterable
 from horovod.tensorflow import functions as _functions
 from horovod.tensorflow.mpi_ops import global_process_set
 
-from smddp_compat.tensorflow.keras_compat import unwrap_variable
+from smddp_compat.keras_compat import unwrap_variable
 
 __all__ = ["broadcast_variables", "unwrap_all", "unwrap_groups"]
 

@@ -18,7 +18,7 @@ from horovod.tensorflow.compression import Compressor as _Compressor
 
 from smddp_compat.errors import CollectiveError, NotSupportedError, UsageError
 from smddp_compat.tensorflow import _stall
-from smddp_compat.tensorflow.keras_compat import unwrap_variable
+from smddp_compat.keras_compat import unwrap_variable
 from smddp_compat.tensorflow.state import require_init
 
 __all__ = [

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from smddp_compat.errors import UsageError
 from smddp_compat.tensorflow._gradients import DEFAULT_BUCKET_CAP_MB, GradientReducer
-from smddp_compat.tensorflow.keras_compat import is_keras3_optimizer, tf_keras_module
+from smddp_compat.keras_compat import is_keras3_optimizer, tf_keras_module
 from smddp_compat.tensorflow._ops import Compression, check_device_arguments
 from smddp_compat.tensorflow.state import require_init
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from smddp_compat.tensorflow.keras_compat import optimizer_variables
+from smddp_compat.keras_compat import optimizer_variables
 from smddp_compat.tensorflow._ops import allreduce, broadcast_variables
 from smddp_compat.tensorflow.state import require_init
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import horovod.tensorflow as _hvd
 
 from smddp_compat.errors import AlreadyInitializedError, NotInitializedError
-from smddp_compat.tensorflow.keras_compat import adapt_keras3_for_keras2_scripts
+from smddp_compat.keras_compat import adapt_keras3_for_keras2_scripts
 
 __all__ = [
     "start", "init", "shutdown", "is_initialized", "require_init", "size", "local_size", "rank", "local_rank",

@@ -14,7 +14,7 @@ from horovod.tensorflow.elastic import TensorFlowState, run
 from horovod.tensorflow.util import _executing_eagerly
 
 from smddp_compat.horovod.variables import broadcast_variables
-from smddp_compat.tensorflow.keras_compat import optimizer_variables
+from smddp_compat.keras_compat import optimizer_variables
 
 __all__ = ["TensorFlowKerasState", "TensorFlowState", "run"]
 

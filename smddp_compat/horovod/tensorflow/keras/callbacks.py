@@ -24,7 +24,7 @@ from horovod.tensorflow.keras.callbacks import BestModelCheckpoint
 from horovod.tensorflow.util import _executing_eagerly
 
 from smddp_compat.horovod.variables import broadcast_variables
-from smddp_compat.tensorflow.keras_compat import is_keras3_variable, optimizer_variables, unwrap_variable
+from smddp_compat.keras_compat import is_keras3_variable, optimizer_variables, unwrap_variable
 
 __all__ = [
     "BroadcastGlobalVariablesCallback", "MetricAverageCallback", "LearningRateScheduleCallback",
