@@ -5,7 +5,8 @@ from __future__ import annotations
 from smddp_compat.bench.jobs import Launcher
 from smddp_compat.launcher import choose_engine, mpirun_unavailable_reason
 
-__all__ = ["default_engine", "engine_label", "engine_launcher", "horovod_engines", "mpi_unavailable_reason", "ENGINE_NAMES"]
+__all__ = ["default_engine", "engine_label", "engine_launcher", "horovod_engines", "mpi_unavailable_reason",
+           "ENGINE_NAMES"]
 
 #: Engine -> name in the table.
 ENGINE_NAMES = {"gloo": "Horovod/Gloo", "mpi": "Horovod/MPI", "mwms": "TF MWMS ring"}

@@ -103,11 +103,14 @@ class JobLifecycle:
         self.metrics = MetricWatch(metric_definitions, keep_series=True)
         self.stream: IO[str] | None = None
         self._phase = "preparing"
+        #: Keep the job's tree at the end: a folder the user chose, the twin's ``keep``, or a tree that holds what
+        #: could not be stored or uploaded.
+        self._keep_root = False
 
     # -- what a backend supplies -------------------------------------------------------------------------------------
 
-    def _make_root(self) -> tuple[Path, bool]:
-        """The folder of the job's host trees, and whether it is removed at the end."""
+    def _make_root(self) -> Path:
+        """Creates the folder of the job's host trees (removed at the end unless :attr:`_keep_root` is set)."""
         raise NotImplementedError
 
     def _prepare(self, root: Path) -> dict[str, HostLayout]:
@@ -173,8 +176,8 @@ class JobLifecycle:
         self.statuses = SecondaryStatusLog()
         self.statuses.enter("Starting")  # CreationTime
         self._phase = "preparing"
+        root = self._make_root()
         restore = self._handle_signals()
-        root, temporary = self._make_root()
         try:
             with claimed_job(self.destination, self.job_name):
                 self._check_destination()
@@ -196,12 +199,10 @@ class JobLifecycle:
             try:
                 self._release()
             finally:
-                if temporary and not self._keep_root:
+                if not self._keep_root:
                     shutil.rmtree(root, ignore_errors=True)
                 restore()
         return result
-
-    _keep_root = False  # set by a backend (the twin's ``keep``) or by an upload that failed
 
     def _store(self, root: Path, layouts: dict[str, HostLayout], end: JobEnd) -> ArtifactPaths:
         """Stores the hosts' model, output and logs whatever the end; when they cannot be stored the job fails as

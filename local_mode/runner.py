@@ -137,17 +137,19 @@ class ProcessJob(JobLifecycle):
         self.show_tf_logs = show_tf_logs
         self.region = default_region()
         self._checkpoints: Path | None = None
+        self._kept: list[str] = []  # the summary's lines on the kept checkpoints and TensorBoard folder
 
-    def _make_root(self) -> tuple[Path, bool]:
+    def _make_root(self) -> Path:
         if self.spec.work_dir is None:
-            return Path(tempfile.mkdtemp(prefix=f"smddp-local-{self.job_name}-")), True
+            return Path(tempfile.mkdtemp(prefix=f"smddp-local-{self.job_name}-"))
+        self._keep_root = True  # the user's own work folder
         root = Path(self.spec.work_dir) / self.job_name
         if root.exists():
             raise ConfigurationError(
                 "job_name", self.job_name, f"its work folder {root} already exists", "choose another job name"
             )
         root.mkdir(parents=True)
-        return root, False
+        return root
 
     def _log_files(self, root: Path, layouts: Mapping[str, HostLayout]) -> dict[str, Path]:
         log_dir = self.destination / "logs" if isinstance(self.destination, Path) else root / "logs"
@@ -223,7 +225,7 @@ class ProcessJob(JobLifecycle):
 
     def run(self) -> JobResult:
         """Runs the job (:meth:`JobLifecycle.run`) and prints its summary."""
-        self._kept: list[str] = []
+        self._kept = []
         result = super().run()
         assert self.stream is not None
         self.stream.write("\n".join([result.summary(), *self._kept]) + "\n")

@@ -199,6 +199,10 @@ class SageMakerTwin(JobLifecycle):
         self._interrupt_requested = threading.Event()
         self._ran_seconds = 0.0  # the containers' run time before the current run (a spot job's earlier runs)
         self._first_start: float | None = None  # monotonic time the containers first started
+        # One run's own, reset when run() starts: the reaper, what the job wrote to S3, the host that failed first.
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._writes: list[str] = []
+        self._failed_host: str | None = None
 
     # -- public ------------------------------------------------------------------------------------------------------
 
@@ -244,8 +248,9 @@ class SageMakerTwin(JobLifecycle):
             ConfigurationError: The output already holds files of another job, or cannot be reached.
             ContainerError: The engine refused a network or a container.
         """
-        self._reaper: subprocess.Popen[bytes] | None = None
-        self._writes: list[str] = []
+        self._reaper = None
+        self._writes = []
+        self._failed_host = None
         result = super().run()
         for clash in result.artifacts.clashes:
             self._say(f"warning: name clash between hosts (SageMaker would keep only one): {clash}")
@@ -257,10 +262,10 @@ class SageMakerTwin(JobLifecycle):
 
     # -- the lifecycle's steps ---------------------------------------------------------------------------------------
 
-    def _make_root(self) -> tuple[Path, bool]:
+    def _make_root(self) -> Path:
         self._root = Path(tempfile.mkdtemp(prefix=f"smddp-twin-{self.request.job_name[:30]}-"))
         self._keep_root = self.keep
-        return self._root, True
+        return self._root
 
     def _log_files(self, root: Path, layouts: Mapping[str, HostLayout]) -> dict[str, Path]:
         return {host: self._log_dir / f"{host}.log" for host in layouts}
@@ -299,25 +304,22 @@ class SageMakerTwin(JobLifecycle):
         self._start_hosts(root, layouts, self._twin_endpoint, self._log_dir)
         self.ran_from = self._training()
         self.started.set()
-        status, secondary, failed_host, codes = self._watch_run(layouts)
+        status, secondary, self._failed_host, codes = self._watch_run(layouts)
         while secondary == "Interrupted" and not self._stop_requested.is_set():
             self._restart(root, layouts, self._twin_endpoint, self._log_dir)  # the same job, on new spot instances
-            status, secondary, failed_host, codes = self._watch_run(layouts)
+            status, secondary, self._failed_host, codes = self._watch_run(layouts)
         if secondary == "Interrupted":  # stopped between the interruption and the restart
             status, secondary = "Stopped", self._stop_reason or "Stopped"
         failed = [code for code in codes.values() if code]
-        end = JobEnd(status, secondary, exit_code=(failed[0] if failed else 1) if status == FAILED else None,
-                     details={"exit_codes": codes})
-        end.details["failed_host"] = failed_host
-        return end
+        return JobEnd(status, secondary, exit_code=(failed[0] if failed else 1) if status == FAILED else None,
+                      details={"exit_codes": codes})
 
     def _after_end(self, layouts: dict[str, HostLayout], end: JobEnd) -> None:
         self.docker.wait_for_logs()
         self._sync_folders(layouts)
         self._writes = self._list_script_writes(self._twin_s3, self._staged, self._user_s3)
-        failed_host = end.details.pop("failed_host", None)
         if end.status == FAILED:
-            end.reason = failure_reason(layouts, failed_host, end.details["exit_codes"], self._log_dir)
+            end.reason = failure_reason(layouts, self._failed_host, end.details["exit_codes"], self._log_dir)
         end.details["duration"] = (datetime.now(timezone.utc) - self.ran_from).total_seconds()
 
     def _extras(self, end: JobEnd) -> dict[str, Any]:
@@ -527,7 +529,8 @@ class SageMakerTwin(JobLifecycle):
             self.docker.start(
                 host, request.image, arguments, environment=environment, mounts=mounts, entrypoint=entrypoint
             )
-            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log", on_line=functools.partial(self.metrics.observe, host=host))
+            self.docker.follow_logs(host, self.stream, log_dir / f"{host}.log",
+                                    on_line=functools.partial(self.metrics.observe, host=host))
 
     def _watch_run(self, layouts: dict[str, HostLayout]) -> tuple[str, str, str | None, dict[str, int]]:
         """Watches one run of the containers (a spot job has one per restart) until it ends."""
