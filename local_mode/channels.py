@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -254,7 +255,7 @@ def stage_channels(
     client_factory: Callable[[], Any] = make_s3_client,
 ) -> dict[str, Path]:
     """Fetches every channel once into ``staging_dir/<name>``: an ``s3://`` prefix downloaded as SageMaker's File mode
-    lays it out, a local folder or file copied (links followed, as an upload reads them), so that a script that
+    lays it out, a local folder or file copied as the SDK uploads one (:func:`_copy_folder`), so that a script that
     tidies its input never changes the user's own files.
 
     Args:
@@ -266,7 +267,7 @@ def stage_channels(
         Channel name -> its staged folder (then placed in every host by :func:`place_channel`).
 
     Raises:
-        ChannelError: A channel could not be fetched.
+        ChannelError: A channel could not be fetched, or holds a FIFO, socket or device.
     """
     staged: dict[str, Path] = {}
     client = None
@@ -276,18 +277,42 @@ def stage_channels(
             client = client if client is not None else client_factory()
             download_s3_channel(parse_s3_uri(source, f"channels[{name!r}]"), target, channel=name, client=client)
         elif Path(source).is_dir():
-            try:
-                shutil.copytree(source, target)
-            except (OSError, shutil.Error) as exc:
-                raise ChannelError(name, source, f"could not be copied for the job ({exc})",
-                                   "make every file under it readable (and remove links that lead nowhere)") from exc
+            _copy_folder(name, source, target)
         elif Path(source).is_file():
             target.mkdir(parents=True)
-            shutil.copy2(source, target / Path(source).name)
+            _copy_data_file(name, source, source, target / Path(source).name)
+        elif Path(source).exists():
+            raise ChannelError(name, source, "is neither a folder nor a regular file (a FIFO, socket or device)",
+                               "give a folder or a file of data")
         else:
             raise ChannelError(name, source, "the path no longer exists", "give an existing folder or file")
         staged[name] = target
     return staged
+
+
+def _copy_data_file(channel: str, source: str, path: str, target: str | Path) -> Any:
+    """Copies one file of a channel, refusing what is no data: a FIFO (reading it waits for a writer), a socket or a
+    device (``/dev/zero`` never ends), also behind a link."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ChannelError(channel, source, f"{path} is not a regular file (a FIFO, socket or device), which cannot "
+                           "be read as data", "remove it from the channel's folder")
+    return shutil.copy2(path, target)
+
+
+def _copy_folder(channel: str, source: str, target: Path) -> None:
+    """Copies a channel's folder as the SageMaker SDK's ``upload_data`` reads one (``os.walk``): links to files are
+    read as the files, links to folders are not followed (a link loop cannot make the copy endless)."""
+
+    def linked_folders(folder: str, names: list[str]) -> list[str]:
+        return [name for name in names
+                if os.path.islink(os.path.join(folder, name)) and os.path.isdir(os.path.join(folder, name))]
+
+    try:
+        shutil.copytree(source, target, ignore=linked_folders,
+                        copy_function=lambda path, to: _copy_data_file(channel, source, path, to))
+    except (OSError, shutil.Error) as exc:
+        raise ChannelError(channel, source, f"could not be copied for the job ({exc})",
+                           "make every file under it readable (and remove links that lead nowhere)") from exc
 
 
 def place_channel(staged: Path, targets: Sequence[Path], *, sharded: bool = False) -> None:
