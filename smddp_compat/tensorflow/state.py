@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any
 
 import horovod.tensorflow as _hvd
 
@@ -83,35 +83,52 @@ def require_init(function: str) -> None:
         raise NotInitializedError(function)
 
 
-def _rank_query(name: str, doc: str) -> Callable[[], int]:
-    """The SMDDP query ``name``: Horovod's, refused before ``init()``."""
-
-    def query() -> int:
-        require_init(name)
-        return getattr(_hvd, name)()
-
-    query.__name__ = query.__qualname__ = name
-    query.__doc__ = doc
-    return query
+def size() -> int:
+    """Total number of processes (one per GPU on GPU hosts) across all nodes."""
+    require_init("size")
+    return _hvd.size()
 
 
-def _build_query(name: str, doc: str) -> Callable[[], bool]:
-    """Horovod's build flag ``name``, as a bool (asked any time, before ``init()`` too)."""
-
-    def query() -> bool:
-        return bool(getattr(_hvd, name)())
-
-    query.__name__ = query.__qualname__ = name
-    query.__doc__ = doc
-    return query
+def local_size() -> int:
+    """Number of processes on this node."""
+    require_init("local_size")
+    return _hvd.local_size()
 
 
-size = _rank_query("size", "Total number of processes (one per GPU on GPU hosts) across all nodes.")
-local_size = _rank_query("local_size", "Number of processes on this node.")
-rank = _rank_query("rank", "Rank of this process in the job, from 0 to ``size() - 1``; rank 0 is the leader.")
-local_rank = _rank_query("local_rank", "Rank of this process among the processes of its node (use it to pin a GPU).")
-cross_rank = _rank_query("cross_rank", "Index of this process's node among the nodes (Horovod API).")
-cross_size = _rank_query("cross_size", "Number of nodes that have a process with this local rank (Horovod API).")
-mpi_built = _build_query("mpi_built", "True when Horovod was built with MPI.")
-gloo_built = _build_query("gloo_built", "True when Horovod was built with Gloo.")
-nccl_built = _build_query("nccl_built", "True when Horovod was built with NCCL (GPU hosts).")
+def rank() -> int:
+    """Rank of this process in the job, from 0 to ``size() - 1``; rank 0 is the leader."""
+    require_init("rank")
+    return _hvd.rank()
+
+
+def local_rank() -> int:
+    """Rank of this process among the processes of its node (use it to pin a GPU)."""
+    require_init("local_rank")
+    return _hvd.local_rank()
+
+
+def cross_rank() -> int:
+    """Index of this process's node among the nodes (Horovod API)."""
+    require_init("cross_rank")
+    return _hvd.cross_rank()
+
+
+def cross_size() -> int:
+    """Number of nodes that have a process with this local rank (Horovod API)."""
+    require_init("cross_size")
+    return _hvd.cross_size()
+
+
+def mpi_built() -> bool:
+    """True when Horovod was built with MPI."""
+    return bool(_hvd.mpi_built())
+
+
+def gloo_built() -> bool:
+    """True when Horovod was built with Gloo."""
+    return bool(_hvd.gloo_built())
+
+
+def nccl_built() -> bool:
+    """True when Horovod was built with NCCL (GPU hosts)."""
+    return bool(_hvd.nccl_built())
