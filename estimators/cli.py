@@ -35,6 +35,8 @@ from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, J
 from smddp_compat.image.cuda import CpuImageWarning
 from smddp_compat.instance_types import LOCAL_INSTANCE_TYPES
 from smddp_compat.job_options import add_job_options
+from smddp_compat.local_mode.channels import check_local_channel
+from smddp_compat.local_mode.errors import ChannelError
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "distribution_from_args"]
@@ -212,6 +214,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _upload_channels(session: Any, channels: dict[str, str], job_name: str) -> dict[str, str]:
+    for name, source in channels.items():  # every channel checked before the first upload
+        if not source.startswith("s3://"):
+            check_local_channel(name, source)
     uploaded: dict[str, str] = {}
     for name, source in channels.items():
         if source.startswith("s3://"):
@@ -330,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"smddp fetch: extracted {len(files)} file(s) into {args.dest}")
         return EXIT_OK
     except ConfigurationError as exc:  # the estimators' and those of what they call (the kit's one class)
+        print(f"smddp {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ChannelError as exc:  # a channel's folder holds what no upload can read
         print(f"smddp {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JobTimeoutError as exc:

@@ -42,7 +42,7 @@ from typing import IO, Any
 from smddp_compat.estimators import check_channel_names, check_job_name, instance_spec
 from smddp_compat.image import LATEST_TAG, ensure_image, find_engine, host_base_recipe
 from smddp_compat.local_mode.artifacts import job_destination
-from smddp_compat.local_mode.channels import copy_s3_prefix
+from smddp_compat.local_mode.channels import check_local_channel, copy_s3_prefix
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin
 from smddp_compat.local_mode.outcome import JobResult
@@ -127,6 +127,7 @@ def check_with_estimator(spec: JobSpec) -> EstimatorJob:
         smddp_compat.errors.ConfigurationError: The estimator refuses a setting (e.g. ``max_run`` that is not a whole
             number of seconds), or the distribution is one SageMaker's strategies cannot run (``mwms`` with several
             processes per host: SageMaker runs one per host).
+        ChannelError: A local channel holds a FIFO, socket or device (the upload would hang on it or never end).
     """
     config = spec.distribution_config
     distribution = config.to_sdk_dict()  # refuses what SageMaker's own strategies cannot run (mwms: 1 per host)
@@ -148,6 +149,9 @@ def check_with_estimator(spec: JobSpec) -> EstimatorJob:
         "metric_definitions": [dict(definition) for definition in spec.metric_definitions] or None,
     }
     channels = dict(spec.channels)
+    for name, source in channels.items():  # what the upload would hang on, refused as the process backend does
+        if not is_s3_uri(source):
+            check_local_channel(name, source)
     sealed = _boto_session(_NOWHERE, sealed=True)
     with _sdk_sandbox(sealed) as estimator:
         check_job_name(spec.job_name)  # fit()'s own checks, before the constructor's

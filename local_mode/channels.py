@@ -28,6 +28,7 @@ __all__ = [
     "download_s3_channel",
     "download_s3_prefix",
     "copy_s3_prefix",
+    "check_local_channel",
     "channel_key_path",
     "folder_key_path",
 ]
@@ -290,13 +291,35 @@ def stage_channels(
     return staged
 
 
-def _copy_data_file(channel: str, source: str, path: str, target: str | Path) -> Any:
-    """Copies one file of a channel, refusing what is no data: a FIFO (reading it waits for a writer), a socket or a
-    device (``/dev/zero`` never ends), also behind a link."""
+def _refuse_no_data(channel: str, source: str, path: str) -> None:
+    """Refuses a file of a channel that is no data: a FIFO (reading it waits for a writer), a socket or a device
+    (``/dev/zero`` never ends), also behind a link."""
     if not stat.S_ISREG(os.stat(path).st_mode):
         raise ChannelError(channel, source, f"{path} is not a regular file (a FIFO, socket or device), which cannot "
                            "be read as data", "remove it from the channel's folder")
+
+
+def _copy_data_file(channel: str, source: str, path: str, target: str | Path) -> Any:
+    _refuse_no_data(channel, source, path)
     return shutil.copy2(path, target)
+
+
+def check_local_channel(channel: str, source: str) -> None:
+    """Before a local channel is uploaded (``smddp submit``, ``smddp local --backend docker``): refuses what the SDK's
+    ``upload_data`` would hang on or never finish reading, as :func:`stage_channels` refuses it; the folder is walked
+    as ``upload_data`` walks it (``os.walk``: links to files read, links to folders not followed).
+
+    Raises:
+        ChannelError: A FIFO, socket or device in the channel (or as it), or a link that leads nowhere.
+    """
+    try:
+        paths = [source] if not os.path.isdir(source) else [
+            os.path.join(folder, name) for folder, _folders, names in os.walk(source) for name in names]
+        for path in paths:
+            _refuse_no_data(channel, source, path)
+    except OSError as exc:
+        raise ChannelError(channel, source, f"cannot be read ({exc})",
+                           "make every file under it readable (and remove links that lead nowhere)") from exc
 
 
 def _copy_folder(channel: str, source: str, target: Path) -> None:

@@ -342,3 +342,19 @@ def test_results_staged_for_an_s3_output_are_uploaded_and_named(aws: Aws, tmp_pa
     assert result.logs == {"algo-1": "s3://users-results/runs/job-1/logs/algo-1.log"}
     assert sorted(key for bucket, key in aws.all_objects()) == [
         "runs/job-1/logs/algo-1.log", "runs/job-1/output/model.tar.gz", "runs/job-1/output/output.tar.gz"]
+
+
+@pytest.mark.usefixtures("nothing_may_start")
+def test_a_channel_holding_a_fifo_is_refused_before_anything_starts(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The private server's upload would wait forever on the FIFO: the estimator's checks refuse it first, as the
+    process backend's copy does."""
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('never runs')\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    os.mkfifo(data / "pipe")
+    code = cli.main([str(script), "--channel", f"train={data}", "--backend", "docker", "--output", str(tmp_path / "o")])
+    error = capsys.readouterr().err
+    assert code == 1 and "pipe is not a regular file (a FIFO, socket or device)" in error, error
+    assert not (tmp_path / "o").exists()

@@ -388,3 +388,21 @@ def test_fit_refuses_a_channel_named_dot_before_uploading(aws, tiny_script, name
         est.fit({name: "s3://bucket/data"}, wait=False)
     assert caught.value.field == "inputs" and caught.value.value == name
     _assert_nothing_created(aws)
+
+
+@pytest.mark.parametrize("special", ["fifo", "device"])
+def test_submit_refuses_a_channel_holding_a_fifo_or_a_device_before_uploading(aws, tiny_script, tmp_path, capsys,
+                                                                              special):
+    """The SDK's upload would wait forever on a FIFO and never finish reading /dev/zero: refused by name first."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "rows.csv").write_text("1,2\n")
+    if special == "fifo":
+        os.mkfifo(data / "pipe")
+    else:
+        (data / "pipe").symlink_to("/dev/zero")
+    assert main(_submit_args(tiny_script, "--channel", f"train={data}")) == 2
+    err = capsys.readouterr().err
+    assert "pipe is not a regular file (a FIFO, socket or device)" in err and "Fix:" in err, err
+    assert "Traceback" not in err
+    _assert_nothing_created(aws)

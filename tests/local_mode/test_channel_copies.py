@@ -47,3 +47,16 @@ def test_a_channel_that_is_a_fifo_itself_is_refused(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(ChannelError, match="neither a folder nor a regular file"):
         stage_channels({"train": str(tmp_path / "pipe")}, tmp_path / "staging")
+
+
+def test_the_check_before_an_upload_refuses_what_the_copy_refuses(tmp_path: Path) -> None:
+    from smddp_compat.local_mode.channels import check_local_channel
+
+    data = _data(tmp_path)
+    check_local_channel("train", str(data))  # a link loop is not followed, as os.walk (the SDK's upload) does not
+    os.mkfifo(data / "sub" / "pipe")
+    with pytest.raises(ChannelError, match=r"sub/pipe is not a regular file"):
+        check_local_channel("train", str(data))
+    os.mkfifo(tmp_path / "alone")
+    with pytest.raises(ChannelError, match="alone is not a regular file"):
+        check_local_channel("train", str(tmp_path / "alone"))
