@@ -8,8 +8,8 @@ supplies only what differs: how the hosts are prepared, how their processes or c
 what it does once they ended, and what it releases. What follows is written here once and holds in both:
 
 * the destination is claimed for the job's whole life and refused when it already holds another job's files;
-* a SIGINT or SIGTERM before the hosts run ends the job ``Stopped`` (exit code 128 + the signal) with nothing left
-  running and the temporary tree removed;
+* a stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) before the hosts run ends the job ``Stopped`` (exit code 128 +
+  the signal) with nothing left running and the temporary tree removed;
 * the model, output and logs are stored whatever the end, as SageMaker stores them; when they cannot be, the job is
   ``Failed`` with SageMaker's ``ClientError`` reason and the hosts' folders are kept (their path is said);
 * ``SecondaryStatusTransitions`` and the metrics (one :class:`~local_mode.metrics.MetricWatch` fed every line the
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from smddp_compat import contract
+from smddp_compat.launcher import STOP_SIGNALS, StopSignalled
 from smddp_compat.local_mode.artifacts import ArtifactPaths, store_artifacts
 from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError
 from smddp_compat.local_mode.job_claim import claimed_job
@@ -68,14 +69,6 @@ class JobEnd:
         if self.exit_code is not None:
             return self.exit_code
         return _EXIT_CODES.get(self.secondary or self.status, 143 if self.status == STOPPED else 1)
-
-
-class _StoppedBeforeStart(Exception):
-    """A SIGINT or SIGTERM that arrived while the job was being prepared: it ends the preparation."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 class JobLifecycle:
@@ -132,7 +125,7 @@ class JobLifecycle:
         """Removes what the backend started (run whatever happened, once)."""
 
     def _on_signal(self, signum: int) -> None:
-        """A SIGINT or SIGTERM while the hosts run (the process backend's group handles its own)."""
+        """A stop signal while the hosts run (the process backend's group handles its own)."""
 
     def _extras(self, end: JobEnd) -> dict[str, Any]:
         """More :class:`JobResult` fields (the request's members, the ARN, the twin's notes)."""
@@ -190,7 +183,7 @@ class JobLifecycle:
                 self._after_end(layouts, end)
                 artifacts = self._store(root, layouts, end)
                 result = self._result(end, artifacts, detected)
-        except _StoppedBeforeStart as stopped:
+        except StopSignalled as stopped:
             self._say(f"{signal.Signals(stopped.signum).name} before the job started: nothing was left running")
             end = JobEnd(STOPPED, exit_code=128 + stopped.signum)
             result = self._result(end, ArtifactPaths(model=None, output=None), None)
@@ -241,7 +234,7 @@ class JobLifecycle:
         )
 
     def _handle_signals(self) -> Callable[[], None]:
-        """From the main thread: a SIGINT or SIGTERM ends the preparation (:class:`_StoppedBeforeStart`); while the
+        """From the main thread: a stop signal ends the preparation (:class:`StopSignalled`); while the
         hosts run, :meth:`_on_signal`; later ones are noted only (the clean-up runs to its end). Returns what
         restores the previous handlers."""
         if threading.current_thread() is not threading.main_thread():
@@ -250,11 +243,11 @@ class JobLifecycle:
         def on_signal(signum: int, _frame: object) -> None:
             if self._phase == "preparing":
                 self._phase = "interrupted"
-                raise _StoppedBeforeStart(signum)
+                raise StopSignalled(signum)
             if self._phase == "running":
                 self._on_signal(signum)
 
-        previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+        previous = {signum: signal.signal(signum, on_signal) for signum in STOP_SIGNALS}
 
         def restore() -> None:
             for signum, handler in previous.items():

@@ -25,7 +25,7 @@ PACKAGES = ("smddp_compat", *NAMESPACE_PARTS)
 SHARED_ERRORS = REPO / "smddp_compat" / "errors.py"
 
 # Classes that are not errors a user sees: control flow inside one function, never raised out of it.
-PRIVATE_SIGNALS = {"smddp_compat.local_mode.lifecycle._StoppedBeforeStart"}
+PRIVATE_SIGNALS = {"smddp_compat.launcher._supervisor.StopSignalled"}
 
 
 class _Module:

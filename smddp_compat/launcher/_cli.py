@@ -34,7 +34,8 @@ from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
 from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
 from smddp_compat.cluster import HostSlots
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous
-from smddp_compat.launcher._supervisor import GroupResult, ProcessSpec, run_process_group
+from smddp_compat.launcher._supervisor import (
+    GroupResult, ProcessSpec, StopSignalled, run_process_group, stop_signals_raise)
 
 #: Seconds between SIGTERM and SIGKILL when the ranks are stopped (``--grace``).
 DEFAULT_GRACE_SECONDS = 5.0
@@ -190,11 +191,11 @@ def _run(args: argparse.Namespace, command: list[str]) -> GroupResult:
     base_env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     with stall_directory() as directory:
         base_env.update(stall_watchdog_env(args.stall_check_seconds, args.stall_shutdown_seconds, directory))
-        return _launch(args, command, hosts, base_env)
+        return _launch(args, command, hosts, base_env, scratch=directory)
 
 
 def _launch(
-    args: argparse.Namespace, command: list[str], hosts: list[HostSlots], base_env: dict[str, str]
+    args: argparse.Namespace, command: list[str], hosts: list[HostSlots], base_env: dict[str, str], scratch: str
 ) -> GroupResult:
     grace = args.grace if args.grace is not None else DEFAULT_GRACE_SECONDS
     choice = choose_engine(args.num_proc, args.engine)
@@ -204,12 +205,13 @@ def _launch(
         specs = _quiet(rank_specs(command, base_env, names, args.log_dir), args)
         mpirun_log = os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None
         return run_mpi_group(
-            specs, timeout=args.timeout, grace=grace, mpirun_log=mpirun_log, console_hides=specs[0].console_hides
+            specs, timeout=args.timeout, grace=grace, mpirun_log=mpirun_log, console_hides=specs[0].console_hides,
+            remove_if_killed=[scratch],
         )
     gloo_timeout = args.gloo_timeout if args.gloo_timeout is not None else float(DEFAULT_GLOO_TIMEOUT_SECONDS)
     with HorovodRendezvous(hosts, timeout=gloo_timeout) as rendezvous:
         specs = rank_specs(command, base_env, rendezvous.rank_envs(), args.log_dir)
-        return run_process_group(_quiet(specs, args), timeout=args.timeout, grace=grace)
+        return run_process_group(_quiet(specs, args), timeout=args.timeout, grace=grace, remove_if_killed=[scratch])
 
 
 def _quiet(specs: list[ProcessSpec], args: argparse.Namespace) -> list[ProcessSpec]:
@@ -229,7 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _main(args)
+        with stop_signals_raise():
+            return _main(args)
     finally:
         release_stdout()
 
@@ -250,8 +253,11 @@ def _main(args: argparse.Namespace) -> int:
     except SmddpError as exc:
         _say(f"smddprun: error: {exc}")
         return 2
+    except StopSignalled as stopped:
+        # A stop signal outside the supervision (before the ranks start, or once they are reaped): none is running.
+        _say(f"smddprun: interrupted by {signal.Signals(stopped.signum).name}")
+        return 128 + stopped.signum
     except KeyboardInterrupt:
-        # Ctrl-C outside the supervision (before the ranks start, or once they are reaped): none of them is running.
         _say("smddprun: interrupted")
         return 128 + signal.SIGINT
     if not result.ok:

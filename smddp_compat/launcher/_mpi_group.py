@@ -107,7 +107,8 @@ def mpirun_argv(num_ranks: int, rank_command: Sequence[str], *,
 def write_rank_specs(specs: Sequence[ProcessSpec], directory: str) -> None:
     """Writes each rank's command, environment and working directory where its wrapper reads them.
 
-    The files hold the ranks' whole environment, so they are readable by this user only.
+    The files hold the ranks' whole environment, so they are readable by this user only, and each is removed as
+    soon as its rank has read it.
     """
     for rank, spec in enumerate(specs):
         path = os.path.join(directory, _SPEC_FILE.format(rank=rank))
@@ -126,6 +127,7 @@ def load_rank_spec(directory: str, rank: int) -> tuple[list[str], dict[str, str]
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
+        os.unlink(path)  # it holds the rank's whole environment (secrets included): read once, then gone
         return list(data["argv"]), dict(data["env"]), data.get("cwd")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(
@@ -270,7 +272,8 @@ def _wrapper_command(python: str, directory: str) -> list[str]:
 def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None, grace: float = 5.0,
                   stream: IO[str] | None = None, failure_reason: Callable[[ProcessSpec], str | None] | None = None,
                   mpirun_log: str | None = None, extra_mca: Mapping[str, str] | None = None,
-                  python: str = sys.executable, console_hides: Callable[[str], bool] | None = None) -> GroupResult:
+                  python: str = sys.executable, console_hides: Callable[[str], bool] | None = None,
+                  remove_if_killed: Sequence[str] = ()) -> GroupResult:
     """Runs the ranks under one mpirun on this machine: all succeed, or all are stopped.
 
     Args:
@@ -280,6 +283,7 @@ def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None,
         extra_mca: Open MPI settings added to :data:`MPIRUN_TUNING`.
         python: The interpreter that runs the per-rank wrapper (one with smddp_compat importable).
         console_hides: Rank lines for which it returns True go to the logs but not to the console.
+        remove_if_killed: As for :func:`run_process_group` (the ranks' spec folder is added).
 
     Returns:
         How the job ended, one result per rank: the failed rank carries its exit code, the others the code mpirun
@@ -307,7 +311,8 @@ def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None,
             route_output=output.route,
             console_hides=console_hides,
         )
-        group = run_process_group([mpirun], timeout=timeout, grace=grace, stream=stream)
+        group = run_process_group([mpirun], timeout=timeout, grace=grace, stream=stream,
+                                  remove_if_killed=[directory, *remove_if_killed])
     finally:
         _kill_rank_groups(directory, len(specs))
         shutil.rmtree(directory, ignore_errors=True)

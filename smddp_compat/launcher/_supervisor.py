@@ -6,9 +6,11 @@ the first process that fails (or a timeout, or a signal to the supervisor) stops
 
 Whatever happens on the way, the supervisor ends what it started:
 
-* SIGINT and SIGTERM are only noted by the signal handler, never raised from it, so a signal cannot break off a
-  start (a process created but not yet noted) or a stop half done; the supervisor's loops act on the note. A signal
-  while a stop waits out its grace period ends the wait at once (SIGKILL): the user asked to stop, again.
+* The stop signals (:data:`STOP_SIGNALS`: SIGINT, SIGTERM, SIGHUP, SIGQUIT) are only noted by the signal handler,
+  never raised from it, so a signal cannot break off a start (a process created but not yet noted) or a stop half
+  done; the supervisor's loops act on the note. A signal while a stop waits out its grace period ends the wait at
+  once (SIGKILL): the user asked to stop, again.
+* A launcher killed outright (SIGKILL) cannot stop anything: its lifeline watcher (:mod:`._lifeline`) does.
 * Output is drained from every process until it ends, whatever happens to where it goes: a console that cannot be
   written any more (``smddprun ... | head -1``) is dropped and the log files go on; a log file that cannot be written
   (a full disk) is dropped and the console goes on; each failure is told once on standard error. A process never
@@ -26,15 +28,54 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Callable, Sequence
+from typing import IO, Callable, Iterator, Sequence
 
 import psutil
 
 from smddp_compat.errors import LaunchError, UsageError
 from smddp_compat.launcher._console import ConsoleStream, notice, why
+from smddp_compat.launcher._lifeline import DISMISS, lifeline_argv
 from smddp_compat.launcher._option_types import is_positive_seconds
 
-__all__ = ["ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "run_process_group", "describe_failure"]
+__all__ = [
+    "ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "STOP_SIGNALS", "StopSignalled", "run_process_group",
+    "describe_failure", "stop_signals_raise",
+]
+
+#: The signals that stop a job as a stop from outside does (Ctrl-C, a stop, a closed terminal, Ctrl-backslash): each is
+#: only noted by the handler, and the job ends with exit code 128 + the signal.
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+class StopSignalled(Exception):
+    """A stop signal that arrived while a job was being prepared, before its processes are supervised: raised from
+    the handler :func:`stop_signals_raise` installs, caught by the code that installed it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """Within the block (from the main thread), each of :data:`STOP_SIGNALS` raises :class:`StopSignalled`.
+
+    For the preparation of a job: nothing runs yet that a stop must wait for, and the code that prepares cleans up
+    in its ``finally`` blocks. :func:`run_process_group` installs its own handlers while it supervises.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        raise StopSignalled(signum)
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
 
 #: For a process carrying several ranks' output (mpirun): called with each line it prints (None at the end of its
 #: output), returns the lines that are complete, each as (label of its prefix, text, log file or None).
@@ -105,7 +146,7 @@ class GroupResult:
         failed: The process that failed first, or None (success, timeout or interruption).
         duration: Seconds from the first start to the last exit.
         timed_out: True when the group was stopped because ``timeout`` passed.
-        interrupted: The signal number that stopped the group (SIGINT, SIGTERM), or None.
+        interrupted: The signal number that stopped the group (one of :data:`STOP_SIGNALS`), or None.
     """
 
     results: list[ProcessResult]
@@ -317,7 +358,46 @@ def _stop_all(group: list[_Running], grace: float, signals: list[int], heeded: i
     return cut
 
 
-def _start(spec: ProcessSpec, console: ConsoleStream) -> _Running:
+class _Lifeline:
+    """The watcher that ends the group's processes if this launcher dies without doing so (:mod:`._lifeline`)."""
+
+    def __init__(self, grace: float, remove: Sequence[str]) -> None:
+        try:
+            self._watcher: subprocess.Popen[str] | None = subprocess.Popen(  # noqa: S603 - argv is a list
+                lifeline_argv(os.getpid(), grace, remove), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                text=True, start_new_session=True)
+        except OSError as exc:
+            self._watcher = None
+            notice(f"could not start the lifeline watcher ({why(exc)}); if this launcher is killed outright "
+                   "(SIGKILL), its processes will go on running")
+
+    def note(self, pid: int) -> None:
+        """Tells the watcher about a process just started."""
+        self._send(f"{pid}\n")
+
+    def dismiss(self) -> None:
+        """Every process was reaped: the watcher leaves, touching nothing."""
+        self._send(f"{DISMISS}\n")
+        if self._watcher is not None:
+            with contextlib.suppress(OSError):
+                self._watcher.stdin.close()  # type: ignore[union-attr]
+            try:
+                self._watcher.wait(timeout=_REAP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self._watcher.kill()
+                self._watcher.wait()
+
+    def _send(self, line: str) -> None:
+        if self._watcher is None:
+            return
+        try:
+            self._watcher.stdin.write(line)  # type: ignore[union-attr]
+            self._watcher.stdin.flush()  # type: ignore[union-attr]
+        except (OSError, ValueError):
+            pass  # the watcher is gone: the processes are still ours to stop, as before
+
+
+def _start(spec: ProcessSpec, console: ConsoleStream, lifeline: _Lifeline) -> _Running:
     logs = _LogFiles()
     if spec.log_path:
         try:
@@ -337,6 +417,7 @@ def _start(spec: ProcessSpec, console: ConsoleStream) -> _Running:
             f"could not start process [{spec.label}] on {spec.host}: {exc.strerror or exc} "
             f"(command: {spec.argv!r}). Check that the program exists and is executable."
         ) from exc
+    lifeline.note(popen.pid)
     running = _Running(spec=spec, popen=popen, started=time.monotonic(), pump=threading.Thread(), logs=logs)
     running.pump = threading.Thread(target=_pump_output, args=(running, console), name=f"pump-{spec.label}",
                                     daemon=True)
@@ -351,6 +432,7 @@ def run_process_group(
     grace: float = 5.0,
     stream: IO[str] | None = None,
     failure_reason: Callable[[ProcessSpec], str | None] | None = None,
+    remove_if_killed: Sequence[str] = (),
 ) -> GroupResult:
     """Runs processes as one job: all succeed, or all are stopped.
 
@@ -361,9 +443,11 @@ def run_process_group(
         stream: Where prefixed output goes (default: ``sys.stdout``).
         failure_reason: Called with the spec of the first failed process; returns the reason it recorded
             (e.g. its failure file) or None.
+        remove_if_killed: Folders the lifeline watcher removes if this launcher is killed outright (its own
+            cleanup never runs then).
 
     Returns:
-        How the group ended. A SIGINT or SIGTERM while the group is stopped (after a failure, after the time limit,
+        How the group ended. A stop signal while the group is stopped (after a failure, after the time limit,
         or after a first signal) ends the grace period at once; the reason says so, and the exit code stays that
         of what stopped the group first.
 
@@ -393,8 +477,9 @@ def run_process_group(
         signals.append(signum)
 
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in STOP_SIGNALS:
             previous_handlers[signum] = signal.signal(signum, on_signal)
+    lifeline = _Lifeline(grace, remove_if_killed)
 
     start = time.monotonic()
     failed: _Running | None = None
@@ -406,7 +491,7 @@ def run_process_group(
             for spec in specs:
                 if signals:
                     break  # asked to stop: start no more
-                group.append(_start(spec, console))
+                group.append(_start(spec, console, lifeline))
             while not signals:
                 live = 0
                 for running in group:
@@ -433,6 +518,7 @@ def run_process_group(
         # time-out, any one at all) cuts its grace period short.
         cut = _stop_all(group, grace, signals, heeded=1 if interrupted is not None else len(signals))
     finally:
+        lifeline.dismiss()
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
         joined_by = time.monotonic() + _PUMP_JOIN_SECONDS

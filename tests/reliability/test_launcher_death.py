@@ -1,0 +1,98 @@
+"""A launcher's processes die with it, however the launcher ends (issue 35, class 1).
+
+- a closed terminal (SIGHUP) or Ctrl-\\ (SIGQUIT) stops the job as SIGTERM does: every rank ended, exit 128 + N;
+- a launcher killed outright (SIGKILL: nothing of it runs any more) is outlived by its lifeline watcher, which ends
+  every rank within seconds and removes the launcher's temporary folders (the MPI engine's per-rank spec files,
+  which hold each rank's whole environment, are already gone: each is removed as soon as its rank read it);
+- the same for ``smddp local`` (the process backend), whose job then ends ``Stopped``.
+
+The ranks are the TF-free ``programs/fault_rank.py``, which write their PIDs so that psutil can tell whether any is
+left running.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.conftest import PROGRAMS, alive, quiet_env, smddp, smddprun
+from tests.reliability.test_launcher_faults import Running, assert_no_traceback, no_rank_left, rank_pids
+
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
+
+RANK = str(PROGRAMS / "fault_rank.py")
+# From the launcher's death to the last rank's: the watcher polls every 0.25 s, then SIGTERM ends a fault_rank.
+DEATH_BOUND_SECONDS = 5.0
+
+
+def _ranks_up(job: Running, count: int) -> None:
+    for rank in range(count):
+        job.wait_for_line(lambda line, rank=rank: line.endswith(f"rank {rank} up"))
+
+
+def _gone_within(pid_dir: Path, seconds: float) -> float:
+    """Seconds until every rank that wrote its PID has ended (fails the test past ``seconds``)."""
+    pids = rank_pids(pid_dir)
+    assert pids, "the ranks never wrote their PIDs"
+    start = time.monotonic()
+    while alive(pids) and time.monotonic() - start < seconds:
+        time.sleep(0.05)
+    left = alive(pids)
+    assert left == [], f"ranks still running {seconds} s after the launcher died: {[p.pid for p in left]}"
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("engine, signum", [("gloo", signal.SIGHUP), ("mpi", signal.SIGHUP),
+                                            ("gloo", signal.SIGQUIT)])
+def test_a_closed_terminal_or_a_quit_stops_every_rank(tmp_path: Path, engine: str, signum: int) -> None:
+    pid_dir = tmp_path / "pids"
+    with no_rank_left(pid_dir):
+        job = Running(smddprun("-np", "2", f"--{engine}", "--grace", "3", sys.executable, RANK,
+                               "--pid-dir", str(pid_dir)))
+        _ranks_up(job, 2)
+        job.proc.send_signal(signum)
+        code, _ = job.wait()
+        assert_no_traceback(job)
+        assert code == 128 + signum, job.text_stderr
+        assert f"interrupted by {signal.Signals(signum).name}" in job.text_stderr
+
+
+@pytest.mark.parametrize("engine", ["gloo", "mpi"])
+def test_a_launcher_killed_outright_leaves_no_rank_and_no_file(tmp_path: Path, engine: str) -> None:
+    pid_dir, scratch = tmp_path / "pids", tmp_path / "tmp"
+    scratch.mkdir()
+    with no_rank_left(pid_dir):
+        job = Running(smddprun("-np", "2", f"--{engine}", sys.executable, RANK, "--pid-dir", str(pid_dir)),
+                      env=quiet_env(TMPDIR=str(scratch)))
+        _ranks_up(job, 2)
+        if engine == "mpi":
+            specs = list(scratch.glob("smddp-mpi-ranks-*/rank-*.json"))
+            assert specs == [], f"a rank's environment file outlived its reading: {specs}"
+        job.proc.send_signal(signal.SIGKILL)
+        job.wait()
+        took = _gone_within(pid_dir, DEATH_BOUND_SECONDS)
+        print(f"{engine}: every rank ended {took:.2f} s after smddprun was killed")
+        deadline = time.monotonic() + DEATH_BOUND_SECONDS
+        while list(scratch.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(scratch.iterdir()) == [], "the killed launcher's temporary folders were left"
+        assert "died without stopping its processes" in job.text_stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGKILL])
+def test_smddp_local_ends_its_processes_whichever_way_it_dies(tmp_path: Path, signum: int) -> None:
+    pid_dir, output = tmp_path / "pids", tmp_path / "out"
+    with no_rank_left(pid_dir):
+        job = Running(smddp("local", RANK, "--output", str(output), "--job-name", "dies", "--max-run", "120", "--hyperparameters", f"pid-dir={pid_dir}"))
+        _ranks_up(job, 1)
+        job.proc.send_signal(signum)
+        code, _ = job.wait()
+        _gone_within(pid_dir, DEATH_BOUND_SECONDS)
+        if signum != signal.SIGKILL:
+            assert_no_traceback(job)
+            assert code == 128 + signum, job.text_stderr
+            assert "Stopped" in "\n".join(job.stdout + job.stderr), job.text_stderr
