@@ -37,9 +37,24 @@ SOURCE_EXCLUDES: tuple[str, ...] = (
     ".git", ".hg", ".svn",
     # virtual environments, tool caches, compiled Python
     ".venv", ".venv-*", "venv", ".tox", ".mypy_cache", ".pytest_cache", "__pycache__", "*.pyc",
-    # keys, credentials and the files that usually hold them
-    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*",
-    ".aws", ".ssh", ".netrc", ".pgpass", ".docker", "credentials", "credentials.*", ".git-credentials",
+    # environment files and private keys, key stores and password stores
+    ".env", ".env.*", ".envrc", "*.pem", "*.key", "*.key.bak", "*.key.old", "*.key.orig", "*.p12", "*.pfx", "*.jks",
+    "*.keystore", "keystore.*", "*.kdbx", "*.ppk", "id_rsa*", "id_dsa*", "id_ed25519*", "id_ecdsa*", ".gnupg",
+    "secring.*",
+    # cloud CLIs: AWS, Google Cloud (also under .config), Azure, Oracle, Databricks, s3cmd, boto
+    ".aws", ".azure", ".oci", ".databrickscfg", ".s3cfg", ".boto", "application_default_credentials.json",
+    "*service-account*.json", "*service_account*.json", "credentials", "credentials.*", "*credentials.json",
+    # per-user configuration folders, where gh, gcloud, rclone and many more keep their tokens; Kubernetes
+    ".config", ".kube", "kubeconfig", "*.kubeconfig",
+    # package registries and build tools
+    ".npmrc", ".yarnrc", ".yarnrc.yml", ".pypirc", "pip.conf", ".gem", ".cargo", ".m2", ".gradle", ".nuget",
+    ".terraformrc", ".terraform.d",
+    # git hosting, network logins, databases, Docker
+    ".git-credentials", ".netrc", "_netrc", ".pgpass", ".my.cnf", ".docker", ".ssh",
+    # ML hubs and experiment trackers (Hugging Face's token is in ~/.cache/huggingface)
+    ".huggingface", ".cache", ".kaggle", "kaggle.json", "rclone.conf",
+    # shell and interpreter histories
+    ".*_history", ".histfile",
 )
 """Name patterns never copied into a job's code folder nor uploaded with it."""
 

@@ -683,7 +683,9 @@ class SageMakerTwin(JobLifecycle):
         """Starts the watcher that cleans up after this process should it die outright."""
         argv = reaper_argv(
             pid=os.getpid(), started=psutil.Process().create_time(), docker=self.engine.docker, job_id=self.job_id,
-            label=TWIN_LABEL, network=self.docker.network, remove=[str(root / "channels"), str(root / "checkpoints")],
+            label=TWIN_LABEL, network=self.docker.network,
+            # All the job made here (hosts' trees with their hyperparameters, channels, checkpoints), unless kept.
+            remove=[str(root / "channels"), str(root / "checkpoints")] if self.keep else [str(root)],
         )
         return subprocess.Popen(  # noqa: S603 - argument list, no shell
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -22,11 +22,23 @@ def test_every_copy_of_a_jobs_code_uses_the_one_list() -> None:
     assert "ignore_patterns" not in runner_source
 
 
+#: Where tools people use every day keep secrets (issue 35 found each of these copied into jobs and uploaded).
+SECRETS_TOOLS_KEEP = [
+    ".config/gcloud/application_default_credentials.json", "application_default_credentials.json", ".kube/config",
+    ".npmrc", ".pypirc", ".config/gh/hosts.yml", ".huggingface/token", ".cache/huggingface/token",
+    ".config/rclone/rclone.conf", "rclone.conf", ".bash_history", ".zsh_history", "service-account.json",
+    "keystore.jks", "server.key.bak", ".kaggle/kaggle.json", ".docker/config.json", ".git-credentials", ".envrc",
+    ".azure/accessTokens.json", ".gnupg/private-keys-v1.d/k.key",
+]
+
+
 def test_keys_credentials_caches_and_version_control_are_left_out(tmp_path: Path) -> None:
     source = tmp_path / "src"
-    kept = ["train.py", "pkg/model.py", "keys.py", "netrc_reader.py", "data/key.txt"]
+    kept = ["train.py", "pkg/model.py", "keys.py", "netrc_reader.py", "data/key.txt", "training_history/loss.csv",
+            "config.yaml", "pkg/cache.py", "history_plot.py", "model.keras"]
     dropped = [".netrc", "id_rsa", "id_rsa.pub", "x.key", ".git/config", "__pycache__/t.pyc", "pkg/__pycache__/m.pyc",
-               ".env", ".env.local", "deploy.pem", ".aws/credentials", "pkg/credentials", ".venv/bin/python"]
+               ".env", ".env.local", "deploy.pem", ".aws/credentials", "pkg/credentials", ".venv/bin/python",
+               *SECRETS_TOOLS_KEEP]
     for rel in kept + dropped:
         (source / rel).parent.mkdir(parents=True, exist_ok=True)
         (source / rel).write_text("x")

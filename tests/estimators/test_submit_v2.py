@@ -163,6 +163,14 @@ def test_source_dir_secrets_are_left_out(aws, tmp_path, monkeypatch):
         "id_rsa": "key",
         ".netrc": f"machine example.com password {SECRET_KEY}\n",
         "x.key": "key",
+        ".config/gcloud/application_default_credentials.json": SECRET_KEY,
+        ".kube/config": SECRET_KEY,
+        ".npmrc": f"//registry.npmjs.org/:_authToken={SECRET_KEY}\n",
+        ".pypirc": f"[pypi]\npassword = {SECRET_KEY}\n",
+        ".cache/huggingface/token": SECRET_KEY,
+        ".bash_history": f"export AWS_SECRET_ACCESS_KEY={SECRET_KEY}\n",
+        "service-account.json": SECRET_KEY,
+        "server.key.bak": SECRET_KEY,
     }
     for rel, text in secrets.items():
         (source / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -97,14 +97,16 @@ def _sleeping_request(tmp_path: Path, image: str, name: str) -> Path:
 
 
 def _start_twin(tmp_path: Path, image: str, docker: str) -> tuple[subprocess.Popen[str], str]:
-    """Starts ``smddp local --backend docker`` on a sleeping request; returns once both hosts' containers and the S3
-    service run, with the job's name (the start of its twin job id)."""
+    """Starts ``smddp local --backend docker`` on a sleeping request, with ``tmp_path/tmp`` as its TMPDIR; returns
+    once both hosts' containers and the S3 service run, with the job's name (the start of its twin job id)."""
+    (tmp_path / "tmp").mkdir()
     name = f"faults-{uuid.uuid4().hex[:6]}"
     request = _sleeping_request(tmp_path, image, name)
     proc = subprocess.Popen(
         smddp("local", "--backend", "docker", "--request", str(request), "--output", str(tmp_path / "out"),
               "--stop-grace", "3"),
-        env=quiet_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=quiet_env(TMPDIR=str(tmp_path / "tmp")), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 120
     while True:
@@ -132,13 +134,17 @@ def test_sigterm_to_the_twin_stops_the_job_and_removes_everything(
 
 
 def test_sigkill_of_the_twin_leaves_nothing_running(docker_engine: Any, kit_image: str, tmp_path: Path) -> None:  # noqa: F811
-    """Killed outright, the twin cannot clean up: its reaper removes the containers and the network."""
+    """Killed outright, the twin cannot clean up: its reaper removes the containers, the network and the job's
+    temporary tree (the hosts' folders with their hyperparameters, the channels)."""
     proc, name = _start_twin(tmp_path, kit_image, docker_engine.docker)
+    assert list((tmp_path / "tmp").glob("smddp-twin-*")), "the twin's tree is not where the test looks"
     os.killpg(proc.pid, signal.SIGKILL)  # the twin and its whole process group (the reaper has its own session)
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 30
-    while _twin_entries(docker_engine.docker, name):
-        assert time.monotonic() < deadline, f"left after the twin was killed: {_twin_entries(docker_engine.docker, name)}"
+    while _twin_entries(docker_engine.docker, name) or list((tmp_path / "tmp").glob("smddp-twin-*")):
+        assert time.monotonic() < deadline, (
+            f"left after the twin was killed: {_twin_entries(docker_engine.docker, name)}, "
+            f"{list((tmp_path / 'tmp').glob('smddp-twin-*'))}")
         time.sleep(0.5)
 
 
