@@ -88,14 +88,15 @@ def _count_gpus() -> int:
     return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
 
 
-def _copy_code(spec: JobSpec, code_dir: Path) -> None:
+def _copy_code(spec: JobSpec, code_dir: Path, fenced: list[Path]) -> None:
     """Copies the job's code into a host's ``code`` folder, by the rule of the estimators' upload (links to files
     inside become files, links to folders are not followed, links out of the source and special files are left out
-    with a warning); a shell entry point is made executable, as the training toolkit does before it runs one."""
+    with a warning, and so are the job's own folders in ``fenced``); a shell entry point is made executable, as the
+    training toolkit does before it runs one."""
     if spec.source_dir is None:
         shutil.copy2(spec.entry_point, code_dir / Path(spec.entry_point).name)
     else:
-        warn_left_out(copy_source_tree(spec.source_dir, code_dir), f"the code folder {code_dir}")
+        warn_left_out(copy_source_tree(spec.source_dir, code_dir, fenced=fenced), f"the code folder {code_dir}")
     script = code_dir / spec.entry_point_name
     if not spec.entry_point_name.endswith(".py") and script.is_file() and not script.is_symlink():
         script.chmod(script.stat().st_mode | 0o111)
@@ -157,7 +158,11 @@ class ProcessJob(JobLifecycle):
 
     def _prepare(self, root: Path) -> dict[str, HostLayout]:
         self._checkpoints = _checkpoint_folder(self.spec, self.destination, root)
-        layouts, self._host_envs = _prepare_hosts(self.spec, root, self._checkpoints, self.region)
+        # The job's own folders and the temporary folder (the job's lock is there) are never copied into its code,
+        # should they lie inside the source folder.
+        own = [root, self._checkpoints, Path(tempfile.gettempdir()),
+               *([self.destination] if isinstance(self.destination, Path) else [])]
+        layouts, self._host_envs = _prepare_hosts(self.spec, root, self._checkpoints, self.region, own)
         return layouts
 
     def _supervise(self, root: Path, layouts: dict[str, HostLayout]) -> JobEnd:
@@ -351,7 +356,7 @@ def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: I
 
 
 def _prepare_hosts(
-    spec: JobSpec, root: Path, checkpoints: Path, region: str
+    spec: JobSpec, root: Path, checkpoints: Path, region: str, own_folders: list[Path]
 ) -> tuple[dict[str, HostLayout], dict[str, dict[str, Mapping[str, str]]]]:
     """Fetches the channels, builds every host's tree (``checkpoints`` shared by all, each channel the host's own
     copy) and the host's layers of its processes' environment (:func:`~local_mode.environment.process_environment`)."""
@@ -386,7 +391,7 @@ def _prepare_hosts(
             # As SageMaker writes it for a job with TensorBoardOutputConfig: where the scripts put their summaries.
             tensorboard_config={"LocalPath": str(host_root / contract.TENSORBOARD_DIR)},
         )
-        _copy_code(spec, layout.code_dir)
+        _copy_code(spec, layout.code_dir, own_folders)
         layouts[host] = layout
         envs[host] = {
             "inherited": base,

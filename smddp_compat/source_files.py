@@ -86,6 +86,7 @@ def ignore_excluded(_directory: str, names: Iterable[str]) -> set[str]:
 
 
 _EXCLUDED = "its name matches the source exclusions"
+_OWN_FOLDER = "a folder of the job itself (the copy's destination, the job's work or output folder)"
 
 
 class LeftOut(NamedTuple):
@@ -140,6 +141,7 @@ def copy_source_tree(
     patterns: Iterable[str] = SOURCE_EXCLUDES,
     root: str | os.PathLike[str] | None = None,
     leave_out: Collection[str] = (),
+    fenced: Collection[str | os.PathLike[str]] = (),
 ) -> list[LeftOut]:
     """Copies a source folder by the kit's rule (see the module's docstring); never follows a link to a folder.
 
@@ -149,6 +151,9 @@ def copy_source_tree(
         patterns: Name patterns left out (default: :data:`SOURCE_EXCLUDES`).
         root: Links must resolve inside this folder (default: ``source``).
         leave_out: Source paths left out as well, whatever their names (as ``os.path.join(source, ...)`` spells them).
+        fenced: Folders never entered, however they are reached (compared by real path): the job's own trees when
+            they lie inside the source folder. ``destination`` is always fenced, so a copy into a folder inside its
+            source never copies itself (``cp -r`` refuses that case; here the rest is copied).
 
     Returns:
         Every source path left out, with the reason.
@@ -156,6 +161,7 @@ def copy_source_tree(
     patterns = tuple(patterns)
     base = os.path.realpath(root if root is not None else source)
     left_out: list[LeftOut] = []
+    fences = {os.path.realpath(path) for path in (destination, *fenced)}
     pending = [(os.fspath(source), os.fspath(destination))]
     while pending:
         folder, target = pending.pop()
@@ -174,7 +180,10 @@ def copy_source_tree(
             except FileNotFoundError:
                 continue
             if stat.S_ISDIR(mode):
-                pending.append((src, dst))
+                if os.path.realpath(src) in fences:
+                    left_out.append(LeftOut(src, _OWN_FOLDER))
+                else:
+                    pending.append((src, dst))
             elif stat.S_ISREG(mode):
                 shutil.copy2(src, dst)
             elif stat.S_ISLNK(mode):

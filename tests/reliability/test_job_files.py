@@ -297,9 +297,60 @@ def test_local_modes_code_copy_copies_each_file_once_and_no_link_out(tmp_path: P
     code = tmp_path / "code"
     code.mkdir()
     spec = JobSpec(entry_point="train.py", source_dir=str(looped_source), output_path=str(tmp_path / "out"))
-    _within(20, lambda: _copy_code(spec, code), _unblock_fifo(looped_source / "fifo"))
+    _within(20, lambda: _copy_code(spec, code, []), _unblock_fifo(looped_source / "fifo"))
     _assert_copied_once(code)
     assert not (code / "creds").exists() and not (code / "up").exists()
+
+
+def test_a_copy_into_its_own_source_never_copies_itself(tmp_path: Path) -> None:
+    """``cp -r src src/work`` refuses; the kit's copy leaves its destination (and the job's fenced folders) out."""
+    from smddp_compat.source_files import copy_source_tree
+
+    source = tmp_path / "src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "train.py").write_text("print(1)\n")
+    (source / "pkg" / "m.py").write_text("X = 1\n")
+    (source / "out" / "old-job").mkdir(parents=True)
+    (source / "out" / "old-job" / "model.tar.gz").write_bytes(b"x" * 1000)
+    destination = source / "work" / "job" / "algo-1" / "code"
+    left_out = _within(20, lambda: copy_source_tree(source, destination, fenced=[source / "out"]))
+    copied = sorted(p.relative_to(destination).as_posix() for p in destination.rglob("*") if p.is_file())
+    assert copied == ["pkg/m.py", "train.py"]
+    assert {Path(item.path).name for item in left_out} == {"code", "out"}
+    assert all("a folder of the job itself" in item.reason for item in left_out)
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("where", ["work-dir", "tmpdir", "output"])
+def test_smddp_local_with_its_trees_inside_the_source_folder_copies_the_code_once(tmp_path: Path, where: str) -> None:
+    """The job's work folder, its temporary tree or its output inside ``--source-dir`` (``--source-dir .`` with the
+    default output, or TMPDIR inside the source) used to be copied into the code folder, recursively (765 levels,
+    then ``File name too long``)."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(
+        "import os, pathlib\n"
+        "code = pathlib.Path(os.environ['SM_MODULE_DIR'] if os.environ.get('SM_MODULE_DIR', '').startswith('/') "
+        "else '.')\n"
+        "files = sorted(str(p) for p in pathlib.Path('.').rglob('*') if p.is_file())\n"
+        "print('code files:', files)\n"
+        "assert files == ['train.py'], files\n"
+    )
+    env = quiet_env()
+    options = ["--output", str(tmp_path / "out")]
+    if where == "work-dir":
+        options += ["--work-dir", str(source / "work")]
+    elif where == "tmpdir":
+        (source / "tmp").mkdir()
+        env["TMPDIR"] = str(source / "tmp")
+    else:
+        options = ["--output", str(source / "out")]
+    done = subprocess.run(smddp("local", "train.py", "--source-dir", str(source), "--job-name", f"inside-{where}",
+                                "--instance-count", "2", "--max-run", "120", *options),
+                          env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "code files: ['train.py']" in done.stdout
+    assert "Traceback" not in done.stderr
 
 
 # -- channel names ----------------------------------------------------------------------------------------------------
