@@ -26,7 +26,7 @@ from smddp_compat import contract
 from smddp_compat import errors as shared_errors
 from smddp_compat.distribution_config import DistributionConfig, HostCapacity
 from smddp_compat.strategies import NAMES
-from smddp_compat.launcher import usable_cores
+from smddp_compat.launcher import MAX_SECONDS, usable_cores
 
 from smddp_compat.local_mode.s3 import is_s3_uri, parse_s3_uri
 from smddp_compat.local_mode.environment import is_reserved
@@ -60,6 +60,21 @@ Distribution = enum.Enum(  # type: ignore[misc]
 Distribution.__doc__ = """How the processes of a job find each other: one member per strategy of
 :mod:`smddp_compat.strategies` (``NONE``, ``SMDDP``, ``MPI``, ``MWMS``, ``DTENSOR``, ``PARAMETER_SERVER``), whose
 class owns what it means."""
+
+
+#: The most hosts a local job may have. SageMaker's API sets no maximum (an account's quota does, usually in the
+#: tens); here every host is processes or a container on this one machine, and each host's ``resourceconfig.json``
+#: lists every host (hosts squared on disk: 100,000 hosts wrote 3.9 MB per host).
+MAX_LOCAL_HOSTS = 64
+
+
+def check_local_host_count(name: str, value: int) -> int:
+    """Refuses more hosts than :data:`MAX_LOCAL_HOSTS` for a job run on this machine."""
+    if value > MAX_LOCAL_HOSTS:
+        raise ConfigurationError(
+            name, value, f"is more hosts than a job run on this machine may have ({MAX_LOCAL_HOSTS})",
+            f"give at most {MAX_LOCAL_HOSTS} (SageMaker itself runs larger jobs: submit the job there)")
+    return value
 
 
 def _require_count(name: str, value: Any) -> int:
@@ -258,7 +273,7 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # the dataclass is frozen: normalised values are stored once, here
-        hosts = _require_count("instance_count", self.instance_count)
+        hosts = check_local_host_count("instance_count", _require_count("instance_count", self.instance_count))
         config = self._checked_distribution(hosts)
         set_(self, "distribution_config", config)
         set_(self, "distribution", Distribution(config.kind))
@@ -289,6 +304,9 @@ class JobSpec:
             raise ConfigurationError("max_run", self.max_run, "must be a number of seconds > 0", "e.g. max_run=3600")
         if math.isinf(self.max_run) or math.isnan(self.max_run):
             raise ConfigurationError("max_run", self.max_run, "must be finite", "e.g. max_run=86400 (one day)")
+        if self.max_run > MAX_SECONDS:
+            raise ConfigurationError("max_run", self.max_run, f"is more than one year ({MAX_SECONDS} s), the longest "
+                                     "time any launcher option takes", "e.g. max_run=86400 (one day)")
 
         job_name = self.job_name if self.job_name is not None else default_job_name(entry_point)
         problem = contract.job_name_problem(job_name)

@@ -280,11 +280,67 @@ def _extract_checked(tar: tarfile.TarFile, members: list[tarfile.TarInfo], desti
         os.chmod(target, mode)
 
 
+#: The most an archive may hold, in bytes and in members, before anything is extracted (a tar bomb of 2 MB can
+#: declare 2 GiB): far above a model's archive, far below what fills a disk or the memory of the member list.
+MAX_EXTRACTED_BYTES = 256 << 30
+MAX_MEMBERS = 200_000
+# Room kept free on the destination's disk after an extraction.
+_DISK_HEADROOM_BYTES = 64 << 20
+
+
+def _check_archive(members: list[tarfile.TarInfo], archive: str, destination: str) -> list[str]:
+    """Every member checked (:func:`_check_member`), then the archive as a whole: no name that is both a file and a
+    folder, no more than :data:`MAX_MEMBERS` members or :data:`MAX_EXTRACTED_BYTES`, and room on the disk.
+    Returns the regular files' normalized names."""
+    if len(members) > MAX_MEMBERS:
+        raise UnsafeJobFileError(field=archive, value=f"{len(members)} members",
+                                 problem=f"holds more than {MAX_MEMBERS} members",
+                                 fix="pack fewer, larger files (e.g. one archive per folder)")
+    is_folder: dict[str, bool] = {}
+    files: list[str] = []
+    total = 0
+    for member in members:
+        normalized = _check_member(member, archive)
+        if normalized == ".":
+            continue
+        parts = normalized.split("/")
+        for end in range(1, len(parts)):
+            if is_folder.setdefault("/".join(parts[:end]), True) is False:
+                raise _file_and_folder(archive, "/".join(parts[:end]), normalized)
+        if is_folder.setdefault(normalized, member.isdir()) is not member.isdir():
+            raise _file_and_folder(archive, normalized, normalized)
+        if member.isfile():
+            files.append(normalized)
+            total += member.size
+    free = _free_bytes(destination)
+    if total > MAX_EXTRACTED_BYTES or (free is not None and total + _DISK_HEADROOM_BYTES > free):
+        limit = f"the {free} bytes free at {destination}" if total <= MAX_EXTRACTED_BYTES else (
+            f"the most the kit extracts ({MAX_EXTRACTED_BYTES} bytes)")
+        raise UnsafeJobFileError(field=archive, value=f"{total} bytes once extracted", problem=f"is more than {limit}",
+                                 fix="free disk space, or download the archive and extract what you need by hand")
+    return files
+
+
+def _file_and_folder(archive: str, name: str, member: str) -> UnsafeJobFileError:
+    return UnsafeJobFileError(field=f"{archive}: member {member!r}", value=name,
+                              problem="is both a file and a folder in the archive",
+                              fix="pack each path once, as a file or as a folder")
+
+
+def _free_bytes(folder: str) -> int | None:
+    try:
+        return os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    except OSError:
+        return None
+
+
 def extract_tarball(archive: str | os.PathLike[str], destination: str | os.PathLike[str]) -> list[str]:
     """Extracts a tarball of regular files and folders into ``destination``, after checking every member.
 
     A member that is a link (symbolic or hard), a device or a FIFO, or whose path is absolute or climbs out with
-    ``..``, fails the whole extraction before anything is written. The members are then written with
+    ``..``, a name that is both a file and a folder, or an archive larger than the disk's free space (or than
+    :data:`MAX_EXTRACTED_BYTES`, or with more than :data:`MAX_MEMBERS` members) fails the whole extraction before
+    anything is written. The members are then written with
     ``extractall(filter="data")`` where Python has it (3.11.4 and later), and by this module otherwise (Debian 12's
     Python 3.11.2 has no ``filter=``).
 
@@ -296,18 +352,15 @@ def extract_tarball(archive: str | os.PathLike[str], destination: str | os.PathL
         The regular files extracted, as their normalized names in the archive.
 
     Raises:
-        UnsafeJobFileError: A member is not a regular file or folder, or would land outside ``destination``.
+        UnsafeJobFileError: A member is not a regular file or folder, or would land outside ``destination``, or
+            the archive as a whole is refused (see above).
         tarfile.TarError: The archive is not readable.
         OSError: A file could not be written.
     """
     name = os.fspath(archive)
     with tarfile.open(name, "r:*") as tar:
         members = tar.getmembers()
-        files: list[str] = []
-        for member in members:
-            normalized = _check_member(member, name)
-            if member.isfile():
-                files.append(normalized)
+        files = _check_archive(members, name, os.fspath(destination))
         if hasattr(tarfile, "data_filter"):
             tar.extractall(os.fspath(destination), members=members, filter="data")
         else:

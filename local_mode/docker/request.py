@@ -23,6 +23,7 @@ from smddp_compat.local_mode.s3 import S3Location, parse_s3_uri
 from smddp_compat.local_mode.api_model import check_request, describe_only_fields
 from smddp_compat.local_mode.docker._fields import review
 from smddp_compat.local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.spec import check_local_host_count
 from smddp_compat import contract
 
 __all__ = ["Channel", "TrainingJobRequest", "DEFAULT_MAX_RUNTIME", "CHECKPOINT_LOCAL_PATH", "TENSORBOARD_LOCAL_PATH"]
@@ -252,6 +253,7 @@ class TrainingJobRequest:
         count = resources.get("InstanceCount", 1)
         if count < 1:
             raise ConfigurationError("ResourceConfig.InstanceCount", count, "must be >= 1", "use e.g. 2")
+        check_local_host_count("ResourceConfig.InstanceCount", count)
         hyperparameters = params.get("HyperParameters") or {}
         environment = params.get("Environment") or {}
         for name, value in environment.items():

@@ -13,7 +13,8 @@ from smddp_compat.launcher._engine import ENGINE_VARIABLE, EngineChoice, choose_
 from smddp_compat.launcher._hosts import (
     assign_ranks, is_this_machine, oversubscription_warning, parse_hosts, usable_cores)
 from smddp_compat.launcher._mpi_group import TaggedLines, mpirun_unavailable_reason, run_mpi_group
-from smddp_compat.launcher._option_types import finite_seconds, positive_count, positive_seconds, whole_number
+from smddp_compat.launcher._option_types import (
+    MAX_SECONDS, finite_seconds, positive_count, positive_seconds, whole_number)
 from smddp_compat.launcher._ports import reserve_ports
 from smddp_compat.launcher._rank_settings import stall_watchdog_env
 from smddp_compat.cluster import HostSlots
@@ -24,7 +25,8 @@ from smddp_compat.launcher._supervisor import (
 from smddp_compat.smdistributed_shim import path as shim_path
 
 __all__ = [
-    "DEFAULT_GLOO_TIMEOUT_SECONDS", "ENGINE_VARIABLE", "STOP_SIGNALS", "StopSignalled", "stop_signals_raise", "ConsoleStream", "EngineChoice", "GroupResult",
+    "DEFAULT_GLOO_TIMEOUT_SECONDS", "ENGINE_VARIABLE", "MAX_SECONDS", "STOP_SIGNALS", "StopSignalled",
+    "stop_signals_raise", "ConsoleStream", "EngineChoice", "GroupResult",
     "HorovodRendezvous", "HostSlots", "ProcessResult", "ProcessSpec", "TensorFlowLogFilter", "TaggedLines",
     "assign_ranks", "choose_engine", "describe_failure", "finite_seconds", "is_tensorflow_log_line", "is_this_machine",
     "main", "mpirun_unavailable_reason", "oversubscription_warning", "parse_hosts", "positive_count",

@@ -81,6 +81,10 @@ def stop_signals_raise() -> Iterator[None]:
 #: output), returns the lines that are complete, each as (label of its prefix, text, log file or None).
 OutputRoute = Callable[["str | None"], "list[tuple[str, str, str | None]]"]
 
+#: The longest piece of a process's output held at once: a longer line (a progress bar without newlines, a dumped
+#: array) is passed on in pieces of this size, each saying so, so memory stays bounded whatever a process prints.
+MAX_LINE_BYTES = 1 << 20
+
 _POLL_SECONDS = 0.05
 # After the processes were reaped: how long the output of all of them together may take to be written out.
 _PUMP_JOIN_SECONDS = 5.0
@@ -277,6 +281,14 @@ def _handle_output(running: _Running, console: ConsoleStream, text: str | None) 
         _write_line(running, console, label, line, log_path)
 
 
+def _line_text(raw: bytes) -> str:
+    """One line of output as text; a piece of a line longer than :data:`MAX_LINE_BYTES` says that it was cut."""
+    text = raw.decode("utf-8", errors="replace")
+    if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+        return text + f" [line longer than {MAX_LINE_BYTES} bytes: cut here, continued on the next line]"
+    return text.rstrip("\r\n")
+
+
 def _pump_output(running: _Running, console: ConsoleStream) -> None:
     """Drains a process's output until it ends: nothing that goes wrong with a line stops the draining, or the
     process would block on a full pipe and the job hang."""
@@ -284,10 +296,9 @@ def _pump_output(running: _Running, console: ConsoleStream) -> None:
     assert stdout is not None
     try:
         # None after the last line: a route then gives back the lines still unfinished.
-        for raw in itertools.chain(iter(stdout.readline, b""), [None]):
+        for raw in itertools.chain(iter(lambda: stdout.readline(MAX_LINE_BYTES), b""), [None]):
             try:
-                _handle_output(running, console, None if raw is None else raw.decode("utf-8", errors="replace")
-                               .rstrip("\r\n"))
+                _handle_output(running, console, None if raw is None else _line_text(raw))
             except Exception as exc:  # noqa: BLE001 - a failing route or filter (a bug) must not stop the draining
                 running.line_errors += 1
                 if running.line_errors == 1:

@@ -75,6 +75,7 @@ def _changed(path: str, value: Any) -> dict[str, Any]:
         ("AlgorithmSpecification.TrainingInputMode", "Pipe", "TrainingInputMode", "use 'File'"),
         ("ResourceConfig.InstanceType", "p4d", "InstanceType", "ml.c5.xlarge"),
         ("ResourceConfig.InstanceCount", 0, "InstanceCount", "use e.g. 2"),
+        ("ResourceConfig.InstanceCount", 100000, "InstanceCount", "give at most 64"),
         ("ResourceConfig.InstanceGroups", [{"InstanceGroupName": "a", "InstanceType": "ml.c5.xlarge",
                                             "InstanceCount": 1}], "InstanceGroups", "InstanceCount"),
         ("HyperParameters.epochs", 3, "HyperParameters['epochs']", "as a string"),

@@ -105,6 +105,12 @@ CLI_CASES = [
     Bad("local-output-in-proc", "local", ("local", "train.py", "--output", "/proc/x"),
         ("output_path='/proc/x': cannot be written",), ("choose a writable directory",)),
     Bad("local-max-run-0", "local", ("local", "train.py", "--max-run", "0"), ("max_run=0",), ("e.g. max_run=3600",)),
+    Bad("local-max-run-over-a-year", "local", ("local", "train.py", "--max-run", "31536001"), ("max_run=31536001",),
+        ("more than one year",)),
+    Bad("local-max-run-1e308", "local", ("local", "train.py", "--max-run", "1e308"), ("max_run=1e+308",),
+        ("more than one year",)),
+    Bad("local-instance-count-100000", "local", ("local", "train.py", "--instance-count", "100000"),
+        ("instance_count=100000",), ("give at most 64",)),
     Bad("local-docker-backend-instance-count-0", "local", ("local", "train.py", "--backend", "docker",
         "--instance-count", "0"), ("instance_count=0",), ("give instance_count >= 1",)),  # the process backend's
     Bad("local-docker-backend-max-run-not-whole", "local", ("local", "train.py", "--backend", "docker",

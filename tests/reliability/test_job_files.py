@@ -437,6 +437,78 @@ def test_extraction_works_without_extractall_filter(tmp_path: Path, python_3_11_
     assert stat.S_IMODE((destination / "1" / "saved_model.pb").stat().st_mode) == 0o755  # no setuid, no o+w
 
 
+@pytest.fixture(params=["data-filter", "python-3.11.2"])
+def either_extraction(request: pytest.FixtureRequest) -> None:
+    """Both ways the kit extracts: ``extractall(filter="data")``, and its own writer where that is missing."""
+    if request.param == "python-3.11.2":
+        request.getfixturevalue("python_3_11_2")
+
+
+def _folder(name: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    return info
+
+
+@pytest.mark.parametrize("members", [["a", "a/b"], ["a/b", "a"], ["a/b/c", "a/b"]], ids=["file-then-below",
+                                                                                        "below-then-file", "deeper"])
+def test_a_name_that_is_a_file_and_a_folder_is_refused_before_anything_is_written(
+    tmp_path: Path, members: list[str], either_extraction: None,
+) -> None:
+    archive = _tarball(tmp_path / "model.tar.gz", [_file(name) for name in members], {name: b"x" for name in members})
+    destination = tmp_path / "model"
+    destination.mkdir()
+    with pytest.raises(UnsafeJobFileError, match="is both a file and a folder"):
+        extract_tarball(archive, destination)
+    assert list(destination.iterdir()) == []
+
+
+def test_a_member_dot_is_the_destination_itself(tmp_path: Path, either_extraction: None) -> None:
+    archive = _tarball(tmp_path / "model.tar.gz", [_folder("."), _folder("./1"), _file("./1/v")], {"./1/v": b"v"})
+    destination = tmp_path / "model"
+    destination.mkdir()
+    assert extract_tarball(archive, destination) == ["1/v"]
+    assert (destination / "1" / "v").read_bytes() == b"v"
+
+
+class _Zeros(io.RawIOBase):
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        count = min(len(buffer), self.left)
+        buffer[:count] = bytes(count)
+        self.left -= count
+        return count
+
+
+@pytest.mark.parametrize("limit", ["free-space", "cap"])
+def test_a_tar_bomb_is_refused_before_anything_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          limit: str) -> None:
+    """A 2 MB archive that declares 2 GiB of zeros: refused against the disk's free space and the kit's cap."""
+    from smddp_compat import job_files
+
+    archive = tmp_path / "bomb.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        member = _file("model/big")
+        member.size = 2 << 30
+        tar.addfile(member, io.BufferedReader(_Zeros(member.size)))
+    assert archive.stat().st_size < 4 << 20
+    if limit == "free-space":
+        monkeypatch.setattr(job_files, "_free_bytes", lambda _folder: 1 << 30)
+    else:
+        monkeypatch.setattr(job_files, "MAX_EXTRACTED_BYTES", 1 << 30)
+    destination = tmp_path / "model"
+    destination.mkdir()
+    with pytest.raises(UnsafeJobFileError, match="2147483648 bytes once extracted") as refused:
+        extract_tarball(archive, destination)
+    assert ("free at" if limit == "free-space" else "the most the kit extracts") in str(refused.value)
+    assert list(destination.iterdir()) == []
+
+
 def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type = kind

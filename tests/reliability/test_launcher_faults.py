@@ -268,6 +268,38 @@ def test_smddp_local_with_a_closed_console_does_not_hang(tmp_path: Path) -> None
         assert _count(log.read_text().splitlines(), "line ") == LINES
 
 
+@pytest.mark.processes
+def test_a_line_without_end_is_passed_on_in_bounded_pieces(tmp_path: Path) -> None:
+    """A rank prints 96 MiB without a newline: the launcher passes it on in pieces of 1 MiB, each saying it was cut,
+    and its memory stays far below the line (it used to hold about 5 times each line: +981 MiB for 200 MiB)."""
+    mebibytes = 96
+    job = subprocess.Popen(smddprun("-np", "1", "--gloo", sys.executable, str(PROGRAMS / "long_line.py"),
+                                    str(mebibytes)),
+                           env=quiet_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    launcher = psutil.Process(job.pid)
+    peak = 0
+    sampler_done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not sampler_done.is_set():
+            with contextlib.suppress(psutil.Error):
+                peak = max(peak, launcher.memory_info().rss)
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    assert job.stdout is not None
+    lengths = [len(line) for line in job.stdout]
+    code = job.wait(timeout=120)
+    sampler_done.set()
+    sampler.join()
+    assert code == 0
+    pieces = [n for n in lengths if n > 1 << 20]
+    assert len(pieces) == mebibytes, lengths[:5]
+    assert peak < 80 * (1 << 20), f"the launcher held {peak / (1 << 20):.0f} MiB for a {mebibytes} MiB line"
+
+
 # -- 3. numbers that are not numbers of seconds -----------------------------------------------------------------------
 
 NOT_SECONDS = ["nan", "NaN", "inf", "-inf", "1e400", "0", "-1", "1e12", "soon"]
