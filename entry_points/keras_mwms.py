@@ -1,58 +1,7 @@
-"""MNIST CNN trained with Keras ``fit`` under a ``tf.distribute`` strategy chosen by ``--strategy``: by default
-MirroredStrategy on one host and MultiWorkerMirroredStrategy across hosts (TensorFlow's own collectives; no Horovod).
+"""MNIST CNN trained with Keras ``fit`` under a ``tf.distribute`` strategy chosen by ``--strategy`` (auto, mirrored,
+central_storage, multi_worker_mirrored), with the Keras flavour each needs chosen before TensorFlow is imported.
 
-Strategies (``--strategy``):
-
-* ``auto`` (default): MultiWorkerMirroredStrategy when ``TF_CONFIG`` is set or the job has several hosts, else
-  MirroredStrategy.
-* ``mirrored``: ``tf.distribute.MirroredStrategy``, one host; every variable mirrored on each local device.
-* ``central_storage``: ``tf.distribute.experimental.CentralStorageStrategy``, one host; variables kept once on the
-  CPU, the computation replicated on each local device.
-* ``multi_worker_mirrored``: ``tf.distribute.MultiWorkerMirroredStrategy`` on one host or several (one worker per
-  host; alone it is a one-worker cluster).
-
-``--cpu-devices N`` (default 1: the host as TensorFlow sees it) splits this host's CPU into N logical devices
-(``tf.config.set_logical_device_configuration``, before the strategy is built) and gives MirroredStrategy and
-CentralStorageStrategy one replica on each, so that their replication is real on a host without GPUs (the strategies'
-defaults use every GPU, else the CPU alone: one replica). On a host with GPUs, N > 1 trains on the CPU devices
-instead: leave it at 1 there. MultiWorkerMirroredStrategy places one replica per worker on a CPU host whatever its
-logical devices, so it refuses N > 1.
-
-Refused before TensorFlow is even imported, with one line naming the value and the fix (the failure file holds it,
-exit status 1): ``mirrored`` or ``central_storage`` when the cluster (``SM_HOSTS`` or ``TF_CONFIG``) has several
-hosts; ``--cpu-devices`` > 1 under MultiWorkerMirroredStrategy; a Keras the strategy cannot fit with (below); an
-unknown strategy or any other malformed hyperparameter; a malformed ``TF_CONFIG`` or ``SM_HOSTS``.
-
-One process per host. Under MultiWorkerMirroredStrategy the cluster comes from ``TF_CONFIG`` when it is set; otherwise
-it is built from SageMaker's ``SM_HOSTS`` / ``SM_CURRENT_HOST`` by ``smddp_compat.cluster`` (as every launcher of the
-kit builds it): worker ``i`` is host ``i`` of ``SM_HOSTS``, listening on ``<address of host i>:<--mwms-port>``, where
-the address comes from ``SMDDP_HOST_ADDRESSES`` (local mode maps algo-N to loopback addresses) or is the host name
-itself (SageMaker). Worker 0 is the chief. Hosts that share one address take the next ports, so their workers stay
-apart. The chief prints ``strategy=<class> replicas=<n> ...`` once the strategy is built.
-
-Batching follows the tf.distribute guide: global batch = per-replica batch x ``num_replicas_in_sync``;
-``--global-batch-size`` may be given instead, and must then be divisible by the number of replicas. The learning
-rate is ``--learning-rate`` x replicas. Only the chief writes checkpoints, TensorBoard summaries and the model; the
-other workers save to a temporary directory and delete it, as the guide prescribes for MultiWorkerMirroredStrategy.
-Checkpoints every ``--checkpoint-steps`` (default: each epoch), resumed mid-epoch with the step count continued; on
-SIGTERM all workers agree (a collective) to stop at the same step and the chief checkpoints.
-
-Keras version (measured with TF 2.21, Keras 3.15, tf-keras 2.21 on CPU):
-
-* Keras 3 cannot ``fit`` under MultiWorkerMirroredStrategy with several workers (its symbolic build reduces a
-  ``PerReplica`` batch eagerly and fails; keras-team/keras#20585). With one worker it fits.
-* Keras 3 cannot ``fit`` this model under CentralStorageStrategy: each ``Dropout`` layer's seed generator keeps its
-  state in a variable that the layer updates inside the replica, and under this strategy that variable is an
-  ``AggregatingVariable`` created without an aggregation, so the update fails ("You must specify an aggregation
-  method to update a AggregatingVariable in Replica Context"). A model without random layers fits.
-* Keras 3 fits under MirroredStrategy, on one device or on N logical CPU devices; so does tf-keras.
-
-So a multi-worker MultiWorkerMirroredStrategy run and every CentralStorageStrategy run select tf-keras by setting
-``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported; a ``TF_USE_LEGACY_KERAS`` already set to a value that keeps
-Keras 3 (anything but ``1``, ``true``, ``True``; an empty value counts as unset) is refused. Other runs use Keras 3
-(or tf-keras with ``TF_USE_LEGACY_KERAS=1``). Checkpoints of Keras 3 and tf-keras models differ: a run refuses to
-resume from the other flavour's, saying so; switching strategy within one flavour resumes (checkpoints hold no
-strategy).
+See docs/training-scripts.md#keras_mwms (strategies, refusals, the cluster, batching, Keras 3 or tf-keras).
 """
 
 from __future__ import annotations
@@ -117,9 +66,9 @@ def strategy_name(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's hyperparameters (every one has a default)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--strategy", default="auto",
-                        help=f"one of {', '.join(STRATEGIES)} (see the module docstring)")
+                        help=f"one of {', '.join(STRATEGIES)} (see docs/training-scripts.md#keras_mwms)")
     parser.add_argument("--cpu-devices", type=positive_int, default=1,
                         help="split this host's CPU into N logical devices, one replica each under mirrored and "
                              "central_storage (1: unchanged)")
@@ -170,7 +119,7 @@ class StrategyPlan:
         kind: The strategy built: ``mirrored``, ``central_storage`` or ``multi_worker_mirrored``.
         workers: Workers in the cluster (``TF_CONFIG``'s chief and workers, else the hosts of ``SM_HOSTS``).
         cpu_devices: ``--cpu-devices``.
-        needs_tf_keras: Whether Keras 3 cannot fit under this strategy (see the module docstring).
+        needs_tf_keras: Whether Keras 3 cannot fit under this strategy (see docs/training-scripts.md#keras_mwms).
     """
 
     requested: str
@@ -196,7 +145,7 @@ def _cluster_size(environ: Mapping[str, str]) -> tuple[int, str]:
 
 
 def plan_strategy(strategy: str, cpu_devices: int, environ: Mapping[str, str]) -> StrategyPlan:
-    """Resolves ``--strategy`` against the cluster and refuses what cannot run (see the module docstring).
+    """Resolves ``--strategy`` against the cluster and refuses what cannot run (see docs/training-scripts.md#keras_mwms).
 
     Args:
         strategy: ``--strategy``: one of `STRATEGIES` (see `strategy_name`).
@@ -400,7 +349,7 @@ def _restore(checkpoint: tf.train.Checkpoint, directory: Path, plan: StrategyPla
 
 
 def main() -> None:
-    """Trains, evaluates and saves the model (see the module docstring)."""
+    """Trains, evaluates and saves the model (see docs/training-scripts.md#keras_mwms)."""
     args = parse_hyperparameters(build_parser())
     plan = plan_strategy(args.strategy, args.cpu_devices, os.environ)
     if plan.needs_tf_keras and is_keras3():  # TensorFlow was imported before the flavour could be chosen

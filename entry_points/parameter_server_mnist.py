@@ -1,35 +1,7 @@
 """MNIST CNN trained with TensorFlow's ParameterServerStrategy, as SageMaker's ``parameter_server`` distribution
-starts it (``distribution={"parameter_server": {"enabled": True}}``, two or more hosts).
+starts it: the coordinator trains, workers and parameter servers serve until it is done; every wait is bounded.
 
-Roles come from ``TF_CONFIG`` through :mod:`smddp_compat.parameter_server` (SageMaker's layout: the first host's
-``master`` task, a ``worker`` on every other host, a ``ps`` on every host, which the toolkit, or local mode, starts
-beside the script; a plain chief/worker/ps ``TF_CONFIG`` works too):
-
-- the **coordinator** (``master``/``chief``) runs the program: ``ParameterServerStrategy`` over the cluster with
-  ``master`` renamed ``chief``, the model and optimizer variables on the parameter servers, and a training loop that
-  schedules steps on the workers through ``ClusterCoordinator`` (``--steps-per-execution`` steps per scheduled
-  function, each worker reading its own shuffled copy of the training set). Training is asynchronous, as
-  parameter-server training is: each worker applies its own gradients, so the data order is not reproducible. The
-  coordinator alone evaluates on the held-out set (metric lines ``test_accuracy=...;``), writes TensorBoard
-  summaries, writes checkpoints (atomically, every ``--checkpoint-steps`` and at the end, in the checkpoint folder:
-  ``/opt/ml/checkpoints`` on SageMaker) and resumes from them with the step count continued, and saves the model
-  (a local copy of the weights, so the SavedModel holds no parameter-server placement) to ``SM_MODEL_DIR``;
-- a **worker** (or a ``ps`` task given this script) starts its ``tf.distribute.Server`` and returns once the
-  coordinator has finished (its endpoint stops accepting connections); no data, no artifacts;
-- without parameter servers (one host: SageMaker then passes no ``TF_CONFIG``) the script trains alone, with the
-  same loop, and says so in one line.
-
-Every wait is bounded. The coordinator waits at most ``--start-timeout`` seconds for every worker and parameter
-server to accept connections (the strategy would wait for ever), and a watch (``ClusterWatch``) fails the job when a
-task's server has not answered for ``--task-timeout`` seconds (its process ended, or is stopped or hung) or a phase
-(a chunk of steps, an evaluation, a checkpoint) takes longer than that: ``ParameterServerStrategy`` retries a lost
-worker without end. The failure names the task (``worker 0 at 127.0.0.3:2222 (host algo-2)``) in the log and the
-failure file. Workers wait at most ``--start-timeout`` seconds for the coordinator to start, and give up on a started
-coordinator that stops answering (stopped or hung) for ``--task-timeout`` seconds.
-
-Keras version: Keras 3 does not support parameter-server training (keras-team/keras#18624), so the script selects
-tf-keras by setting ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported, unless the variable is already set (to
-anything); a coordinator that finds Keras 3 anyway stops with an error naming the variable.
+See docs/training-scripts.md#parameter_server_mnist (roles, timeouts, tf-keras).
 """
 
 from __future__ import annotations
@@ -74,7 +46,7 @@ __all__ = ["build_parser", "chunk_end", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's hyperparameters (every one has a default)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=positive_int, default=5)
     parser.add_argument("--batch-size", type=positive_int, default=64, help="images per step (on one worker)")
     parser.add_argument("--learning-rate", type=positive_float, default=0.001)

@@ -1,20 +1,7 @@
 """MNIST CNN trained with the SageMaker distributed data parallel (SMDDP) TensorFlow API, the shape of AWS's example.
 
-Runs as one process per device: ``python entry_points/smddp_mnist.py`` (1 rank), ``smddprun -np 2 python
-entry_points/smddp_mnist.py`` (2 ranks), in local mode or on SageMaker. The SMDDP steps, in the documented order:
-``init``; pin the GPU by ``local_rank``; scale the learning rate by ``size``; ``DistributedGradientTape`` inside a
-``tf.function`` train step; ``broadcast_variables`` of the model and the optimizer after the first step;
-``oob_allreduce`` of the loss for logging; checkpoints and the final model saved by rank 0 only.
-
-``smddp_compat.tensorflow`` is imported under the name SMDDP scripts use (``sdp``); with the project's
-``smdistributed`` alias installed, ``import smdistributed.dataparallel.tensorflow as sdp`` works the same.
-
-Data: each rank trains on its shard ``x[rank::size]`` of the train set (``SM_CHANNEL_TRAIN`` or the bundled 4,000
-real MNIST digits) and rank 0 evaluates on the test set (``SM_CHANNEL_TEST`` or the bundled 1,000).
-Hyperparameters (all optional): see ``build_parser``. Metrics: ``epoch=; step=; loss=; accuracy=;`` lines, plus
-``test_loss=; test_accuracy=;`` at each epoch end; rank 0 also writes them, with the learning rate and the time per
-step, as TensorBoard summaries (``smddp_compat.entry_points.common.tensorboard_summaries``). SIGTERM: every rank stops
-at the same step, rank 0 checkpoints, all exit 0; the next run resumes from that step.
+One process per device (``smddprun -np 2 python entry_points/smddp_mnist.py``); see
+docs/training-scripts.md#smddp_mnist (the SMDDP steps, sharding, metrics, SIGTERM).
 """
 
 from __future__ import annotations
@@ -50,7 +37,7 @@ from smddp_compat.entry_points.common.training_env import TrainingEnv, add_outpu
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's hyperparameters (every one has a default)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=positive_int, default=5, help="passes over each rank's shard")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="per-rank batch size")
     parser.add_argument("--learning-rate", type=positive_float, default=0.001,

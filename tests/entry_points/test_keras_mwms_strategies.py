@@ -208,7 +208,7 @@ except ValueError as exc:
 @pytest.mark.processes
 def test_keras3_cannot_fit_the_cnn_under_central_storage(layout: Layout) -> None:
     """Why --strategy central_storage selects tf-keras. If this starts printing FIT OK, Keras fixed it: drop the
-    switch (plan_strategy's needs_tf_keras) and the module docstring's paragraph."""
+    switch (plan_strategy's needs_tf_keras) and its paragraph in docs/training-scripts.md."""
     proc = subprocess.run([sys.executable, "-c", KERAS3_UNDER_CENTRAL_STORAGE], env=layout.env(), cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
