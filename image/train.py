@@ -1,30 +1,14 @@
-"""The training image's ``train``: AWS's ``sagemaker-training`` toolkit, with three changes of this kit's.
+"""The training image's ``train`` (``docker run <image> train``): AWS's ``sagemaker-training`` toolkit's own trainer
+(``sagemaker_training.trainer.train``), unchanged but for three changes (why: image/README.md):
 
-SageMaker starts a training container as ``docker run <image> train``. In the kit's image ``train`` runs the
-toolkit's own trainer (``sagemaker_training.trainer.train``: the ``s3://`` source, ``requirements.txt``, the
-``SM_*`` environment, the launch chosen by ``SAGEMAKER_TRAINING_MODULE``, the failure file) after three changes:
+1. Argument lists stay argument lists: every command the toolkit runs (the entry point with its hyperparameters,
+   ``mpirun``) is started as a list (``asyncio.create_subprocess_exec``), never joined into a string for a shell.
+2. SIGTERM reaches the job: ``train``, the container's first process, passes it on to every other process.
+3. Known limits in one line: the job's processes get :func:`smddp_compat.known_limits.startup_path` on
+   ``PYTHONPATH``, so a limit of TensorFlow or Keras itself fails with one line naming it and the fix.
 
-1. **Argument lists stay argument lists.** The toolkit joins every command it runs (the entry point with its
-   ``--name value`` hyperparameters, ``mpirun`` with ``custom_mpi_options``) into one string and gives it to a
-   shell, so a hyperparameter holding a space becomes two arguments and one holding ``$(...)`` or ``;`` runs as a
-   command. Here the same list is started directly (``asyncio.create_subprocess_exec``): every value reaches the
-   script exactly as the request sent it, and nothing in a request is ever run by a shell.
-2. **SIGTERM reaches the job.** ``train`` is the container's first process, for which the kernel drops signals that
-   have no handler, and the toolkit installs none: the SIGTERM with which SageMaker stops a job (StopTrainingJob,
-   ``MaxRuntimeInSeconds``, spot reclaim; SIGKILL follows after 120 s) never reached the script. Here ``train``
-   passes it on to every other process of the container (the launcher, the ranks, ``sshd`` and what it started),
-   so a script can write its checkpoint and stop.
-
-3. **Known limits in one line.** The job's processes get :func:`smddp_compat.known_limits.startup_path` on
-   ``PYTHONPATH``, so a script that meets a limit of TensorFlow or Keras itself (Keras 3's ``fit`` under
-   MultiWorkerMirroredStrategy with several workers) fails with one line naming it and the fix (the job's
-   ``FailureReason``), not TensorFlow's 100-line error.
-
-Everything else is the toolkit's own code, unchanged. One opt-in change is the twin's alone, never SageMaker's: with
-``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1`` in the container's environment (``smddp local --backend docker
---short-toolkit-waits``) the fixed sleeps of the toolkit's MPI and SMDDP runners (30 s on the leader after
-``mpirun``, 30 s on each worker after its ``orted``, 30 s between its looks for the status file) last at most 1 s.
-The runners' protocol (status files, ssh checks) is kept; only its waiting is cut.
+The twin's opt-in alone, never SageMaker's: with ``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1`` (``--short-toolkit-waits``) the
+fixed 30 s sleeps of the toolkit's MPI and SMDDP runners last at most 1 s; their protocol is kept.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
-"""DTensor meshes for the training scripts: devices, single or multi-client, and moving data onto and off a mesh.
-
-Single client (the default): one process configures ``total_devices`` virtual CPUs and builds its mesh on them.
-Multi-client, when ``DTENSOR_JOBS`` is set (``host:port,host:port,...``, one entry per client, with
-``DTENSOR_CLIENT_ID`` and usually ``DTENSOR_JOB_NAME=worker``): each of the N clients configures
-``total_devices / N`` virtual CPUs, ``dtensor.initialize_accelerator_system("CPU")`` connects them, and the mesh
-spans every client's devices. ``SM_HOSTS`` alone does not make a run multi-client: whoever starts the clients
-(local mode, the estimator launcher) sets ``DTENSOR_JOBS``.
-
-Data movement:
-
-* `pack_global` turns a host array holding the *global* value (a whole global batch, or a whole variable) into a
-  DTensor with a given layout, sending each local device only its own shard (``dtensor.pack`` of per-device
-  slices). Every client holds the same global batch (same data, same shuffling seed) and packs only the slices of
-  its own devices, which is also right on a single client.
-* `fetch_global` does the reverse: relayouts to fully replicated (a collective every client must join) and returns
-  the value as a numpy array on every client.
-* `HostCopy` pairs the DVariables of a mesh model with plain variables of an identical host model. Checkpoints and
-  SavedModels are written from the host copy, which makes them independent of the mesh and the layouts (restore
-  on any mesh) and lets client 0 alone write them.
-* `mesh_max` / `mesh_min` reduce one host number over all clients (for agreeing on SIGTERM and on the restored
-  step, so that no client is left waiting in a collective the others skipped).
+"""DTensor meshes for the training scripts: devices, single or multi-client (``DTENSOR_JOBS``), and moving data onto
+(`pack_global`) and off (`fetch_global`) a mesh, a host copy of a mesh model (`HostCopy`) and agreeing over clients
+(`mesh_max`, `mesh_min`); see docs/training-scripts.md#dtensor-devices-and-checkpoints.
 
 Call `initialize_devices` before TensorFlow runs any operation: virtual devices cannot be added afterwards.
 """

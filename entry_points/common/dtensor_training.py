@@ -1,21 +1,6 @@
-"""The training loop shared by the DTensor scripts: batches packed onto a mesh, resumable checkpoints, evaluation.
-
-* `MeshCheckpoint` saves a mesh model through its host twin (`smddp_compat.entry_points.common.dtensor_mesh.HostCopy`):
-  every client gathers the values (a collective), client 0 alone writes an ordinary checkpoint with
-  `smddp_compat.entry_points.common.checkpoints.save_checkpoint`. Restoring reads that checkpoint on every client and
-  sends each device its shard, so a checkpoint written on one mesh and layout restores on any other (data -> model
-  -> spatial parallel), and on any number of clients. All clients must see the checkpoint directory (shared storage,
-  or SageMaker's checkpoint sync); a restore checks that they all found the same step.
-  (A ``tf.train.Checkpoint`` of the DVariables themselves also restores on another mesh in TF 2.21, but it is a
-  collective write in which every client writes its own shards into the same path, which needs storage shared by
-  all hosts at save time; writing from the host copy lets client 0 write alone, atomically.)
-* `train_epochs` runs the steps: the same shuffled order on every client (seeded by epoch), each global batch
-  packed so that a device receives only its shard, a mid-epoch restart skipping the batches already trained,
-  ``name=value;`` metric lines (also recorded as TensorBoard summaries), a checkpoint at each epoch end, and a
-  SIGTERM check that all clients agree on before stopping (a client stopping alone would leave the others waiting in
-  a collective).
-* `evaluate` runs an evaluation step over a whole array, padding the last batch with zero-weight examples.
-* `classifier_steps` compiles the training and evaluation steps of a softmax classifier.
+"""The training loop shared by the DTensor scripts: `train_epochs` (batches packed onto a mesh, metric lines, SIGTERM
+agreed by all clients), `MeshCheckpoint` (layout-agnostic checkpoints through the host copy, written by client 0),
+`evaluate` and `classifier_steps`; see docs/training-scripts.md#dtensor-devices-and-checkpoints.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""TensorBoard summaries of a training run, written by rank 0 / the chief: the one writer every entry point uses.
-
-At each logged step a script records the training loss and accuracy (the same values its metrics line prints), the
-optimizer's learning rate and the mean wall time of the steps since the previous record; at each evaluation the
-held-out loss and accuracy. Tags (:data:`TRAIN_TAGS`, :data:`TEST_TAGS`)::
-
-    train/loss  train/accuracy  train/learning_rate  train/step_seconds  test/loss  test/accuracy
-
-The folder is `TrainingEnv.tensorboard_dir`: on SageMaker the job's ``TensorBoardOutputConfig.LocalPath`` (default
-``/opt/ml/output/tensorboard``), which SageMaker syncs to its ``S3OutputPath`` (see
-:func:`smddp_compat.entry_points.common.training_env.resolve_tensorboard_dir`). Only one process writes: every
-other rank holds a disabled `TrainingSummaries` whose methods do nothing and which creates no file. Each record is
-flushed at once, so a job stopped by SIGTERM, or killed, keeps every step it logged; closing (the ``with`` block a
-script runs in, which ends whether main returns after SIGTERM or raises) flushes and closes the event file. A resumed
-run adds an event file to the same folder and its steps continue where the checkpoint left off, so TensorBoard shows
-one curve.
-
-The events are what ``tf.summary.scalar`` writes (a float32 tensor with the ``scalars`` plugin's metadata), written
-through ``tf.summary.write``: TensorFlow 2.21 no longer installs the ``tensorboard`` package, without which
-``tf.summary.scalar`` raises, and neither this kit nor its training image needs it. Viewing them does:
-``pip install tensorboard`` wherever you run ``tensorboard --logdir <folder>``.
+"""TensorBoard summaries of a training run (`TRAIN_TAGS` at each logged step, `TEST_TAGS` at each evaluation), written
+by rank 0 / the chief: the one writer every entry point uses. Events are written with ``tf.summary.write``, as
+``tf.summary.scalar`` would, since TensorFlow 2.21 no longer installs the ``tensorboard`` package;
+see docs/training-scripts.md#tensorboard-summaries.
 """
 
 from __future__ import annotations
