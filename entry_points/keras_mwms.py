@@ -152,9 +152,6 @@ def plan_strategy(strategy: str, cpu_devices: int, environ: Mapping[str, str]) -
         cpu_devices: ``--cpu-devices``.
         environ: The environment (``TF_CONFIG``, ``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SMDDP_HOST_ADDRESSES``).
 
-    Returns:
-        The plan.
-
     Raises:
         HyperparameterError: An unknown strategy, a one-host strategy in a cluster of several hosts, or
             ``--cpu-devices`` > 1 under

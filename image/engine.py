@@ -48,9 +48,6 @@ def _start_hint(docker_host: str) -> str:
 def find_engine() -> Engine:
     """Checks that Docker can be used now.
 
-    Returns:
-        The engine.
-
     Raises:
         DockerUnavailableError: The docker CLI is missing, or the daemon does not answer; the message says
             how to install or start it, or to use the process backend.

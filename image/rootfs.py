@@ -181,9 +181,6 @@ def ensure_base_image(
         stream: Where progress is printed, or None.
         work_dir: Where the root filesystem is made (default: ``/var/tmp``); needs ~400 MB.
 
-    Returns:
-        The tag.
-
     Raises:
         ImageBuildError: Not root, debootstrap missing, or a step failed.
     """

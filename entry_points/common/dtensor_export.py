@@ -35,9 +35,6 @@ def write_saved_model(module: tf.Module, model_dir: str | os.PathLike[str],
         module: The serving module (plain variables only).
         model_dir: The model directory (created if missing).
         signatures: Signatures by name; include ``"serving_default"``.
-
-    Returns:
-        The SavedModel folder.
     """
     root = Path(model_dir)
     root.mkdir(parents=True, exist_ok=True)

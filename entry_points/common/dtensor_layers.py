@@ -33,9 +33,6 @@ def make_variable(initial: Callable[[], tf.Tensor], layout: dtensor.Layout | Non
         layout: Layout of the variable; ``None`` for a plain ``tf.Variable``.
         trainable: Whether gradients are taken with respect to it.
         name: Variable name.
-
-    Returns:
-        The variable.
     """
     if layout is None:
         return tf.Variable(initial(), trainable=trainable, name=name)

@@ -132,9 +132,6 @@ def initialize_devices(total_devices: int, topology: ClientTopology | None = Non
         total_devices: Devices of the whole mesh, over all clients; each client gets ``total_devices / clients``.
         topology: The clients (default: read from the environment).
 
-    Returns:
-        The topology in use.
-
     Raises:
         MeshConfigError: `total_devices` does not divide over the clients, or TensorFlow already started.
         ClusterConfigError: The ``DTENSOR_*`` variables are malformed.
@@ -166,9 +163,6 @@ def build_mesh(dims: Sequence[tuple[str, int]], topology: ClientTopology) -> dte
     Args:
         dims: Mesh dimensions, e.g. ``[("batch", 4), ("model", 2)]``; their product must be the global device count.
         topology: The clients (from `initialize_devices`).
-
-    Returns:
-        The mesh.
 
     Raises:
         MeshConfigError: The dimensions do not multiply to the number of devices.

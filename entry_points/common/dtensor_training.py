@@ -151,9 +151,6 @@ def train_epochs(
             checkpoint (e.g. to evaluate and log).
         summaries: Also receives each metric line's loss and accuracy (TensorBoard, client 0); ``None``: nowhere.
 
-    Returns:
-        The loop's result.
-
     Raises:
         ValueError: `batch_size` exceeds the number of examples.
     """

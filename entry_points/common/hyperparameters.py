@@ -126,9 +126,6 @@ def parse_hyperparameters(parser: argparse.ArgumentParser, argv: Sequence[str] |
         parser: The script's parser (options with defaults, so that no argument is required).
         argv: Arguments to parse (default: ``sys.argv[1:]``).
 
-    Returns:
-        The parsed namespace.
-
     Raises:
         HyperparameterError: An unknown hyperparameter, a malformed value or a value out of range.
     """

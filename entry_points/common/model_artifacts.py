@@ -47,9 +47,6 @@ def save_servable_model(model: tf.keras.Model, model_dir: str | os.PathLike[str]
     Args:
         model: A built Keras model.
         model_dir: The model directory (created if missing).
-
-    Returns:
-        The SavedModel folder.
     """
     root = Path(model_dir)
     root.mkdir(parents=True, exist_ok=True)

@@ -60,9 +60,6 @@ def resolve_tensorboard_dir(
         output_dir: The job's output folder (``SM_OUTPUT_DIR``).
         explicit: The ``--tensorboard-dir`` hyperparameter, if given.
 
-    Returns:
-        The folder.
-
     Raises:
         EntryPointError: The configuration file exists but is not a JSON object with a string ``LocalPath``.
     """
@@ -142,9 +139,6 @@ class TrainingEnv:
             tensorboard_dir: An explicit TensorBoard folder (the ``--tensorboard-dir`` hyperparameter); ``None``
                 means the job's ``TensorBoardOutputConfig.LocalPath``, else ``<output_dir>/tensorboard``
                 (`resolve_tensorboard_dir`).
-
-        Returns:
-            The environment.
 
         Raises:
             smddp_compat.cluster.ClusterConfigError: ``SM_HOSTS`` / ``SMDDP_HOST_ADDRESSES`` are malformed, or the
