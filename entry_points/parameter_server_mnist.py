@@ -74,8 +74,6 @@ def chunk_end(step: int, *, epoch_end: int, log_steps: int, checkpoint_steps: in
     Args:
         step: Steps done so far.
         epoch_end: The step that ends the current epoch (> `step`).
-        log_steps: Period of the metric lines.
-        checkpoint_steps: Period of the checkpoints.
 
     Returns:
         The first of those boundaries after `step`.

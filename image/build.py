@@ -84,7 +84,6 @@ class ImageBuild:
     """The outcome of :func:`ensure_image`.
 
     Attributes:
-        tag: The image's tag.
         built: False when the image was already there.
         seconds: Time spent (checks, context and build).
         horovod_wheel: The host wheel copied into the build, or None (Horovod built inside, or not built).
@@ -142,7 +141,6 @@ def host_horovod_wheel(root: Path, suite: str, flavor: Flavor = "cpu") -> tuple[
     Args:
         root: The kit's checkout.
         suite: The image's Debian release.
-        flavor: The image's flavour.
 
     Returns:
         The key and the wheel, or None.
@@ -292,8 +290,6 @@ def ensure_image(
     """Returns the kit's image, building it (and its base) when the engine does not hold it yet.
 
     Args:
-        engine: The Docker engine.
-        base: The base image's recipe.
         reuse_host_wheel: Copy the host's Horovod wheel in when it fits (else Horovod is built in the image).
         force: Build even if an image with the same digest exists (Docker's layer cache still applies).
         log_path: File the build output is appended to.

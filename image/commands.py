@@ -25,7 +25,6 @@ class CommandResult:
     """How a command ended.
 
     Attributes:
-        argv: The command.
         returncode: Its exit code (None: stopped after the time limit).
         tail: Its last output lines.
         timed_out: True when it was stopped because the time limit passed.
@@ -82,8 +81,6 @@ def run_command(
         stream: Where output lines are also written (with ``prefix``), or None.
         prefix: Prefix of the lines written to ``stream``.
         env: The full environment, or None for this process's.
-        stdin: The command's standard input.
-        cwd: Working directory.
 
     Returns:
         How it ended (never raises for a non-zero exit).

@@ -27,7 +27,6 @@ class Engine:
 
     Attributes:
         docker: Path of the docker CLI.
-        server_version: The daemon's version.
         docker_host: ``DOCKER_HOST`` as the CLI uses it (empty: the default socket).
     """
 

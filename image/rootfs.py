@@ -175,8 +175,6 @@ def ensure_base_image(
     """Returns the base image's tag, building it first when the engine does not hold it.
 
     Args:
-        engine: The Docker engine.
-        recipe: What goes into the image.
         log_path: File the build's output is appended to.
         stream: Where progress is printed, or None.
         work_dir: Where the root filesystem is made (default: ``/var/tmp``); needs ~400 MB.

@@ -31,8 +31,6 @@ def make_variable(initial: Callable[[], tf.Tensor], layout: dtensor.Layout | Non
     Args:
         initial: Builds the initial value (called under ``dtensor.call_with_layout``).
         layout: Layout of the variable; ``None`` for a plain ``tf.Variable``.
-        trainable: Whether gradients are taken with respect to it.
-        name: Variable name.
     """
     if layout is None:
         return tf.Variable(initial(), trainable=trainable, name=name)
@@ -55,12 +53,9 @@ class Dense(tf.Module):
     """``activation(x @ W + b)`` with ``W`` laid out as `weight_layout` and ``b`` like ``W``'s last axis.
 
     Args:
-        input_size: Features in.
-        output_size: Features out.
         weight_layout: Layout of ``W`` (rank 2), or ``None`` for plain variables.
         seed: Two integers seeding the Xavier-uniform initialisation of ``W``.
         activation: Applied to the result (default: identity).
-        name: Module name.
     """
 
     def __init__(self, input_size: int, output_size: int, weight_layout: dtensor.Layout | None,
@@ -84,11 +79,9 @@ class BatchNorm(tf.Module):
     updates the moving averages; inference uses the moving averages, so a single example gets a sensible answer.
 
     Args:
-        size: Features.
         layout: Layout of the four vectors (rank 1), or ``None`` for plain variables.
         momentum: Weight of the old value in the moving averages.
         epsilon: Added to the variance.
-        name: Module name.
     """
 
     def __init__(self, size: int, layout: dtensor.Layout | None, momentum: float = 0.9, epsilon: float = 1e-5,
@@ -121,7 +114,6 @@ class MLP(tf.Module):
         weight_layouts: One rank-2 layout per Dense layer (``len(sizes) - 1``), or ``None`` for a host model.
         batch_norm: Put a BatchNorm after every hidden Dense layer.
         seed: Base seed of the weight initialisation (layer ``i`` uses ``(seed, i)``).
-        name: Module name.
 
     Raises:
         ValueError: The number of layouts does not match the number of layers.

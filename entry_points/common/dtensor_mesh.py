@@ -102,7 +102,6 @@ def resolve_total_devices(requested: int, topology: ClientTopology,
 
     Args:
         requested: The ``--devices`` hyperparameter; 0 means "not given".
-        topology: The clients.
         environ: The environment (default ``os.environ``); local mode and the estimator launcher set
             ``SMDDP_DTENSOR_DEVICES_PER_CLIENT``.
 
@@ -220,7 +219,6 @@ def pack_global(array: np.ndarray | tf.Tensor, layout: dtensor.Layout) -> tf.Ten
 
     Args:
         array: The global value (every client passes the same one).
-        layout: Layout of the result.
 
     Returns:
         A DTensor with `layout`.

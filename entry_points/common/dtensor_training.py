@@ -135,18 +135,13 @@ def train_epochs(
     """Trains from `start_step` to `end_step`, one global batch per step, dropping each epoch's remainder.
 
     Args:
-        train_step: The compiled step.
         x: All training inputs (the same on every client).
-        y: All training labels.
         x_layout: Layout of a batch of `x` (its first axis sharded over the batch mesh dimension).
-        y_layout: Layout of a batch of `y`.
         batch_size: Global batch size.
         start_step: Steps already taken (from the checkpoint); a mid-epoch value skips that epoch's first batches.
-        end_step: Step to stop at.
         seed: Shuffling seed.
         checkpoint: Saved at each epoch end and on SIGTERM.
         log: Metric lines (``step=..; loss=..; accuracy=..;`` every `log_steps` steps).
-        log_steps: Interval of the step metric lines.
         on_epoch_end: Called after each completed epoch with (epoch number from 1, step, train metrics), before the
             checkpoint (e.g. to evaluate and log).
         summaries: Also receives each metric line's loss and accuracy (TensorBoard, client 0); ``None``: nowhere.
@@ -214,10 +209,6 @@ def evaluate(eval_step: EvalStep, x: np.ndarray, y: np.ndarray, *, x_layout: dte
     example, so every example counts exactly once.
 
     Args:
-        eval_step: The compiled evaluation step.
-        x: Inputs.
-        y: Labels.
-        x_layout: Layout of a batch of `x`.
         y_layout: Layout of a batch of `y` (and of the weights).
         batch_size: Examples per evaluation step (rounded up to a multiple of the batch mesh dimension).
 

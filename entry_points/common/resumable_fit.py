@@ -41,7 +41,6 @@ def epoch_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, *, seed: int, s
     Args:
         x, y: The examples this process feeds.
         batch_size: Examples per batch (as ``fit`` receives them).
-        seed: Shuffling seed.
         start_step: First global step to produce.
         steps_per_epoch: Batches per epoch (``<= len(x) // batch_size``).
         epochs: Total epochs of the training.
@@ -63,15 +62,12 @@ class StepCheckpoint(tf.keras.callbacks.Callback):
 
     Args:
         checkpoint: What to save (model and optimizer).
-        directory: The checkpoint directory.
         start_step: The step training (re)starts from.
-        every_steps: Checkpoint period in steps.
         writer: Whether this process writes checkpoints (rank 0 / the chief).
         scratch_for_non_writer: Non-writers still write, into a temporary directory that is deleted right after
             (what the TF guide asks of MultiWorkerMirroredStrategy workers, whose save may take part in
             collectives); ``False``: non-writers skip saving (Horovod).
         stop_agreement: Collective turning every worker's SIGTERM flag into one decision; ``None``: local flag.
-        log: Printer for notices.
     """
 
     def __init__(self, checkpoint: tf.train.Checkpoint, directory: str | Path, *, start_step: int, every_steps: int,
@@ -120,7 +116,6 @@ class MetricLines(tf.keras.callbacks.Callback):
 
     Args:
         counter: The `StepCheckpoint` whose step count the lines carry.
-        log_steps: Period of the per-step lines.
         log: The printer (disabled on ranks other than 0).
         evaluate: Optional ``() -> {"test_loss": ..., "test_accuracy": ...}`` run at each epoch end.
         summaries: Where the per-step and held-out values are also recorded; ``None``: nowhere.
@@ -177,8 +172,6 @@ def fit_from_step(model: tf.keras.Model, make_dataset: Callable[[int], tf.data.D
         model: A compiled model.
         make_dataset: Returns the batches from a given global step onwards (see `epoch_dataset`).
         start_step: The step to start from (a restored checkpoint's, or 0).
-        steps_per_epoch: Steps per epoch.
-        epochs: Total epochs.
         callbacks: Passed to every ``fit`` call (must include `counter`).
         counter: The step counter; training ends early once it has stopped on SIGTERM.
         verbose: ``fit``'s verbosity (0 on all but rank 0).

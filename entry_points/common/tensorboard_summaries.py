@@ -122,7 +122,6 @@ class TrainingSummaries:
         """Writes each ``tag -> value`` as a scalar at `step`, then flushes.
 
         Args:
-            step: The global step.
             values: Tag -> number (NaN and infinities are written as they are; TensorBoard shows them as gaps).
         """
         if self._writer is None:

@@ -102,11 +102,8 @@ class TrainingEnv:
         checkpoint_dir: Checkpoints are written to and resumed from here.
         channels: Data channels, lower-case name -> directory.
         hosts: Host names of the cluster, in SageMaker's order (algo-1, algo-2, ...).
-        current_host: This host's name.
         host_addresses: Host name -> network address (from ``SMDDP_HOST_ADDRESSES``; a name maps to itself when
             absent, which is right on SageMaker where the names resolve).
-        num_gpus: GPUs on this host.
-        num_cpus: CPUs on this host.
         tensorboard_dir: TensorBoard summaries go here (rank 0 / the chief); ``None``: none are written.
     """
 
