@@ -1,16 +1,6 @@
-"""Atomic TensorFlow checkpoints that a restarted job resumes from, step count included.
-
-Layout of a checkpoint directory::
-
-    <directory>/step-00000120/ckpt.index, ckpt.data-00000-of-00001, step.json
-    <directory>/step-00000240/...
-
-Each ``step-N`` folder is written in full under a temporary name in the same directory and then renamed, so a
-folder with that name is always complete: a job killed mid-save leaves only a ``.tmp-*`` folder, which the next
-save removes. `restore_latest` reads the highest complete step. Only rank 0 / the chief may call `save_checkpoint`
-(the caller decides); every process may call `restore_latest`.
-
-Works with any ``tf.train.Checkpoint`` (Keras 3 and tf-keras models and optimizers, DTensor DVariables).
+"""Atomic TensorFlow checkpoints (``<directory>/step-<N>/``) that a restarted job resumes from, step count included;
+written by rank 0 / the chief, restored by every process, for any ``tf.train.Checkpoint`` (Keras 3 and tf-keras,
+DTensor). Layout and atomicity: docs/training-scripts.md#what-a-run-reads-and-writes.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Errors raised by the entry-point scripts and their shared modules.
-
-Each marks a mistake the user can fix; `run_entry_point` writes ``<type>: <message>`` to the SageMaker failure file
-(whose start SageMaker shows as the job's FailureReason), whatever the exception. `EntryPointError` and its kinds are
-the scripts' own: a malformed data channel (`DatasetError`), an unusable directory (`CheckpointError`). Two are the
-kit's shared classes, re-exported here: a hyperparameter that is unknown, malformed or out of range is a
-:class:`~smddp_compat.errors.HyperparameterError` (``field`` the hyperparameter as the user spelled it, ``--epochs``);
-a variable a launcher gives the script that is inconsistent (``TF_CONFIG``, ``DTENSOR_*``, ``SM_NUM_*``, ``SM_HOSTS``)
-a :class:`~smddp_compat.cluster.ClusterConfigError`.
+"""Errors raised by the entry-point scripts and their shared modules, each a mistake the user can fix (its
+``<type>: <message>`` goes to the failure file): `EntryPointError` and its kinds (`DatasetError`, `CheckpointError`),
+and the kit's :class:`~smddp_compat.errors.HyperparameterError` (``field``: the hyperparameter as the user spelled
+it) and :class:`~smddp_compat.cluster.ClusterConfigError` (``TF_CONFIG``, ``DTENSOR_*``, ``SM_*``), re-exported.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""A training script's hyperparameters as SageMaker passes them (``--name value``), and argparse types for their
-values (no TensorFlow here).
-
-`parse_hyperparameters` reads what the SageMaker SDK and toolkit put on the command line (kebab- or snake-case names,
-JSON-quoted strings, the SDK's own ``--sagemaker_*`` entries) and turns every problem into a `HyperparameterError`;
-`boolean`, `positive_int`, `non_negative_int` and `positive_float` are the ``type=`` of the scripts' options.
+"""A training script's hyperparameters as SageMaker passes them (`parse_hyperparameters`), and the argparse types of
+their values (`boolean`, `positive_int`, `non_negative_int`, `positive_float`). No TensorFlow here; the accepted
+forms: docs/training-scripts.md#what-a-run-reads-and-writes.
 """
 
 from __future__ import annotations
@@ -115,20 +112,16 @@ def _normalise_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> lis
 
 
 def parse_hyperparameters(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parses SageMaker-style hyperparameters (``--name value``) with `parser`.
-
-    Accepts ``--name value`` and ``--name=value``; ``snake_case`` and ``kebab-case`` names interchangeably;
-    JSON-quoted strings (``"adam"``); drops the SDK's own ``--sagemaker_*`` entries and the TensorFlow
-    estimator's ``--model_dir`` (unless the script defines it). Abbreviations are refused.
-    Unlike plain argparse it never exits: every problem becomes a `HyperparameterError` naming the value and the accepted ones.
+    """Parses SageMaker-style hyperparameters (``--name value``, ``--name=value``, either case style, JSON-quoted
+    strings; ``--sagemaker_*`` and an undefined ``--model_dir`` dropped; no abbreviations) with `parser`, whose options
+    all have defaults. Unlike plain argparse it never exits.
 
     Args:
-        parser: The script's parser (options with defaults, so that no argument is required).
         argv: Arguments to parse (default: ``sys.argv[1:]``).
 
     Raises:
-        HyperparameterError: An unknown hyperparameter, a malformed value or a value out of range.
-    """
+        HyperparameterError: An unknown hyperparameter, a malformed value or a value out of range, naming the value
+            and the accepted ones."""
     tokens = _normalise_argv(parser, list(sys.argv[1:] if argv is None else argv))
 
     def fail(message: str) -> NoReturn:

@@ -1,9 +1,6 @@
-"""A training script's lifecycle under the SageMaker contract: how it stops and how it fails (no TensorFlow here).
-
-`run_entry_point` runs the script's ``main``: it turns any exception into the failure file (``<SM_OUTPUT_DIR>/failure``,
-whose start SageMaker shows as the job's FailureReason) and a non-zero exit, and installs a SIGTERM handler whose flag
-(`termination_requested`) lets training loops checkpoint and stop cleanly when SageMaker (or the launcher) stops the
-job. `write_failure` writes the failure file for a script that ends itself.
+"""A training script's lifecycle under the SageMaker contract (no TensorFlow here): `run_entry_point` runs ``main``,
+turning any exception into the failure file and a non-zero exit, with SIGTERM as a flag (`termination_requested`)
+so that training loops checkpoint and stop cleanly; `write_failure` for a script that ends itself.
 """
 
 from __future__ import annotations

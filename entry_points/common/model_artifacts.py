@@ -1,14 +1,5 @@
-"""The trained model as a servable artifact, a digest of its weights, and the run's ``metrics.json``.
-
-Layout written under the model directory (``SM_MODEL_DIR``, uploaded as model.tar.gz):
-
-* ``<model_dir>/1/``: a TensorFlow SavedModel with a ``serving_default`` signature (the layout TensorFlow Serving
-  and SageMaker's TensorFlow serving containers expect: a numbered version folder). Keras 3 writes it with
-  ``model.export``, tf-keras with ``model.save(..., save_format="tf")``.
-* ``<model_dir>/model.keras`` (Keras 3 only): the native Keras archive (architecture and weights, no optimizer),
-  for ``keras.models.load_model``.
-
-Both are written under temporary names in the same directory and renamed into place.
+"""The trained model as a servable artifact (``<model_dir>/1``, a SavedModel, and ``model.keras`` with Keras 3), a
+digest of its weights, and the run's ``metrics.json``; see docs/training-scripts.md#what-a-run-reads-and-writes.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Where a training script reads and writes, as the SageMaker training container tells it (no TensorFlow here).
-
-SageMaker (and this project's local mode) start a script as ``python script.py --name value ...`` with the job's
-layout in ``SM_*`` variables: ``SM_MODEL_DIR`` (uploaded as model.tar.gz), ``SM_OUTPUT_DATA_DIR`` (output.tar.gz),
-``SM_OUTPUT_DIR`` (holds the ``failure`` file), ``SM_CHANNEL_<NAME>`` (input data), ``SM_HOSTS`` /
-``SM_CURRENT_HOST`` (the cluster), ``SM_NUM_GPUS`` / ``SM_NUM_CPUS``. Checkpoints live in ``/opt/ml/checkpoints``
-when the job has a checkpoint S3 URI. TensorBoard summaries go to the job's ``TensorBoardOutputConfig.LocalPath``
-(default ``/opt/ml/output/tensorboard``), else to ``<output dir>/tensorboard`` (see `resolve_tensorboard_dir`).
-When the variables are absent (a plain ``python script.py`` run) every directory falls back to a folder under
-``./sm_local`` (or ``$SMDDP_LOCAL_ROOT``, `local_root`), so the scripts run anywhere. `TrainingEnv` holds it all.
+"""Where a training script reads and writes, as the SageMaker training container tells it (``SM_*`` variables, with
+folders under ``./sm_local`` for a plain run): `TrainingEnv`. No TensorFlow here; see
+docs/training-scripts.md#what-a-run-reads-and-writes.
 """
 
 from __future__ import annotations
@@ -41,28 +34,13 @@ def local_root(environ: Mapping[str, str]) -> Path:
 def resolve_tensorboard_dir(
     environ: Mapping[str, str], output_dir: str | os.PathLike[str], explicit: str | os.PathLike[str] | None = None
 ) -> Path:
-    """Where TensorBoard summaries go, in this order:
-
-    1. `explicit`, the ``--tensorboard-dir`` hyperparameter, when given (an empty string counts as not given);
-    2. the job's ``TensorBoardOutputConfig.LocalPath``, read from ``/opt/ml/input/config/tensorboardoutputconfig.json``
-       (or the file ``$TENSORBOARD_CONFIG_FILE_PATH`` names), as AWS's SageMaker Debugger reads it: SageMaker syncs
-       that folder to the job's TensorBoard S3 path, and tells the container nothing else about it (the training
-       toolkit sets no ``SM_*`` variable for it, the SDK adds no hyperparameter). A file without ``LocalPath`` means
-       the API's default, ``/opt/ml/output/tensorboard``;
-    3. otherwise ``<output_dir>/tensorboard``: ``/opt/ml/output/tensorboard`` on SageMaker (the same default, so a job
-       whose TensorBoard configuration is added later needs no change; without one SageMaker uploads nothing from
-       it) and ``./sm_local/output/tensorboard`` for a plain ``python script.py`` run.
-
-    Local mode writes each host's ``tensorboardoutputconfig.json`` pointing at its tree's ``output/tensorboard``.
-
-    Args:
-        environ: The environment (for ``TENSORBOARD_CONFIG_FILE_PATH``).
-        output_dir: The job's output folder (``SM_OUTPUT_DIR``).
-        explicit: The ``--tensorboard-dir`` hyperparameter, if given.
+    """Where TensorBoard summaries go: `explicit` (``--tensorboard-dir``) when given and not empty, else the job's
+    ``TensorBoardOutputConfig.LocalPath`` (the file ``$TENSORBOARD_CONFIG_FILE_PATH`` names, or
+    ``/opt/ml/input/config/tensorboardoutputconfig.json``), else ``<output_dir>/tensorboard``; the reasons:
+    docs/training-scripts.md#tensorboard-summaries.
 
     Raises:
-        EntryPointError: The configuration file exists but is not a JSON object with a string ``LocalPath``.
-    """
+        EntryPointError: The configuration file exists but is not a JSON object with a string ``LocalPath``."""
     if explicit is not None and str(explicit) != "":
         return Path(explicit)
     config_file = Path(environ.get(contract.TENSORBOARD_CONFIG_FILE_PATH) or _OPT_ML / contract.TENSORBOARD_CONFIG_FILE)
