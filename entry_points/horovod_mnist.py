@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import smddp_compat.horovod.tensorflow as hvd
 import smddp_compat.horovod.tensorflow.keras as hvd_keras
-from smddp_compat.entry_points.common.checkpoints import restore_latest, save_checkpoint
+from smddp_compat.entry_points.common.checkpoints import restore_from_rank_0, save_checkpoint
 from smddp_compat.entry_points.common.datasets import load_mnist
 from smddp_compat.entry_points.common.errors import HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
@@ -98,18 +98,8 @@ def main() -> None:
                   **compile_kwargs)
     build_optimizer(model.optimizer, model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-    # Rank 0's checkpoint rules: on SageMaker every host holds the same checkpoints, but a host may also start
-    # with an empty or stale directory (per-host local dirs). Its step and its state come from rank 0.
-    restored = restore_latest(checkpoint, env.checkpoint_dir) or 0
-    start_step = int(hvd.broadcast(tf.constant(restored, tf.int64), root_rank=0).numpy())
-    if size > 1 and start_step:
-        hvd.broadcast_variables(model.variables, root_rank=0)
-        hvd.broadcast_variables(optimizer_variables(model.optimizer), root_rank=0)
-    if start_step != restored:
-        print(f"rank {rank}: found checkpoint step {restored}, taking rank 0's step {start_step} and state",
-              flush=True)
-    if rank == 0 and start_step:
-        print(f"resumed from the checkpoint of step {start_step}", flush=True)
+    start_step = restore_from_rank_0(checkpoint, env.checkpoint_dir, hvd, model.variables,
+                                     optimizer_variables(model.optimizer))
 
     def any_rank_stopping(flag: bool) -> bool:
         return float(hvd.allreduce(tf.constant(1.0 if flag else 0.0), op=hvd.Sum).numpy()) > 0

@@ -145,7 +145,7 @@ def _cluster_size(environ: Mapping[str, str]) -> tuple[int, str]:
 
 
 def plan_strategy(strategy: str, cpu_devices: int, environ: Mapping[str, str]) -> StrategyPlan:
-    """Resolves ``--strategy`` against the cluster and refuses what cannot run (see docs/training-scripts.md#keras_mwms).
+    """Resolves ``--strategy`` against the cluster and refuses what cannot run (docs/training-scripts.md#keras_mwms).
 
     Args:
         strategy: ``--strategy``: one of `STRATEGIES` (see `strategy_name`).

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 import smddp_compat.tensorflow as sdp
-from smddp_compat.entry_points.common.checkpoints import restore_latest, save_checkpoint
+from smddp_compat.entry_points.common.checkpoints import restore_from_rank_0, save_checkpoint
 from smddp_compat.entry_points.common.datasets import load_mnist
 from smddp_compat.entry_points.common.errors import HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
@@ -112,18 +112,8 @@ def main() -> None:
     build_optimizer(opt, mnist_model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=mnist_model, optimizer=opt)
 
-    # Rank 0's checkpoint rules: on SageMaker every host holds the same checkpoints, but a host may also start
-    # with an empty or stale directory (per-host local dirs). Its step and its state come from rank 0.
-    restored = restore_latest(checkpoint, env.checkpoint_dir) or 0
-    start_step = int(sdp.broadcast(tf.constant(restored, tf.int64), root_rank=0).numpy())
-    if size > 1 and start_step:
-        sdp.broadcast_variables(mnist_model.variables, root_rank=0)
-        sdp.broadcast_variables(optimizer_variables(opt), root_rank=0)
-    if start_step != restored:
-        print(f"rank {rank}: found checkpoint step {restored}, taking rank 0's step {start_step} and state",
-              flush=True)
-    if rank == 0 and start_step:
-        print(f"resumed from the checkpoint of step {start_step}", flush=True)
+    start_step = restore_from_rank_0(checkpoint, env.checkpoint_dir, sdp, mnist_model.variables,
+                                     optimizer_variables(opt))
 
     @tf.function
     def training_step(images: tf.Tensor, labels: tf.Tensor, first_batch: bool) -> tuple[tf.Tensor, tf.Tensor]:

@@ -1,22 +1,18 @@
 """The kit's training images: build context, content digest, ``docker build``.
 
-Two flavours, each with its own repository (a build untags the older tags of its own repository only):
-
-* CPU (``smddp-compat``, ``image/Dockerfile``): TensorFlow 2.21 and Horovod with Gloo and MPI;
-* GPU (``smddp-compat-gpu``, ``image/Dockerfile.gpu``, ``smddp image --gpu``): ``tensorflow[and-cuda]`` and Horovod
-  with NCCL as well, for GPU instance types; labelled ``org.smddp-compat.cuda=12`` (the CPU image ``=none``), which
-  is how the kit tells them apart (:mod:`smddp_compat.image.cuda`).
+Two flavours, each with its own repository (a build untags the older tags of its own repository only): CPU
+(``smddp-compat``, ``image/Dockerfile``) and GPU (``smddp-compat-gpu``, ``image/Dockerfile.gpu``, ``smddp image
+--gpu``), labelled ``org.smddp-compat.cuda=12`` (the CPU image ``=none``; :mod:`smddp_compat.image.cuda`).
 
 The context is assembled in a temporary folder from the kit's checkout:
 
-* ``Dockerfile`` from this folder (``image/`` of the checkout; ``Dockerfile.gpu`` for the GPU flavour);
+* ``Dockerfile`` from this folder (``Dockerfile.gpu`` for the GPU flavour);
 * ``stack/``: ``setup.sh``, ``constraints.txt`` (and ``constraints-gpu.txt`` for the GPU flavour) and a
   ``pyproject.toml`` holding only the project's name, version and dependency lists (no packages): what the set-up
   needs to install the whole stack, but none of the kit's code or other settings, so that the heavy layer survives
   every change but a dependency's;
-* ``stack/.wheels/<key>/``: the host's Horovod wheel from setup.sh's wheel cache, when it was built for the image's
-  Debian release, Python and engines (same glibc, libstdc++, OpenMPI and CPython ABI; ``gloo-mpi-nccl`` for the GPU
-  flavour), which spares the build (~3 minutes for the CPU flavour, ~7 for the GPU one);
+* ``stack/.wheels/<key>/``: the host's Horovod wheel, when it fits the image (`host_horovod_wheel`), which spares
+  the build (~3 minutes for the CPU flavour, ~7 for the GPU one);
 * ``kit/``: ``pyproject.toml``, ``README.md``, ``constraints.txt`` and the packages pyproject installs.
 
 The tag is ``<repository>:<digest>``, the digest covering every file of the context (path, mode, bytes) and the base

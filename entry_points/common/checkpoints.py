@@ -10,13 +10,15 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import tensorflow as tf
 
 from smddp_compat.entry_points.common.errors import CheckpointError
 
-__all__ = ["save_checkpoint", "restore_latest", "latest_step", "list_steps", "CHECKPOINT_PREFIX"]
+__all__ = ["save_checkpoint", "restore_latest", "restore_from_rank_0", "latest_step", "list_steps", "CHECKPOINT_PREFIX"]
 
 CHECKPOINT_PREFIX = "ckpt"
 _STEP_DIR = re.compile(r"^step-(\d{8,})$")
@@ -143,3 +145,23 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike
             path=str(prefix),
         ) from exc
     return step
+
+
+def restore_from_rank_0(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike[str], collectives: Any,
+                        *variable_groups: Sequence[tf.Variable]) -> int:
+    """Restores the newest checkpoint on every rank, then makes rank 0's step and variables every rank's: on
+    SageMaker every host holds the same checkpoints, but a host may also start with an empty or stale directory
+    (per-host local dirs). `collectives`: the SMDDP or Horovod module (``rank``, ``size``, ``broadcast``,
+    ``broadcast_variables``). Returns the step to start from (0: a fresh start)."""
+    restored = restore_latest(checkpoint, directory) or 0
+    rank = collectives.rank()
+    start_step = int(collectives.broadcast(tf.constant(restored, tf.int64), root_rank=0).numpy())
+    if collectives.size() > 1 and start_step:
+        for variables in variable_groups:
+            collectives.broadcast_variables(variables, root_rank=0)
+    if start_step != restored:
+        print(f"rank {rank}: found checkpoint step {restored}, taking rank 0's step {start_step} and state",
+              flush=True)
+    if rank == 0 and start_step:
+        print(f"resumed from the checkpoint of step {start_step}", flush=True)
+    return start_step
