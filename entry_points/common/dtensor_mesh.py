@@ -48,13 +48,8 @@ class ClientTopology:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> ClientTopology:
-        """Reads ``DTENSOR_JOBS`` / ``DTENSOR_CLIENT_ID`` / ``DTENSOR_JOB_NAME``.
-
-        Args:
-            environ: The environment (default ``os.environ``).
-
-        Returns:
-            The topology; a single client when ``DTENSOR_JOBS`` is absent or empty.
+        """Reads ``DTENSOR_JOBS`` / ``DTENSOR_CLIENT_ID`` / ``DTENSOR_JOB_NAME`` from `environ` (default
+        ``os.environ``); a single client when ``DTENSOR_JOBS`` is absent or empty.
 
         Raises:
             ClusterConfigError: ``DTENSOR_JOBS`` is malformed or ``DTENSOR_CLIENT_ID`` is missing or out of range.
@@ -98,16 +93,9 @@ class ClientTopology:
 
 def resolve_total_devices(requested: int, topology: ClientTopology,
                           environ: Mapping[str, str] | None = None) -> int:
-    """The number of mesh devices over all clients.
-
-    Args:
-        requested: The ``--devices`` hyperparameter; 0 means "not given".
-        environ: The environment (default ``os.environ``); local mode and the estimator launcher set
-            ``SMDDP_DTENSOR_DEVICES_PER_CLIENT``.
-
-    Returns:
-        `requested` when > 0, else ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` x clients when set, else
-        `DEFAULT_TOTAL_DEVICES`.
+    """The number of mesh devices over all clients: `requested` (``--devices``) when > 0, else
+    ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` (which local mode and the estimator launcher set in `environ`, default
+    ``os.environ``) x clients when set, else `DEFAULT_TOTAL_DEVICES`.
 
     Raises:
         ClusterConfigError: ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` is not a positive integer.
@@ -125,11 +113,8 @@ def resolve_total_devices(requested: int, topology: ClientTopology,
 
 
 def initialize_devices(total_devices: int, topology: ClientTopology | None = None) -> ClientTopology:
-    """Creates this client's virtual CPUs and, for several clients, connects them into one DTensor system.
-
-    Args:
-        total_devices: Devices of the whole mesh, over all clients; each client gets ``total_devices / clients``.
-        topology: The clients (default: read from the environment).
+    """Creates this client's virtual CPUs (``total_devices / clients``; `total_devices` counts the whole mesh) and, for
+    several clients, connects them into one DTensor system. Returns the topology in use (default: the environment's).
 
     Raises:
         MeshConfigError: `total_devices` does not divide over the clients, or TensorFlow already started.
@@ -157,14 +142,11 @@ def initialize_devices(total_devices: int, topology: ClientTopology | None = Non
 
 
 def build_mesh(dims: Sequence[tuple[str, int]], topology: ClientTopology) -> dtensor.Mesh:
-    """Builds a mesh over all devices of all clients.
-
-    Args:
-        dims: Mesh dimensions, e.g. ``[("batch", 4), ("model", 2)]``; their product must be the global device count.
-        topology: The clients (from `initialize_devices`).
+    """Builds a mesh over all devices of all clients (`topology` from `initialize_devices`).
 
     Raises:
-        MeshConfigError: The dimensions do not multiply to the number of devices.
+        MeshConfigError: The dimensions (e.g. ``[("batch", 4), ("model", 2)]``) do not multiply to the global device
+            count.
     """
     total = dtensor.num_global_devices(DEVICE_TYPE)
     size = math.prod(n for _, n in dims)
@@ -178,17 +160,12 @@ def build_mesh(dims: Sequence[tuple[str, int]], topology: ClientTopology) -> dte
 
 
 def local_shards(array: np.ndarray, layout: dtensor.Layout) -> list[np.ndarray]:
-    """The slices of a global array that the local devices of `layout`'s mesh hold, in local-device order.
-
-    Args:
-        array: The global value (same on every client).
-        layout: The target layout; its rank must equal ``array.ndim``.
-
-    Returns:
-        One view per local device.
+    """The slices of the global `array` (the same on every client) that the local devices of `layout`'s mesh hold: one
+    view per local device, in local-device order.
 
     Raises:
-        MeshConfigError: The rank differs, or a sharded axis does not divide by its mesh dimension.
+        MeshConfigError: `layout`'s rank is not ``array.ndim``, or a sharded axis does not divide by its mesh
+            dimension.
     """
     if array.ndim != layout.rank:
         raise MeshConfigError(f"an array of shape {array.shape} cannot take a layout of rank {layout.rank}.")
@@ -215,14 +192,8 @@ def local_shards(array: np.ndarray, layout: dtensor.Layout) -> list[np.ndarray]:
 
 
 def pack_global(array: np.ndarray | tf.Tensor, layout: dtensor.Layout) -> tf.Tensor:
-    """Packs a global host value onto the mesh, each local device receiving only its shard.
-
-    Args:
-        array: The global value (every client passes the same one).
-
-    Returns:
-        A DTensor with `layout`.
-    """
+    """Packs a global host value (every client passes the same one) onto the mesh as a DTensor with `layout`, each local
+    device receiving only its shard."""
     value = array.numpy() if isinstance(array, tf.Tensor) else np.asarray(array)
     return dtensor.pack([tf.constant(shard) for shard in local_shards(value, layout)], layout)
 
@@ -240,14 +211,9 @@ def fetch_global(value: tf.Tensor | tf.Variable) -> np.ndarray:
 
 
 class HostCopy:
-    """Pairs mesh variables with plain host variables of the same shapes, to copy values both ways.
-
-    Build the host side from the same model class with no layouts: then ``mesh_module.variables`` and
-    ``host_module.variables`` list matching variables in the same order.
-
-    Args:
-        mesh_variables: DVariables (on one mesh).
-        host_variables: Plain ``tf.Variable``s, one per mesh variable.
+    """Pairs mesh variables (DVariables on one mesh) with plain host variables of the same shapes and dtypes, one per
+    mesh variable, to copy values both ways. Build the host side from the same model class with no layouts: then
+    ``mesh_module.variables`` and ``host_module.variables`` list matching variables in the same order.
 
     Raises:
         MeshConfigError: The two lists differ in length, shapes or dtypes.

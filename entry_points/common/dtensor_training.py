@@ -51,10 +51,8 @@ class MeshCheckpoint:
         self.checkpoint = tf.train.Checkpoint(**host_objects)
 
     def restore(self) -> int | None:
-        """Restores the newest checkpoint onto the mesh (every client calls it).
-
-        Returns:
-            The restored step, or ``None`` for a fresh start.
+        """Restores the newest checkpoint onto the mesh (every client calls it): its step, or ``None`` for a fresh
+        start.
 
         Raises:
             CheckpointError: The checkpoint does not fit the model, or the clients found different steps.
@@ -73,10 +71,8 @@ class MeshCheckpoint:
         return step
 
     def save(self, step: int) -> Path | None:
-        """Gathers the mesh values (every client calls it) and, on client 0, writes ``step-<step>``.
-
-        Returns:
-            The checkpoint folder on client 0, ``None`` elsewhere.
+        """Gathers the mesh values (every client calls it) and, on client 0, writes ``step-<step>``: its folder there,
+        ``None`` elsewhere.
         """
         self.copy.pull()
         if not self.is_chief:
@@ -203,17 +199,9 @@ def train_epochs(
 
 def evaluate(eval_step: EvalStep, x: np.ndarray, y: np.ndarray, *, x_layout: dtensor.Layout,
              y_layout: dtensor.Layout, batch_size: int) -> dict[str, float]:
-    """Mean loss and accuracy of the model over all of (`x`, `y`), on the mesh.
-
-    The last batch is padded up to a multiple of the batch mesh dimension with zero-weight copies of the first
-    example, so every example counts exactly once.
-
-    Args:
-        y_layout: Layout of a batch of `y` (and of the weights).
-        batch_size: Examples per evaluation step (rounded up to a multiple of the batch mesh dimension).
-
-    Returns:
-        ``{"loss": ..., "accuracy": ...}``.
+    """Mean loss and accuracy (``{"loss": ..., "accuracy": ...}``) of the model over all of (`x`, `y`), on the mesh,
+    `batch_size` examples a step (rounded up to a multiple of the batch mesh dimension; `y_layout` also lays out the
+    weights). The last batch is padded with zero-weight copies of the first example, so every example counts once.
     """
     shards = x_layout.mesh.dim_size(x_layout.sharding_specs[0]) if x_layout.sharding_specs[0] != dtensor.UNSHARDED \
         else 1
@@ -239,18 +227,9 @@ def classifier_steps(
     trainable_variables: list[tf.Variable],
     apply_gradients: Callable[[list[tf.Tensor], list[tf.Variable]], None],
 ) -> tuple[TrainStep, EvalStep]:
-    """Compiled training and evaluation steps of a classifier that returns logits, under softmax cross-entropy.
-
-    The steps are written for the global batch; DTensor turns them into per-device programs with the collectives
-    the layouts of the inputs and variables call for.
-
-    Args:
-        model: ``model(x, training=bool) -> logits``.
-        trainable_variables: Variables to differentiate.
-        apply_gradients: The optimizer's update, ``(gradients, variables) -> None``.
-
-    Returns:
-        ``(train_step, eval_step)``.
+    """Compiled ``(train_step, eval_step)`` of a classifier ``model(x, training=bool) -> logits`` under softmax
+    cross-entropy, `apply_gradients` being the optimizer's ``(gradients, variables) -> None``. The steps are written for
+    the global batch; DTensor turns them into per-device programs with the collectives the layouts call for.
     """
 
     @tf.function

@@ -121,7 +121,8 @@ def parse_hyperparameters(parser: argparse.ArgumentParser, argv: Sequence[str] |
 
     Raises:
         HyperparameterError: An unknown hyperparameter, a malformed value or a value out of range, naming the value
-            and the accepted ones."""
+            and the accepted ones.
+    """
     tokens = _normalise_argv(parser, list(sys.argv[1:] if argv is None else argv))
 
     def fail(message: str) -> NoReturn:

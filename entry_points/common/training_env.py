@@ -40,7 +40,8 @@ def resolve_tensorboard_dir(
     docs/training-scripts.md#tensorboard-summaries.
 
     Raises:
-        EntryPointError: The configuration file exists but is not a JSON object with a string ``LocalPath``."""
+        EntryPointError: The configuration file exists but is not a JSON object with a string ``LocalPath``.
+    """
     if explicit is not None and str(explicit) != "":
         return Path(explicit)
     config_file = Path(environ.get(contract.TENSORBOARD_CONFIG_FILE_PATH) or _OPT_ML / contract.TENSORBOARD_CONFIG_FILE)
@@ -105,15 +106,9 @@ class TrainingEnv:
         checkpoint_dir: str | os.PathLike[str] | None = None,
         tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> TrainingEnv:
-        """Reads the SageMaker variables, with local fallbacks for the absent ones.
-
-        Args:
-            environ: The environment to read (default: ``os.environ``).
-            checkpoint_dir: An explicit checkpoint directory (the ``--checkpoint-dir`` hyperparameter); ``None``
-                means ``/opt/ml/checkpoints`` when it exists and is writable, else ``<output_dir>/checkpoints``.
-            tensorboard_dir: An explicit TensorBoard folder (the ``--tensorboard-dir`` hyperparameter); ``None``
-                means the job's ``TensorBoardOutputConfig.LocalPath``, else ``<output_dir>/tensorboard``
-                (`resolve_tensorboard_dir`).
+        """Reads the SageMaker variables of `environ` (default ``os.environ``), with local fallbacks for the absent
+        ones. ``checkpoint_dir=None`` (no ``--checkpoint-dir``) means ``/opt/ml/checkpoints`` when it exists and is
+        writable, else ``<output_dir>/checkpoints``; ``tensorboard_dir=None``: see `resolve_tensorboard_dir`.
 
         Raises:
             smddp_compat.cluster.ClusterConfigError: ``SM_HOSTS`` / ``SMDDP_HOST_ADDRESSES`` are malformed, or the
@@ -200,9 +195,8 @@ class TrainingEnv:
         return None if path is None else str(path)
 
     def prepare_dirs(self, *, checkpoints: bool = True) -> None:
-        """Creates the model, output, output-data, TensorBoard and (optionally) checkpoint directories.
-
-        Call it on the process that writes them (rank 0 / the chief).
+        """Creates the model, output, output-data, TensorBoard and (optionally) checkpoint directories, on the
+        process that writes them (rank 0 / the chief).
 
         Raises:
             EntryPointError: A directory cannot be created or is not writable.
