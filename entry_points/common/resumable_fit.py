@@ -33,21 +33,11 @@ StopAgreement = Callable[[bool], bool]
 
 def epoch_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, *, seed: int, start_step: int,
                   steps_per_epoch: int, epochs: int, stream: int = 0) -> tf.data.Dataset:
-    """The batches from global step `start_step` to the end of training, in a seed-determined order.
-
-    Epoch ``e`` visits the first ``steps_per_epoch * batch_size`` items of a permutation drawn from
-    ``(seed, e, stream)``; a restart from any step produces exactly the batches the stopped run had still to see.
-
-    Args:
-        x, y: The examples this process feeds.
-        batch_size: Examples per batch (as ``fit`` receives them).
-        start_step: First global step to produce.
-        steps_per_epoch: Batches per epoch (``<= len(x) // batch_size``).
-        epochs: Total epochs of the training.
-        stream: Distinguishes processes that shuffle different shards (e.g. the Horovod rank).
-
-    Returns:
-        A finite dataset of ``(x_batch, y_batch)``.
+    """A finite dataset of ``(x_batch, y_batch)`` from global step `start_step` to the end of training (`epochs` of
+    `steps_per_epoch` batches, at most ``len(x) // batch_size``), from the examples this process feeds. Epoch ``e``
+    visits the first ``steps_per_epoch * batch_size`` items of a permutation drawn from ``(seed, e, stream)``
+    (`stream`: e.g. the Horovod rank, for processes that shuffle different shards); a restart from any step produces
+    exactly the batches the stopped run had still to see.
     """
     first_epoch, offset = divmod(start_step, steps_per_epoch)
     used = steps_per_epoch * batch_size
@@ -166,15 +156,10 @@ def _numbers(logs: dict[str, Any], names: Sequence[str]) -> dict[str, float]:
 def fit_from_step(model: tf.keras.Model, make_dataset: Callable[[int], tf.data.Dataset], *, start_step: int,
                   steps_per_epoch: int, epochs: int, callbacks: Sequence[tf.keras.callbacks.Callback],
                   counter: StepCheckpoint, verbose: int = 0) -> None:
-    """Runs ``model.fit`` from global step `start_step` to ``epochs * steps_per_epoch``.
-
-    Args:
-        model: A compiled model.
-        make_dataset: Returns the batches from a given global step onwards (see `epoch_dataset`).
-        start_step: The step to start from (a restored checkpoint's, or 0).
-        callbacks: Passed to every ``fit`` call (must include `counter`).
-        counter: The step counter; training ends early once it has stopped on SIGTERM.
-        verbose: ``fit``'s verbosity (0 on all but rank 0).
+    """Runs ``model.fit`` (compiled) from global step `start_step` (a restored checkpoint's, or 0) to
+    ``epochs * steps_per_epoch``; ``make_dataset(step)`` gives the batches from a step onwards (see `epoch_dataset`),
+    `callbacks` go to every ``fit`` call and must include `counter`, which ends training early once it stopped on
+    SIGTERM.
     """
     epoch, offset = divmod(start_step, steps_per_epoch)
     if epoch >= epochs:
