@@ -145,17 +145,13 @@ def _cluster_size(environ: Mapping[str, str]) -> tuple[int, str]:
 
 
 def plan_strategy(strategy: str, cpu_devices: int, environ: Mapping[str, str]) -> StrategyPlan:
-    """Resolves ``--strategy`` against the cluster and refuses what cannot run (docs/training-scripts.md#keras_mwms).
-
-    Args:
-        strategy: ``--strategy``: one of `STRATEGIES` (see `strategy_name`).
-        cpu_devices: ``--cpu-devices``.
-        environ: The environment (``TF_CONFIG``, ``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SMDDP_HOST_ADDRESSES``).
+    """Resolves ``--strategy`` (one of `STRATEGIES`, see `strategy_name`) and ``--cpu-devices`` against the cluster of
+    `environ` (``TF_CONFIG``, ``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SMDDP_HOST_ADDRESSES``) and refuses what cannot run
+    (docs/training-scripts.md#keras_mwms).
 
     Raises:
         HyperparameterError: An unknown strategy, a one-host strategy in a cluster of several hosts, or
-            ``--cpu-devices`` > 1 under
-            MultiWorkerMirroredStrategy.
+            ``--cpu-devices`` > 1 under MultiWorkerMirroredStrategy.
         ClusterConfigError: ``TF_CONFIG`` or the SageMaker variables are malformed.
     """
     given, strategy = strategy, strategy_name(strategy)
@@ -238,17 +234,9 @@ from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSumma
 
 
 def tf_config_from_env(env: TrainingEnv, base_port: int) -> dict:
-    """The ``TF_CONFIG`` of this host's worker, built from the SageMaker cluster description.
-
-    One worker per host, in SM_HOSTS order; ports follow :func:`smddp_compat.cluster.endpoints` (``base_port`` at
-    each address, the next ports for further workers sharing that address).
-
-    Args:
-        env: The training environment (hosts, current host, host addresses).
-        base_port: The first port at each address (``--mwms-port``).
-
-    Returns:
-        :func:`smddp_compat.cluster.mwms_tf_config` of this host's worker.
+    """The ``TF_CONFIG`` of this host's worker (:func:`smddp_compat.cluster.mwms_tf_config`), built from the SageMaker
+    cluster of `env`: one worker per host, in SM_HOSTS order, on ports as :func:`smddp_compat.cluster.endpoints` gives
+    them (`base_port`, ``--mwms-port``, at each address, the next ports for further workers sharing that address).
 
     Raises:
         smddp_compat.cluster.ClusterConfigError: The ports would exceed 65535.

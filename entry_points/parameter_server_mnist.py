@@ -69,14 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def chunk_end(step: int, *, epoch_end: int, log_steps: int, checkpoint_steps: int) -> int:
-    """The step at which the coordinator next waits for the workers: the next log line, checkpoint or epoch end.
-
-    Args:
-        step: Steps done so far.
-        epoch_end: The step that ends the current epoch (> `step`).
-
-    Returns:
-        The first of those boundaries after `step`.
+    """The step at which the coordinator next waits for the workers: the first boundary after `step` of the next log
+    line, checkpoint or the current epoch's end (`epoch_end`, > `step`).
     """
     def next_multiple(period: int) -> int:
         return (step // period + 1) * period

@@ -127,19 +127,11 @@ def _setup_variable(setup_sh: Path, name: str) -> str | None:
 
 
 def host_horovod_wheel(root: Path, suite: str, flavor: Flavor = "cpu") -> tuple[str, Path] | None:
-    """The host's cached Horovod wheel when the image can use it, as ``(cache key, wheel path)``.
-
-    setup.sh keys its wheel cache by Horovod, TensorFlow, engines and Python (``horovod-0.28.1-tf-2.21.0-gloo-mpi-
-    py311``). The CPU image uses the CPU engines (gloo-mpi), the GPU image gloo-mpi-nccl (a wheel only a host that ran
-    ``SMDDP_GPU=1 bash setup.sh`` has); both use Debian's Python and link against Debian's libraries, so the host's
-    wheel fits only when the host runs the same Debian release.
-
-    Args:
-        root: The kit's checkout.
-        suite: The image's Debian release.
-
-    Returns:
-        The key and the wheel, or None.
+    """The host's cached Horovod wheel as ``(cache key, wheel path)`` when the image of Debian release `suite` and
+    `flavor` can use it, else None. setup.sh keys its wheel cache by Horovod, TensorFlow, engines and Python
+    (``horovod-0.28.1-tf-2.21.0-gloo-mpi-py311``). The CPU image uses the CPU engines (gloo-mpi), the GPU image
+    gloo-mpi-nccl (a wheel only a host that ran ``SMDDP_GPU=1 bash setup.sh`` has); both use Debian's Python and link
+    against Debian's libraries, so the host's wheel fits only when the host runs the same Debian release.
     """
     python = _DEBIAN_PYTHON.get(suite)
     horovod = _setup_variable(root / "setup.sh", "HOROVOD_VERSION")
@@ -283,18 +275,15 @@ def ensure_image(
     gpu: bool = False,
     progress: IO[str] | None = None,
 ) -> ImageBuild:
-    """Returns the kit's image, building it (and its base) when the engine does not hold it yet.
+    """Returns the kit's image (its tag and whether it was built), building it (and its base) when the engine does not
+    hold it yet; `force` builds even then (Docker's layer cache still applies).
 
     Args:
         reuse_host_wheel: Copy the host's Horovod wheel in when it fits (else Horovod is built in the image).
-        force: Build even if an image with the same digest exists (Docker's layer cache still applies).
         log_path: File the build output is appended to.
         stream: Where build output is printed (its ``Step`` lines stamped with the elapsed time), or None.
         gpu: Build the GPU image (``image/Dockerfile.gpu``, repository ``smddp-compat-gpu``) instead of the CPU one.
         progress: Where only the stamped ``Step`` lines are printed (when ``stream`` is None), or None.
-
-    Returns:
-        The tag and whether it was built.
 
     Raises:
         ImageBuildError: The checkout is incomplete or a build step failed.

@@ -72,18 +72,9 @@ def run_command(
     stdin: IO[bytes] | int | None = subprocess.DEVNULL,
     cwd: str | None = None,
 ) -> CommandResult:
-    """Runs ``argv`` to its end or to ``timeout``, whichever comes first.
-
-    Args:
-        argv: The command (a list, never a shell string).
-        timeout: Seconds after which the command (its whole process group) is stopped.
-        log_path: File the output is appended to, or None.
-        stream: Where output lines are also written (with ``prefix``), or None.
-        prefix: Prefix of the lines written to ``stream``.
-        env: The full environment, or None for this process's.
-
-    Returns:
-        How it ended (never raises for a non-zero exit).
+    """Runs ``argv`` (a list, never a shell string) to its end or until `timeout` seconds, when its whole process
+    group is stopped; returns how it ended (never raises for a non-zero exit). Its output is appended to `log_path`
+    and written to `stream` with `prefix` (each when not None); `env`: the full environment (None: this process's).
 
     Raises:
         FileNotFoundError: The program does not exist.

@@ -48,14 +48,8 @@ def _name_words(image: str) -> tuple[str, list[str]]:
 
 
 def image_cuda(image: str, labels: Mapping[str, str] | None = None) -> ImageCuda:
-    """Whether ``image`` has CUDA, by the module's rule: its labels when known, else its name.
-
-    Args:
-        image: The image URI or local tag, e.g. ``123456789012.dkr.ecr.us-east-1.amazonaws.com/smddp-compat-gpu:v1``.
-        labels: The image's labels when it could be inspected (``docker image inspect``), or None.
-
-    Returns:
-        ``"cuda"``, ``"none"`` (CPU only) or ``"unknown"``.
+    """Whether `image` (a URI or local tag) has CUDA, by the module's rule: its `labels` when it could be inspected
+    (``docker image inspect``), else its name. Returns ``"cuda"``, ``"none"`` (CPU only) or ``"unknown"``.
 
         >>> image_cuda("123456789012.dkr.ecr.us-east-1.amazonaws.com/smddp-compat:latest")
         'none'
@@ -85,19 +79,11 @@ def check_image_for_instance_type(
     warn: bool = True,
     stacklevel: int = 2,
 ) -> str | None:
-    """Warns when a GPU instance type is given an image without CUDA (before any upload: call it first).
-
-    Args:
-        image: The training image (None: no image, e.g. ``local_process``; nothing to check).
-        instance_type: The instance type (one the table does not know: nothing to check; the estimators refuse it
-            first).
-        instance_count: Hosts of the job (for the ranks the message names).
-        labels: The image's labels when it could be inspected, else None (the name decides).
-        warn: Issue the :class:`CpuImageWarning` (False: only return the message).
-        stacklevel: As for :func:`warnings.warn`.
-
-    Returns:
-        The message when the image has no CUDA and the type has GPUs, else None.
+    """Warns (:class:`CpuImageWarning`, unless not `warn`; `stacklevel` as for :func:`warnings.warn`) when a GPU
+    instance type is given an image without CUDA, before any upload: call it first. Returns the message, else None.
+    Nothing to check without an image (e.g. ``local_process``) or for a type the table does not know (the estimators
+    refuse it first). `instance_count`: the job's hosts, for the ranks the message names; `labels`: the image's when
+    it could be inspected, else None (the name decides).
     """
     if image is None or not isinstance(image, str):
         return None

@@ -29,12 +29,8 @@ class ExportError(EntryPointError):
 
 def write_saved_model(module: tf.Module, model_dir: str | os.PathLike[str],
                       signatures: Mapping[str, tf.types.experimental.ConcreteFunction]) -> Path:
-    """Saves `module` as ``<model_dir>/1`` atomically (client 0 / the chief only).
-
-    Args:
-        module: The serving module (plain variables only).
-        model_dir: The model directory (created if missing).
-        signatures: Signatures by name; include ``"serving_default"``.
+    """Saves the serving `module` (plain variables only) as ``<model_dir>/1`` atomically, with `signatures` by name
+    (include ``"serving_default"``); client 0 / the chief only.
     """
     root = Path(model_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -52,17 +48,8 @@ def write_saved_model(module: tf.Module, model_dir: str | os.PathLike[str],
 
 def check_reloaded(saved_model_dir: str | os.PathLike[str], inputs: Mapping[str, tf.Tensor], output: str,
                    expected: np.ndarray, *, tolerance: float = 1e-4) -> np.ndarray:
-    """Loads the SavedModel, calls ``serving_default`` and compares one output with what the live model gave.
-
-    Args:
-        saved_model_dir: The folder `write_saved_model` returned.
-        inputs: Keyword inputs of the signature.
-        output: Name of the output to compare.
-        expected: The live model's output for the same inputs.
-        tolerance: Largest allowed absolute difference.
-
-    Returns:
-        The reloaded model's output.
+    """Loads the SavedModel `write_saved_model` wrote, calls ``serving_default`` with the keyword `inputs` and compares
+    its `output` with `expected` (the live model's) within `tolerance`; returns the reloaded model's output.
 
     Raises:
         ExportError: Loading fails, the output is missing, or it differs from `expected`.

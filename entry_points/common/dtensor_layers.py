@@ -26,11 +26,8 @@ _stateless_uniform = tf.function(tf.random.stateless_uniform)
 
 def make_variable(initial: Callable[[], tf.Tensor], layout: dtensor.Layout | None, *, trainable: bool = True,
                   name: str | None = None) -> tf.Variable:
-    """A DVariable with `layout` (the initial value is produced directly in that layout), or a plain variable.
-
-    Args:
-        initial: Builds the initial value (called under ``dtensor.call_with_layout``).
-        layout: Layout of the variable; ``None`` for a plain ``tf.Variable``.
+    """A DVariable with `layout`, its value built by `initial` directly in that layout (under
+    ``dtensor.call_with_layout``), or with ``layout=None`` a plain ``tf.Variable``.
     """
     if layout is None:
         return tf.Variable(initial(), trainable=trainable, name=name)
@@ -73,15 +70,10 @@ class Dense(tf.Module):
 
 
 class BatchNorm(tf.Module):
-    """Batch normalisation over the batch axis, with a learned scale and offset and moving statistics.
-
-    Training normalises with the statistics of the global batch (DTensor reduces them over the batch shards) and
-    updates the moving averages; inference uses the moving averages, so a single example gets a sensible answer.
-
-    Args:
-        layout: Layout of the four vectors (rank 1), or ``None`` for plain variables.
-        momentum: Weight of the old value in the moving averages.
-        epsilon: Added to the variance.
+    """Batch normalisation over the batch axis, with a learned scale and offset and moving statistics (`momentum`: the
+    old value's weight), the four vectors laid out as `layout` (rank 1; ``None``: plain variables). Training normalises
+    with the statistics of the global batch (DTensor reduces them over the batch shards) and updates the moving
+    averages; inference uses the moving averages, so a single example gets a sensible answer.
     """
 
     def __init__(self, size: int, layout: dtensor.Layout | None, momentum: float = 0.9, epsilon: float = 1e-5,
