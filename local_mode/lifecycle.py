@@ -19,6 +19,7 @@ what it does once they ended, and what it releases. What follows is written here
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import threading
@@ -31,7 +32,8 @@ from typing import IO, Any
 from smddp_compat import contract
 from smddp_compat.launcher import STOP_SIGNALS, StopSignalled
 from smddp_compat.local_mode.artifacts import ArtifactPaths, store_artifacts
-from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError
+from smddp_compat.errors import SmddpError
+from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError, LocalModeError
 from smddp_compat.local_mode.job_claim import claimed_job
 from smddp_compat.local_mode.layout import HostLayout
 from smddp_compat.local_mode.metrics import MetricDefinition, MetricWatch
@@ -151,6 +153,19 @@ class JobLifecycle:
                 "(--output), or remove that folder",
             )
 
+    def _prepared(self, root: Path) -> dict[str, HostLayout]:
+        """:meth:`_prepare`, with a file system's refusal (a full disk, a file-size limit) said in one line."""
+        try:
+            return self._prepare(root)
+        except OSError as exc:
+            if isinstance(exc, SmddpError):  # already says what and how to fix it
+                raise
+            raise LocalModeError(
+                f"the job's hosts could not be prepared in {root}: {exc.strerror or exc}"
+                f"{f' ({exc.filename})' if exc.filename else ''}. Fix: free space there, or give a folder on a "
+                "disk with room (--work-dir, or the TMPDIR environment variable)"
+            ) from exc
+
     def _training(self) -> datetime:
         """Notes that the hosts run (a backend calls it once they started)."""
         self._phase = "running"
@@ -171,11 +186,13 @@ class JobLifecycle:
         self._phase = "preparing"
         root = self._make_root()
         restore = self._handle_signals()
+        destination_is_ours = False  # it did not exist when the job claimed it
         try:
             with claimed_job(self.destination, self.job_name):
                 self._check_destination()
+                destination_is_ours = True
                 self.statuses.enter("Downloading")
-                layouts = self._prepare(root)
+                layouts = self._prepared(root)
                 end = self._supervise(root, layouts)
                 detected = datetime.now(timezone.utc) if end.status == FAILED else None
                 self._phase = "finishing"
@@ -188,14 +205,25 @@ class JobLifecycle:
             end = JobEnd(STOPPED, exit_code=128 + stopped.signum)
             result = self._result(end, ArtifactPaths(model=None, output=None), None)
         finally:
+            ours_unused = destination_is_ours and self._phase in ("preparing", "interrupted")
             self._phase = "cleaning"
             try:
                 self._release()
             finally:
                 if not self._keep_root:
                     shutil.rmtree(root, ignore_errors=True)
+                if ours_unused:
+                    self._remove_empty_destination()
                 restore()
         return result
+
+    def _remove_empty_destination(self) -> None:
+        """A job that ended before its hosts ran leaves no folder it created (the empty checkpoints folder) that
+        would make its name taken; a destination holding any file is left as it is."""
+        destination = self.destination
+        if isinstance(destination, Path) and destination.is_dir() and not destination.is_symlink():
+            if not any(files for _, _, files in os.walk(destination)):
+                shutil.rmtree(destination, ignore_errors=True)
 
     def _store(self, root: Path, layouts: dict[str, HostLayout], end: JobEnd) -> ArtifactPaths:
         """Stores the hosts' model, output and logs whatever the end; when they cannot be stored the job fails as

@@ -199,6 +199,7 @@ class ProcessJob(JobLifecycle):
             group = group_runner(
                 specs, timeout=spec.max_run, grace=self.grace, stream=out,
                 failure_reason=lambda failed: read_failure_reason(failure_files[failed.label]),
+                remove_if_killed=[] if self._keep_root else [str(root)],  # this process killed outright
             )
         reason = _with_script_error(group, failure_files) or None
         if group.ok:

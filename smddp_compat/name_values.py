@@ -66,5 +66,5 @@ def decode_value(text: str) -> Any:
     """
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than Python reads: text too, as for anything not JSON
         return text

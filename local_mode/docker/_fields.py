@@ -130,7 +130,7 @@ def _hyperparameter_in_s3(name: str) -> Condition:
         raw = (params.get("HyperParameters") or {}).get(name, "")
         try:
             decoded = json.loads(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             decoded = raw
         return value is True and isinstance(decoded, str) and decoded.startswith("s3://")
 

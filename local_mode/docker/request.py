@@ -175,7 +175,7 @@ class TrainingJobRequest:
             return None
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return raw
 
     def s3_uris(self) -> dict[str, S3Location]:
@@ -201,6 +201,11 @@ class TrainingJobRequest:
             raise ConfigurationError(
                 "--request", str(path), f"cannot be read ({exc.strerror})", "give the path of a JSON file"
             ) from exc
+        except RecursionError:
+            raise ConfigurationError(
+                "--request", str(path), "is JSON nested deeper than Python reads (its recursion limit)",
+                "write the CreateTrainingJob parameters as a JSON object, as SageMaker takes them",
+            ) from None
         except ValueError as exc:
             raise ConfigurationError(
                 "--request", str(path), f"is not JSON ({exc})",

@@ -32,7 +32,7 @@ from typing import IO, Callable, Mapping, Sequence
 import smddp_compat
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher._supervisor import (
-    GroupResult, ProcessResult, ProcessSpec, describe_failure, run_process_group)
+    GroupResult, ProcessResult, ProcessSpec, describe_failure, memory_note, run_process_group)
 
 __all__ = [
     "MPIRUN_LABEL", "MPIRUN_TUNING", "mpirun_argv", "mpirun_unavailable_reason", "write_rank_specs", "load_rank_spec",
@@ -342,6 +342,7 @@ def _per_rank_result(
             recorded = failure_reason(failed.spec) if failure_reason is not None else None
             assert failed.returncode is not None
             reason = describe_failure(failed.spec, failed.returncode, recorded)
+            reason += memory_note(group.oom_kills, failed.returncode)
         else:
             failed = ProcessResult(spec=mpirun_result.spec, returncode=code, duration=mpirun_result.duration)
             said = " | ".join(line.strip() for line in output.own_lines if line.strip() and "----" not in line)

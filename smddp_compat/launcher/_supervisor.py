@@ -39,7 +39,7 @@ from smddp_compat.launcher._option_types import is_positive_seconds
 
 __all__ = [
     "ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "STOP_SIGNALS", "StopSignalled", "run_process_group",
-    "describe_failure", "stop_signals_raise",
+    "describe_failure", "memory_note", "oom_kill_count", "stop_signals_raise",
 ]
 
 #: The signals that stop a job as a stop from outside does (Ctrl-C, a stop, a closed terminal, Ctrl-backslash): each is
@@ -151,6 +151,8 @@ class GroupResult:
         duration: Seconds from the first start to the last exit.
         timed_out: True when the group was stopped because ``timeout`` passed.
         interrupted: The signal number that stopped the group (one of :data:`STOP_SIGNALS`), or None.
+        oom_kills: How many processes the kernel's out-of-memory killer ended in the job's memory cgroup while the
+            group ran (None: the count cannot be read here).
     """
 
     results: list[ProcessResult]
@@ -160,6 +162,7 @@ class GroupResult:
     duration: float
     timed_out: bool = False
     interrupted: int | None = None
+    oom_kills: int | None = None
 
     @property
     def exit_code(self) -> int:
@@ -253,6 +256,41 @@ def _describe_exit(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def oom_kill_count() -> int | None:
+    """How many processes the kernel's out-of-memory killer has ended in this process's memory cgroup (cgroup v2's
+    ``memory.events`` or v1's ``memory.oom_control``), or None when neither can be read."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as handle:
+            entries = [line.rstrip("\n").split(":", 2) for line in handle if line.count(":") >= 2]
+    except OSError:
+        return None
+    candidates = [f"/sys/fs/cgroup{path}/memory.events" for _, controllers, path in entries if not controllers]
+    candidates += [f"/sys/fs/cgroup/memory{path}/memory.oom_control" for _, controllers, path in entries
+                   if "memory" in controllers.split(",")]
+    for candidate in candidates:
+        try:
+            with open(candidate, encoding="ascii") as handle:
+                for line in handle:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def memory_note(oom_kills: int | None, returncode: int | None) -> str:
+    """What a failure's reason adds about memory: the kernel's out-of-memory killer ended processes of the job's
+    memory cgroup while it ran (``oom_kills`` > 0), or, when that cannot be told, that a SIGKILL nobody in the job
+    sent is most often that killer."""
+    if oom_kills:
+        return (f"; the kernel's out-of-memory killer ended {oom_kills} process(es) while the job ran: it needs more "
+                "memory than it has (fewer processes per host, smaller batches, or a machine with more memory)")
+    if oom_kills is None and returncode == -signal.SIGKILL:
+        return "; a SIGKILL the job did not send is most often the kernel's out-of-memory killer (see dmesg)"
+    return ""
 
 
 def describe_failure(spec: ProcessSpec, returncode: int, recorded: str | None) -> str:
@@ -493,6 +531,7 @@ def run_process_group(
     lifeline = _Lifeline(grace, remove_if_killed)
 
     start = time.monotonic()
+    oom_kills_before = oom_kill_count()
     failed: _Running | None = None
     timed_out = False
     interrupted: int | None = None
@@ -542,6 +581,8 @@ def run_process_group(
         ProcessResult(spec=r.spec, returncode=r.popen.returncode, duration=(r.ended or end) - r.started)
         for r in group
     ]
+    oom_kills_after = oom_kill_count()
+    oom_kills = None if oom_kills_before is None or oom_kills_after is None else oom_kills_after - oom_kills_before
     reason = ""
     failed_result: ProcessResult | None = None
     if failed is not None:
@@ -549,6 +590,7 @@ def run_process_group(
         assert failed_result.returncode is not None
         recorded = failure_reason(failed.spec) if failure_reason is not None else None
         reason = describe_failure(failed.spec, failed_result.returncode, recorded)
+        reason += memory_note(oom_kills, failed_result.returncode)
     elif timed_out:
         reason = f"the job exceeded its time limit of {timeout:g} s and was stopped"
     elif interrupted is not None:
@@ -556,4 +598,5 @@ def run_process_group(
     if cut is not None:
         reason += f"; {signal.Signals(cut).name} during the stop: what was left was killed at once (SIGKILL)"
     ok = failed is None and not timed_out and interrupted is None and all(r.returncode == 0 for r in results)
-    return GroupResult(results, ok, reason, failed_result, end - start, timed_out=timed_out, interrupted=interrupted)
+    return GroupResult(results, ok, reason, failed_result, end - start, timed_out=timed_out, interrupted=interrupted,
+                       oom_kills=oom_kills)

@@ -119,6 +119,13 @@ def _smddp_local(*argv: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+def test_a_request_nested_deeper_than_python_reads_is_refused_in_one_line(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"TrainingJobName": "x", "HyperParameters": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}")
+    with pytest.raises(ConfigurationError, match="nested deeper than Python reads"):
+        TrainingJobRequest.from_file(deep)
+
+
 def test_cli_refusals_start_nothing(tmp_path: Path) -> None:
     missing = _smddp_local("--backend", "docker", "--request", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "nope.json" in missing.stderr and "JSON file" in missing.stderr

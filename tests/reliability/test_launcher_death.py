@@ -4,7 +4,9 @@
 - a launcher killed outright (SIGKILL: nothing of it runs any more) is outlived by its lifeline watcher, which ends
   every rank within seconds and removes the launcher's temporary folders (the MPI engine's per-rank spec files,
   which hold each rank's whole environment, are already gone: each is removed as soon as its rank read it);
-- the same for ``smddp local`` (the process backend), whose job then ends ``Stopped``.
+- the same for ``smddp local`` (the process backend), whose job then ends ``Stopped``, its temporary tree removed;
+- a preparation the file system refuses (a full disk, a file-size limit) ends in one line naming the fix, and leaves
+  no folder that would make the job's name taken.
 
 The ranks are the TF-free ``programs/fault_rank.py``, which write their PIDs so that psutil can tell whether any is
 left running.
@@ -12,6 +14,7 @@ left running.
 
 from __future__ import annotations
 
+import resource
 import signal
 import sys
 import time
@@ -85,14 +88,42 @@ def test_a_launcher_killed_outright_leaves_no_rank_and_no_file(tmp_path: Path, e
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGKILL])
 def test_smddp_local_ends_its_processes_whichever_way_it_dies(tmp_path: Path, signum: int) -> None:
-    pid_dir, output = tmp_path / "pids", tmp_path / "out"
+    pid_dir, output, scratch = tmp_path / "pids", tmp_path / "out", tmp_path / "tmp"
+    scratch.mkdir()
     with no_rank_left(pid_dir):
-        job = Running(smddp("local", RANK, "--output", str(output), "--job-name", "dies", "--max-run", "120", "--hyperparameters", f"pid-dir={pid_dir}"))
+        job = Running(smddp("local", RANK, "--output", str(output), "--job-name", "dies", "--max-run", "120",
+                            "--hyperparameters", f"pid-dir={pid_dir}"), env=quiet_env(TMPDIR=str(scratch)))
         _ranks_up(job, 1)
+        assert list(scratch.glob("smddp-local-dies-*")), "the job's tree is not where the test looks"
         job.proc.send_signal(signum)
         code, _ = job.wait()
         _gone_within(pid_dir, DEATH_BOUND_SECONDS)
+        deadline = time.monotonic() + DEATH_BOUND_SECONDS
+        while list(scratch.glob("smddp-local-dies-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(scratch.glob("smddp-local-dies-*")) == [], "the job's temporary tree was left"
         if signum != signal.SIGKILL:
             assert_no_traceback(job)
             assert code == 128 + signum, job.text_stderr
             assert "Stopped" in "\n".join(job.stdout + job.stderr), job.text_stderr
+
+
+def test_a_preparation_the_file_system_refuses_ends_in_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    """The code copy hits the file-size limit (as a full TMPDIR would refuse it: the same OSError path)."""
+    source, output = tmp_path / "src", tmp_path / "out"
+    source.mkdir()
+    (source / "train.py").write_text("print('trained')\n")
+    (source / "weights.bin").write_bytes(b"w" * (2 << 20))
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    job = Running(smddp("local", "train.py", "--source-dir", str(source), "--output", str(output), "--job-name",
+                        "full"), preexec_fn=small_files)
+    code, _ = job.wait()
+    assert_no_traceback(job)
+    assert code == 1, job.text_stderr
+    assert "the job's hosts could not be prepared" in job.text_stderr
+    assert "give a folder on a disk with room (--work-dir, or the TMPDIR environment variable)" in job.text_stderr
+    assert not output.exists() or list(output.iterdir()) == [], list(output.rglob("*"))

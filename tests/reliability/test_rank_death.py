@@ -7,12 +7,15 @@ local job. Here the ranks are TensorFlow + Horovod processes in the middle of al
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +56,40 @@ def test_kill_9_of_a_training_rank_ends_the_job(private_tmp, engine: str) -> Non
     assert processes_running(program) == []
     # smddprun's own temporary folders are gone (TensorFlow's autograph files of the killed ranks may stay).
     assert [p.name for p in private_tmp.iterdir() if p.name.startswith("smddp")] == []
+
+
+@pytest.fixture
+def memory_cgroup() -> Iterator[Path]:
+    """A cgroup v1 memory group of 200 MiB below this process's own (skipped where it cannot be made: no root, or
+    cgroup v2 without the memory controller delegated)."""
+    try:
+        own = next(line.split(":", 2)[2].strip() for line in Path("/proc/self/cgroup").read_text().splitlines()
+                   if "memory" in line.split(":", 2)[1].split(","))
+        group = Path(f"/sys/fs/cgroup/memory{own}") / f"smddp-oom-{os.getpid()}"
+        group.mkdir()
+    except (StopIteration, OSError) as exc:
+        pytest.skip(f"no cgroup v1 memory group can be made here ({exc!r})")
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(200 << 20))
+        with contextlib.suppress(OSError):
+            (group / "memory.swappiness").write_text("0")
+        yield group
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def test_a_rank_the_out_of_memory_killer_ends_is_named_so(memory_cgroup: Path) -> None:
+    """A rank allocates more than its memory group holds: the kernel kills it (SIGKILL) and the reason says that it
+    was the out-of-memory killer (it used to say only 'killed by signal SIGKILL')."""
+    rank = "import os, time\nif os.environ['HOROVOD_RANK'] == '1':\n    x = bytearray(600 << 20)\ntime.sleep(60)\n"
+    argv = ["sh", "-c", f'echo $$ > {memory_cgroup / "cgroup.procs"} && exec "$@"', "sh",
+            *smddprun("-np", "2", "--gloo", sys.executable, "-c", rank)]
+    done = launch(argv, timeout=120)
+    assert done.returncode == 128 + signal.SIGKILL, done.output
+    assert "process [1] on host localhost was killed by signal SIGKILL" in done.stderr
+    assert "the kernel's out-of-memory killer ended 1 process(es) while the job ran" in done.stderr
