@@ -21,7 +21,7 @@ from smddp_compat.entry_points.common.errors import EntryPointError
 from smddp_compat.entry_points.common.training_env import TrainingEnv, local_root
 
 __all__ = [
-    "run_entry_point", "write_failure", "install_termination_handler", "termination_requested",
+    "run_entry_point", "write_failure", "install_termination_handler", "termination_requested", "STOPPED_REASON",
 ]
 
 _terminate = threading.Event()
@@ -83,7 +83,9 @@ def write_failure(reason: str, output_dir: str | os.PathLike[str] | None = None)
 def run_entry_point(main: Callable[[], int | None], *, output_dir: str | os.PathLike[str] | None = None) -> NoReturn:
     """Runs a script's `main` under the SageMaker contract and exits the process.
 
-    Installs the SIGTERM handler, calls `main()`, and exits with its return value (``None`` -> 0). On any
+    Installs the SIGTERM handler, calls `main()`, and exits with its return value (``None`` -> 0), or with 143 and
+    :data:`STOPPED_REASON` in the failure file when SIGTERM arrived meanwhile (the script checkpointed and returned:
+    the job is not complete, whoever sent the signal). On any
     exception (and on ``SystemExit`` with a non-zero code) it prints the traceback, writes
     ``<type>: <message>`` (then the traceback) to the failure file, and exits non-zero (1, or the SystemExit code).
 
@@ -97,6 +99,7 @@ def run_entry_point(main: Callable[[], int | None], *, output_dir: str | os.Path
         code = main()
     except SystemExit as exc:
         if exc.code in (0, None):
+            _exit_if_stopped(output_dir, started)
             raise
         status = exc.code if isinstance(exc.code, int) else 1
         write_failure(f"SystemExit: the script exited with status {exc.code!r}", output_dir)
@@ -112,5 +115,22 @@ def run_entry_point(main: Callable[[], int | None], *, output_dir: str | os.Path
         write_failure(f"{summary}\n\n{details}", output_dir)
         sys.stdout.flush()
         sys.exit(130 if isinstance(exc, KeyboardInterrupt) else 1)
+    _exit_if_stopped(output_dir, started)
     sys.stdout.flush()
     sys.exit(0 if code is None else int(code))
+
+
+#: The failure reason of a script that stopped on SIGTERM: a stop is never a completed run (SageMaker says
+#: ``Stopped`` when it sent the signal; one from anywhere else must not look like success either).
+STOPPED_REASON = ("Stopped: the script received SIGTERM and stopped before it finished; what it saved is kept (run "
+                  "the job again to resume from its last checkpoint)")
+
+
+def _exit_if_stopped(output_dir: str | os.PathLike[str] | None, started: float) -> None:
+    """A script that returned after SIGTERM exits 143 with :data:`STOPPED_REASON` as its failure reason."""
+    if termination_requested():
+        write_failure(STOPPED_REASON, output_dir)
+        print(f"training stopped on SIGTERM after {time.monotonic() - started:.1f} s: exit {128 + signal.SIGTERM}, "
+              "not a completed run", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        sys.exit(128 + signal.SIGTERM)

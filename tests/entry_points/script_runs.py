@@ -148,6 +148,15 @@ def assert_ok(run: Run, layout: Layout) -> None:
                     + "\n".join(run.lines[-40:]))
 
 
+def assert_stopped(run: Run, layout: Layout) -> None:
+    """A run stopped by SIGTERM: it checkpointed and exited 143 with the Stopped reason (never 0: a stop is not a
+    completed run)."""
+    failure = layout.failure.read_text() if layout.failure.exists() else "(no failure file)"
+    if run.returncode != 128 + signal.SIGTERM or not failure.startswith("Stopped: the script received SIGTERM"):
+        pytest.fail(f"exit code {run.returncode} (expected 143); failure file:\n{failure[:3000]}\noutput tail:\n"
+                    + "\n".join(run.lines[-40:]))
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     """Polls `predicate` until true or fails after `timeout` seconds."""
     deadline = time.monotonic() + timeout

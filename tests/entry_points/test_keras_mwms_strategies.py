@@ -18,6 +18,7 @@ from tests.entry_points.script_runs import (
     REPO,
     Layout,
     assert_ok,
+    assert_stopped,
     read_scalars,
     run_script,
     script_command,
@@ -108,7 +109,7 @@ def test_strategy_trains_stops_and_resumes(run_id: str, layout: Layout) -> None:
             "--log-steps", "5", "--checkpoint-dir", str(layout.checkpoint_dir)]
     first = run_script(script_command(SCRIPT, args), layout.env(), stop_when=step_at_least(5),
                        stop_signal=signal.SIGTERM)
-    assert first.returncode == 0, first.text[-3000:]
+    assert_stopped(first, layout)
     strategy_line = f"strategy={class_name} replicas={replicas} workers=1"
     assert strategy_line in first.text, first.text[-3000:]
     assert f"{class_name}, worker 0/1, {replicas} replica(s), global batch {32 * replicas}, {keras}" in first.text

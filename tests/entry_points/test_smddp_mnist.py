@@ -16,6 +16,7 @@ from tests.entry_points.script_runs import (
     Layout,
     Run,
     assert_ok,
+    assert_stopped,
     read_scalars,
     run_script,
     script_command,
@@ -50,7 +51,7 @@ def test_sigterm_checkpoints_and_the_restart_resumes(layout: Layout) -> None:
             "--checkpoint-dir", str(layout.checkpoint_dir)]
     first = run_script(script_command(SCRIPT, [*args, "--step-delay", "0.05"]), layout.env(),
                        stop_when=step_at_least(20), stop_signal=signal.SIGTERM)
-    assert_ok(first, layout)
+    assert_stopped(first, layout)
     stopped = re.search(r"stopped on SIGTERM at step (\d+)", first.text)
     assert stopped, first.text[-2000:]
     stop_step = int(stopped.group(1))

@@ -14,6 +14,7 @@ left running.
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import sys
@@ -127,3 +128,24 @@ def test_a_preparation_the_file_system_refuses_ends_in_one_line_and_leaves_nothi
     assert "the job's hosts could not be prepared" in job.text_stderr
     assert "give a folder on a disk with room (--work-dir, or the TMPDIR environment variable)" in job.text_stderr
     assert not output.exists() or list(output.iterdir()) == [], list(output.rglob("*"))
+
+
+def test_a_stray_sigterm_to_one_host_never_reports_a_completed_job(tmp_path: Path) -> None:
+    """SIGTERM to one host's script, from outside the job: the script checkpoints and returns, and the job ends
+    ``Failed`` with the Stopped reason, never ``Completed`` with an empty model (it used to exit 0)."""
+    pid_dir, output = tmp_path / "pids", tmp_path / "out"
+    pid_dir.mkdir()
+    job = Running(smddp("local", str(PROGRAMS / "stoppable.py"), "--instance-count", "2", "--output", str(output),
+                        "--job-name", "stray", "--max-run", "120", "--hyperparameters", f"pid-dir={pid_dir}"))
+    job.wait_for_line(lambda line: "step 5" in line)
+    deadline = time.monotonic() + 30
+    while not (pid_dir / "algo-2.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(int((pid_dir / "algo-2.pid").read_text()), signal.SIGTERM)
+    code, _ = job.wait()
+    assert_no_traceback(job)
+    text = "\n".join(job.stdout + job.stderr)
+    assert code == 128 + signal.SIGTERM, text[-3000:]
+    assert "ended Failed" in text and "Completed" not in text, text[-3000:]
+    assert "Stopped: the script received SIGTERM and stopped before it finished" in text, text[-3000:]
+    assert alive({int((pid_dir / f"algo-{n}.pid").read_text()) for n in (1, 2)}) == []
