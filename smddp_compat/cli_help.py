@@ -1,19 +1,10 @@
 """The ``--help`` pages of the kit's commands, laid out one way: a description, then the notes a command needs
 (its outputs, its measurements...), then its exit codes and examples.
 
-Every command of the kit (``smddp`` and its subcommands, ``smddprun``, ``python -m smddp_compat.local_mode.docker``)
-builds its parser with :func:`help_texts`::
-
-    parser = argparse.ArgumentParser(prog="smddp image", **help_texts(
-        "Build the kit's training image ...",
-        exit_codes=[("0", "the image is there; its tag is printed"), ("2", "Docker cannot be used")],
-        examples=[("build or reuse the CPU image", "smddp image")],
-    ))
-
-Prose paragraphs (in the description and the notes) are wrapped to the terminal's width; a paragraph with indented
-lines (a list, a table, a command) is printed as written.
-
-Standard library only.
+Every command of the kit builds its parser with :func:`help_texts`, e.g.
+``argparse.ArgumentParser(prog="smddp image", **help_texts("Build ...", exit_codes=[("0", "...")], examples=[...]))``.
+Prose paragraphs are wrapped to the terminal's width; a paragraph with indented lines (a list, a table, a command)
+is printed as written. Standard library only.
 """
 
 from __future__ import annotations

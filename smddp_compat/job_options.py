@@ -1,18 +1,11 @@
-"""The options that describe a training job, defined once for ``smddp local`` and ``smddp submit``.
-
-Both commands take a job the same way: the same option names, the same metavars and help, the same forms::
-
-    ENTRY_POINT --source-dir DIR --instance-count H --processes-per-host P --distribution KIND
-    --hyperparameters NAME=VALUE ... (alias --hp) --channel NAME=PATH|s3://... ... --output DIR|s3://...
-    --max-run SECONDS --job-name NAME --mesh DIM=SIZE,... --devices-per-process N
+"""The options that describe a training job, defined once for ``smddp local`` and ``smddp submit``: the same
+option names, metavars, help and forms.
 
 The ``NAME=VALUE`` options take one or more words and may be given again (``--channel a=x b=y`` is
 ``--channel a=x --channel b=y``); a word without ``=`` after them (an entry point, say) is refused by
-:func:`smddp_compat.name_values.parse_name_values` with the fix. Numbers are read by the launcher's types (a whole
-number, a finite number of seconds: NaN and infinity refused by argparse); their ranges are checked by the model each
-value goes to (``JobSpec``, the estimator, :mod:`smddp_compat.distribution_config`), in the same words for the command
-line and the Python API.
-
+:func:`smddp_compat.name_values.parse_name_values` with the fix. Numbers are read by the launcher's types (NaN and
+infinity refused by argparse); their ranges are checked by the model each value goes to (``JobSpec``, the
+estimator, :mod:`smddp_compat.distribution_config`), in the same words for the command line and the Python API.
 Standard library only.
 """
 

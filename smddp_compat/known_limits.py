@@ -1,20 +1,17 @@
-"""Limits of TensorFlow and Keras themselves that a job of the kit names in one line, at the call that meets them.
-
-Some combinations fail inside TensorFlow with hundreds of lines that do not say what is wrong. The one known today:
+"""Limits of TensorFlow and Keras themselves that a job of the kit names in one line, at the call that meets them,
+instead of TensorFlow's hundreds of lines that do not say what is wrong. The one known today:
 
 * **Keras 3 cannot** ``fit`` **under MultiWorkerMirroredStrategy with several workers** (keras-team/keras#20585,
   tensorflow/tensorflow#72388): its symbolic build hands a ``PerReplica`` batch to an eager conversion and fails
   with "Attempt to convert a value (PerReplica:{...}) with an unsupported type". tf-keras (``TF_USE_LEGACY_KERAS=1``)
   fits; so does a custom loop (``strategy.run``) under Keras 3, and Keras 3 with one worker.
 
-The jobs the kit starts (local mode's processes, and the training image's ``train`` for SageMaker, the twin and the
-SDK's local mode) put :func:`startup_path` on ``PYTHONPATH``; its ``sitecustomize`` calls :func:`install` at
-interpreter start. Nothing happens unless ``TF_CONFIG`` names two or more workers and ``TF_USE_LEGACY_KERAS`` does not
-select tf-keras; then Keras 3's ``fit`` is wrapped when (and only if) the script imports Keras, and a ``fit`` under
-MultiWorkerMirroredStrategy raises ``NotImplementedError`` at once, before TensorFlow's own failure: a traceback of a
-few lines that ends at the script's ``fit`` call, and one line that names the limit and the fix. (An exception class
-that SageMaker's toolkit recognises, so the line also becomes the job's ``FailureReason``.) Nothing is imported at start
-beyond the standard library.
+The jobs the kit starts (local mode's processes, the training image's ``train``) put :func:`startup_path` on
+``PYTHONPATH``; its ``sitecustomize`` calls :func:`install` at interpreter start (standard library only). When
+``TF_CONFIG`` names two or more workers and ``TF_USE_LEGACY_KERAS`` does not select tf-keras, Keras 3's ``fit`` is
+wrapped once the script imports Keras, and a ``fit`` under MultiWorkerMirroredStrategy raises
+``NotImplementedError`` at once: a few lines of traceback ending at the script's ``fit`` and one line naming the
+limit and the fix (a class SageMaker's toolkit recognises, so the line becomes the job's ``FailureReason``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""``smddp local``: run a SageMaker training job on this machine.
-
-    smddp local [ENTRY_POINT] [--source-dir DIR] [--instance-count H] [--processes-per-host P]
-                [--distribution none|smddp|mpi|mwms|dtensor|parameter_server] [--hyperparameters NAME=VALUE ...]
-                [--channel NAME=PATH|s3://... ...] [--output DIR|s3://...] [--max-run SECONDS] [--job-name NAME]
-                [--env NAME=VALUE ...] [--metric NAME=REGEX ...] [--checkpoint-dir DIR] [--mesh DIM=SIZE,...]
-                [--devices-per-process N] [--work-dir DIR] [--backend process|docker]
-    smddp local --backend docker (--request FILE | --job NAME) [--job-name NAME] [--output DIR|s3://...] ...
+"""``smddp local``: run a SageMaker training job on this machine (``smddp local --help`` lists the options, defined
+once with ``smddp submit``'s in :mod:`smddp_compat.job_options`).
 
 With no ENTRY_POINT it runs the bundled ``entry_points/smddp_mnist.py`` as 2 hosts x 1 process with distribution
 smddp (the README's first command). Hyperparameter values are read as JSON when they parse (``epochs=3`` is the
@@ -17,8 +11,6 @@ against a private moto server; local channels uploaded there) is replayed by the
 
 Exit codes: 0 completed; the failed process's code when one failed; 124 when --max-run passed; 128+signal when
 interrupted; 2 for a usage or configuration error (nothing was started); 1 for another error of the kit's.
-
-The job's options are defined once for ``smddp local`` and ``smddp submit`` (:mod:`smddp_compat.job_options`).
 """
 
 from __future__ import annotations

@@ -1,26 +1,22 @@
 """SageMaker's ``parameter_server`` distribution on TensorFlow 2.21's ``ParameterServerStrategy``.
 
-SageMaker's TensorFlow toolkit (``sagemaker-tensorflow-training``) runs ``distribution={"parameter_server":
-{"enabled": True}}`` on two or more hosts: on every host it starts a parameter server (``tf.distribute.Server`` of
-job ``ps``, GPUs hidden) in its own process, then runs the script with a ``TF_CONFIG`` such as::
+SageMaker's TensorFlow toolkit starts a parameter server (job ``ps``, GPUs hidden) in its own process on every host
+of two or more, then runs the script with a ``TF_CONFIG`` such as::
 
     {"cluster": {"master": ["algo-1:2222"], "ps": ["algo-1:2223", "algo-2:2223"], "worker": ["algo-2:2222"]},
      "environment": "cloud", "task": {"type": "master", "index": 0}}
 
-TensorFlow 2.21's ``tf.distribute.experimental.ParameterServerStrategy`` (with ``ClusterCoordinator``) drives the
-cluster from one coordinator task, which it calls ``chief``, and refuses a job named ``master``; its workers and
-parameter servers only serve (``tf.distribute.Server``) and never return by themselves. This module bridges the two:
-:func:`read_tf_config` reads ``TF_CONFIG`` into this process's :class:`Role`; :func:`cluster_resolver` gives the
-strategy the cluster with ``master`` renamed ``chief`` (a parameter server started with the ``master``-named cluster
-accepts such a coordinator: it sends its own cluster definition when it connects); :func:`serve` runs a worker or
-parameter server until the coordinator is done; :func:`wait_for_tasks` and :class:`ClusterWatch` bound the
-coordinator's waits (``ParameterServerStrategy`` waits for ever for a task that is down at the start, and retries a
-lost worker for ever, up to an hour per attempt), naming the task at fault; ``python -m
-smddp_compat.parameter_server`` runs the parameter server of ``TF_CONFIG``'s ``ps`` task as the toolkit's
-``_run_ps`` does (local mode starts one per host, beside the script).
+TensorFlow 2.21's strategy (with ``ClusterCoordinator``) is driven by one coordinator it calls ``chief`` and refuses
+a job named ``master``; its workers and parameter servers only serve, never returning by themselves. Here:
+:func:`read_tf_config` reads this process's :class:`Role`; :func:`cluster_resolver` renames ``master`` to ``chief``
+(a parameter server started with the ``master`` cluster accepts it: the coordinator sends its cluster when it
+connects); :func:`serve` runs a worker or parameter server until the coordinator is done; :func:`wait_for_tasks` and
+:class:`ClusterWatch` bound the coordinator's waits, naming the task at fault (the strategy waits for ever for a task
+down at the start, and retries a lost worker for ever); ``python -m smddp_compat.parameter_server`` runs
+``TF_CONFIG``'s ``ps`` task as the toolkit's ``_run_ps`` does.
 
 Standard library only at import time (TensorFlow is imported inside the functions that need it): the module ships
-inside ``sourcedir.tar.gz`` and runs in containers where only TensorFlow is installed besides.
+inside ``sourcedir.tar.gz``.
 """
 
 from __future__ import annotations
@@ -151,12 +147,8 @@ class ParameterServerConfig:
         return tuple(t for t in self.tasks if t.job == "ps")
 
     def cluster_spec(self, *, as_written: bool = False) -> dict[str, list[str]]:
-        """The cluster: job -> addresses.
-
-        Args:
-            as_written: Keep ``TF_CONFIG``'s job names (SageMaker's ``master``) instead of the ones
-                ``ParameterServerStrategy`` wants (``master`` renamed ``chief``).
-        """
+        """The cluster, job -> addresses, with ``master`` renamed ``chief`` unless `as_written` (``TF_CONFIG``'s
+        names)."""
         spec: dict[str, list[str]] = {}
         for task in self.tasks:
             spec.setdefault((task.source_job or task.job) if as_written else task.job, []).append(task.address)
@@ -168,12 +160,6 @@ class ParameterServerError(SmddpError, RuntimeError):
     (``worker 0``), ``host`` its host when known."""
 
     def __init__(self, message: str, *, task: Task | None = None) -> None:
-        """Keeps the message and the task at fault.
-
-        Args:
-            message: The whole message (it names the task).
-            task: The task at fault, if one is.
-        """
         super().__init__(message, rank=task.label if task else None, host=task.host if task else None)
         self.task = task
 
@@ -233,12 +219,6 @@ def read_tf_config(environ: Mapping[str, str] | None = None) -> ParameterServerC
     (``chief``, ``worker``, ``ps``, optionally ``evaluator``) layouts. ``TF_CONFIG`` unset or empty, or a cluster
     without ``ps`` tasks (e.g. MultiWorkerMirroredStrategy's), is ``single``. Host names come from ``SM_HOSTS``
     (addresses that are host names, as on SageMaker) and ``SMDDP_HOST_ADDRESSES`` (local mode's loopback addresses).
-
-    Args:
-        environ: The environment (default: ``os.environ``).
-
-    Returns:
-        The role, this task and every task of the cluster.
 
     Raises:
         smddp_compat.errors.ConfigurationError: ``TF_CONFIG`` is not JSON, lacks ``cluster`` or ``task``, names an
@@ -324,13 +304,7 @@ def _require_cluster(config: ParameterServerConfig, what: str) -> Task:
 
 def cluster_resolver(config: ParameterServerConfig) -> tf.distribute.cluster_resolver.ClusterResolver:
     """The cluster resolver to build ``tf.distribute.experimental.ParameterServerStrategy`` from (on the
-    coordinator) or to start a task's server with: ``master`` renamed ``chief``, gRPC.
-
-    Args:
-        config: This process's place (:func:`read_tf_config`).
-
-    Returns:
-        A ``SimpleClusterResolver`` of this task.
+    coordinator) or to start a task's server with: a gRPC ``SimpleClusterResolver``, ``master`` renamed ``chief``.
 
     Raises:
         smddp_compat.errors.ConfigurationError: `config` is ``single``.
@@ -408,9 +382,7 @@ def probe(address: str, timeout: float = _PROBE_SECONDS) -> str:
     a client preface), :data:`SILENT` (the connection is accepted, by the kernel, but nothing answers within
     `timeout` seconds: the process is stopped, hung or starved) or :data:`REFUSED` (nothing listens: it has ended).
 
-    Args:
-        address: ``host:port`` of a TensorFlow server.
-        timeout: Seconds to wait for the connection, then for the answer.
+    `timeout` bounds the wait for the connection, then for the answer.
     """
     name, _, port = address.rpartition(":")
     try:
@@ -436,10 +408,7 @@ def wait_for_tasks(config: ParameterServerConfig, *, timeout: float, timeout_fie
     ``ParameterServerStrategy`` would wait for ever for a task that never comes up; call this first.
 
     Args:
-        config: The coordinator's config.
-        timeout: Seconds to wait in all.
         timeout_field: The setting `timeout` came from, named in the error (``--start-timeout``).
-        poll_seconds: Seconds between rounds of probes.
 
     Raises:
         TaskUnreachableError: A task still refused connections after `timeout` seconds (the message names each).
@@ -472,10 +441,8 @@ def wait_for_coordinator(config: ParameterServerConfig, *, start_timeout: float,
     connections without answering, :func:`probe`) is given up after `silent_limit` seconds when one is set.
 
     Args:
-        config: This task's config.
         start_timeout: Seconds to wait for the first accepted connection.
         timeout_field: The setting `start_timeout` came from, named in the error.
-        poll_seconds: Seconds between probes.
         should_stop: Checked between probes; True ends the wait at once (e.g. SIGTERM received).
         silent_limit: Seconds the coordinator may go without answering once it has started (None: no limit).
         silent_field: The setting `silent_limit` came from, named in the error.
@@ -530,20 +497,9 @@ def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field:
     """Runs this worker or parameter server until the coordinator is done (:func:`start_server`, then
     :func:`wait_for_coordinator`).
 
-    Args:
-        config: A ``worker`` or ``ps`` role.
-        log: Where the two progress lines go (default: standard output).
-        The others: as for :func:`wait_for_coordinator`.
-
-    Returns:
-        ``"finished"`` or ``"stopped"`` (see :func:`wait_for_coordinator`). Return (or exit) then: the server's
-        threads end with the process.
-
-    Raises:
-        smddp_compat.errors.ConfigurationError: The role is not ``worker`` or ``ps``.
-        ParameterServerError: The server cannot start.
-        CoordinatorUnreachableError: The coordinator never accepted a connection in time.
-        TaskLostError: The started coordinator stopped answering for `silent_limit` seconds.
+    `log` receives the two progress lines (default: standard output); the other arguments, the result
+    (return or exit then: the server's threads end with the process) and the errors are :func:`start_server`'s and
+    :func:`wait_for_coordinator`'s.
     """
     say = log or (lambda line: print(line, flush=True))
     start_server(config)
@@ -640,12 +596,8 @@ class ClusterWatch:
         self.stop()
 
     def phase(self, what: str, limit: float) -> None:
-        """Starts a phase that must end (the next :meth:`phase` or :meth:`idle` call) within `limit` seconds.
-
-        Args:
-            what: What the coordinator waits for, as the error will say it (``training steps 100-150``).
-            limit: Seconds allowed.
-        """
+        """Starts a phase that must end (the next :meth:`phase` or :meth:`idle` call) within `limit` seconds;
+        `what` is what the coordinator waits for, as the error will say it (``training steps 100-150``)."""
         with self._lock:
             self._phase = (what, float(limit), time.monotonic())
 
@@ -655,11 +607,7 @@ class ClusterWatch:
             self._phase = None
 
     def check(self, now: float | None = None) -> TaskLostError | None:
-        """One round: probes the tasks and returns the failure it finds, if any (the thread calls it).
-
-        Args:
-            now: The monotonic time of the round (default: now).
-        """
+        """One round at monotonic time `now`: probes the tasks and returns the failure it finds, if any."""
         states = {task: probe(task.address, timeout=min(_PROBE_SECONDS, self._probe_seconds)) for task in self._tasks}
         now = time.monotonic() if now is None else now
         for task, state in states.items():

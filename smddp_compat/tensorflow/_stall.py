@@ -1,43 +1,23 @@
 """Stall watchdog: a rank that waits too long in a collective is reported, then ended, so the job stops.
 
-Horovod's own stall inspector (``HOROVOD_STALL_CHECK_TIME_SECONDS``) does nothing under the Gloo controller in
-Horovod 0.28.1: its Gloo controller *reserves* the list of global ranks instead of sizing it, so the inspector's
-loop over "ranks that have not submitted the tensor" runs over zero ranks and never warns or shuts down (it works
-under the MPI controller, ``smddprun --mpi``). This module replaces it for collectives entered through
-smddp_compat, on any controller.
+It replaces Horovod 0.28.1's stall inspector, which never fires under the Gloo controller (docs/reliability.md),
+for the collectives entered through smddp_compat, on any controller.
 
-How it works:
+* Every *eager* collective (``allreduce``, ``broadcast_variables``, an eager ``DistributedGradientTape.gradient``...)
+  registers ``(description, start time)`` in a dict until it returns: about a microsecond per collective
+  (``pytest tests/reliability/test_stall.py -k hot_path -s`` prints it; the test fails above 5 us).
+* A daemon thread per process publishes this rank's state to ``$SMDDP_STALL_DIR/rank-<N>.json`` (the collective it
+  waits in and since when, or how many it completed and the last one; at least every second as a heartbeat). At
+  ``SMDDP_STALL_WARNING_SECONDS`` in one collective it warns, naming the collective and the ranks not in it (from
+  their files); at ``SMDDP_STALL_TIMEOUT_SECONDS`` it prints the reason, writes it to ``$SM_OUTPUT_DIR/failure``
+  when that is set, and exits with :data:`STALL_EXIT_CODE`; the launcher then stops every other rank.
 
-* Every *eager* collective entered through smddp_compat (``allreduce``, ``broadcast``, ``broadcast_variables``,
-  ``DistributedGradientTape.gradient`` run eagerly...) registers ``(description, start time)`` in a dict and removes
-  it when it returns: the only cost on the training path, about a microsecond per collective (0.6-1.2 us measured
-  on a 2-core machine under load; ``pytest tests/reliability/test_stall.py -k hot_path -s`` prints it, and the test
-  fails above 5 us).
-* A daemon thread per process wakes a few times per second. It publishes this rank's state to
-  ``$SMDDP_STALL_DIR/rank-<N>.json`` (the collective it waits in and since when, or how many it completed and the
-  last one; rewritten when it changes and at least every second as a heartbeat). When the oldest collective of this
-  rank has waited ``SMDDP_STALL_WARNING_SECONDS`` it prints a warning naming the collective and the ranks that are
-  not in it (read from the other ranks' files). After ``SMDDP_STALL_TIMEOUT_SECONDS`` it prints the reason, writes it
-  to the SageMaker failure file (``$SM_OUTPUT_DIR/failure``) when ``SM_OUTPUT_DIR`` is set, and ends the process
-  with :data:`STALL_EXIT_CODE`; the launcher (smddprun, local_mode, mpirun) then stops every other rank.
+Collectives inside a ``tf.function`` run as graph ops and are not seen one by one: such a rank's status shows the
+time since its last watched collective, and :func:`watch` around the step's call watches the whole step.
 
-Limit: collectives inside a ``tf.function`` run as graph ops, not through Python, so they are not seen one by one.
-A rank stuck in such a step shows, in its status, the time since it last completed a watched collective (its
-"last progress"), and the ranks that wait in an eager collective for it name it as "not in any collective". A
-whole ``tf.function`` step can be watched by wrapping its call in :func:`watch`.
-
-Environment contract (set by the launcher; every variable is optional):
-
-``SMDDP_STALL_DIR``
-    A directory shared by all ranks of the job (all on this machine, or a shared mount), created before the ranks
-    start and removed after they end by whoever launches them. Without it the watchdog still warns and ends a
-    stalled rank, but cannot say which ranks are missing.
-``SMDDP_STALL_WARNING_SECONDS``
-    Seconds in one collective before a warning (default 60, Horovod's default, when any of the variables is set).
-``SMDDP_STALL_TIMEOUT_SECONDS``
-    Seconds in one collective before the rank is ended (default: never).
-
-The watchdog runs when at least one of the three is set.
+The launcher sets the variables; the watchdog runs when at least one is set. ``SMDDP_STALL_DIR`` is a directory
+shared by all ranks (without it a stalled rank is still warned about and ended, but the missing ranks are unknown);
+the warning defaults to 60 s (Horovod's default); the timeout to never.
 """
 
 from __future__ import annotations
