@@ -107,13 +107,7 @@ class ClusterConfigError(ConfigurationError):
 
 
 def parse_host_addresses(raw: str | None) -> dict[str, str]:
-    """Reads ``SMDDP_HOST_ADDRESSES``.
-
-    Args:
-        raw: The variable's value (None or empty when unset).
-
-    Returns:
-        Host name -> address (empty when unset: every name is then its own address).
+    """Reads ``SMDDP_HOST_ADDRESSES`` into host name -> address (empty when unset: every name is its own address).
 
     Raises:
         ClusterConfigError: Not a JSON object of strings to strings.
@@ -160,13 +154,9 @@ class Cluster:
         """Reads ``SM_HOSTS``, ``SM_CURRENT_HOST`` and ``SMDDP_HOST_ADDRESSES``.
 
         Args:
-            environ: The environment.
             required: When True both SageMaker variables must be set; otherwise the current host defaults to the
                 first host (``algo-1`` without ``SM_HOSTS``) and the hosts to the current host alone (a script run
                 outside a job).
-
-        Returns:
-            The cluster.
 
         Raises:
             ClusterConfigError: A variable is missing (when required) or malformed, or the current host is not one
@@ -193,11 +183,8 @@ class Cluster:
 
     @classmethod
     def from_resource_config(cls, config: Mapping[str, Any], addresses: Mapping[str, str] | None = None) -> Cluster:
-        """The cluster of ``resourceconfig.json``'s content (``hosts``, ``current_host``).
-
-        Args:
-            config: The parsed file.
-            addresses: Host name -> address (:func:`parse_host_addresses`).
+        """The cluster of ``resourceconfig.json``'s parsed content (``hosts``, ``current_host``) and `addresses`
+        (:func:`parse_host_addresses`).
 
         Raises:
             ClusterConfigError: ``hosts`` is not a non-empty list of distinct names, or ``current_host`` is not in it.
@@ -280,13 +267,7 @@ class Placement:
 
 def assign(hosts: Sequence[HostSlots]) -> list[Placement]:
     """Host-major placement of each host's slots, with Horovod's local and cross numbering (its
-    ``get_host_assignments``): the one assigner of every launcher.
-
-    Args:
-        hosts: The hosts, in host order.
-
-    Returns:
-        One placement per process, in rank order.
+    ``get_host_assignments``): the one assigner of every launcher. One placement per process, in rank order.
     """
     size = sum(h.slots for h in hosts)
     hosts_at_local: dict[int, list[str]] = {}
@@ -318,7 +299,6 @@ def endpoints(
     """Every process's ``address:port``, in global order (see the module's port rule).
 
     Args:
-        placements: The processes.
         addresses: Host name -> address (a host missing from it is its own address).
         ports: One port per process (reserved by the launcher); exclusive with ``base_port``.
         base_port: The first port at each address.
@@ -363,14 +343,9 @@ def horovod_gloo_environments(
     The ``smdistributed`` (SMDDP) distribution is this plus the alias folder first on ``PYTHONPATH``.
 
     Args:
-        placements: The ranks (:func:`assign`).
-        rendezvous_address: Address of the launcher's rendezvous server.
-        rendezvous_port: Its port.
+        rendezvous_address: Address of the launcher's rendezvous server (``rendezvous_port`` its port).
         timeout_seconds: How long a rank waits for its peers (``HOROVOD_GLOO_TIMEOUT_SECONDS``).
         iface: The network interface Gloo (and NCCL) use between ranks.
-
-    Returns:
-        One dict per rank, in rank order.
     """
     common = {
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_address,
@@ -411,13 +386,7 @@ def horovod_mpi_environment(environ: Mapping[str, str]) -> dict[str, str]:
     Horovod's MPI controller asks MPI, not the rank variables; they are set so that a script reading them (as under
     Gloo) sees the numbers ``hvd.rank()`` returns. ``HOROVOD_CROSS_RANK``/``_SIZE`` are set when every host runs the
     same number of ranks in blocks, as mpirun's slot mapping places them (then the cross rank is the host index);
-    otherwise they are left to Horovod.
-
-    Args:
-        environ: The rank's environment (``OMPI_COMM_WORLD_*`` or PMI's variables).
-
-    Returns:
-        The MPI controller and CPU operations, and the rank variables MPI's numbers give.
+    otherwise they are left to Horovod. Also sets the MPI controller and CPU operations.
     """
     env = {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi"}
     for name, sources in _MPI_IDENTITY_SOURCES.items():
@@ -463,8 +432,6 @@ def parameter_server_tf_config(
     parameter server (``ps``), on its own port.
 
     Args:
-        hosts: The hosts, in order.
-        current_host: This host.
         ps_task: Build the config of this host's parameter server instead of its training task.
         worker_port: Port of the master and worker tasks.
         ps_port: Port of the parameter servers.
@@ -511,8 +478,6 @@ def parameter_server_host_environments(
     them: its parameter server and its script, each with its ``TF_CONFIG`` (:func:`parameter_server_tf_config`).
 
     Args:
-        hosts: The hosts, in order (two or more).
-        current_host: This host.
         addresses: Host name -> address (names are their own address when missing).
         ports: Host name -> (script's port, parameter server's port); the toolkit's 2222 and 2223 when None.
 
@@ -539,8 +504,7 @@ def dtensor_environments(
     """The variables of every DTensor client, in client order.
 
     Args:
-        placements: The clients.
-        clients: Their endpoints (:func:`endpoints`): ``DTENSOR_JOBS``.
+        clients: The clients' endpoints (:func:`endpoints`): ``DTENSOR_JOBS``.
         job_name: ``DTENSOR_JOB_NAME``.
         mesh: The global mesh to announce (``SMDDP_DTENSOR_MESH``, compact JSON), if any.
         devices_per_client: Devices each client brings (``SMDDP_DTENSOR_DEVICES_PER_CLIENT``), if known.
@@ -612,7 +576,6 @@ class HostCapacity:
 
     @property
     def is_gpu(self) -> bool:
-        """True when the host has GPUs."""
         return self.gpus > 0
 
     def describe_slots(self) -> str:

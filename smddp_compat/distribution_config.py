@@ -66,28 +66,16 @@ class FieldNames:
 
     @classmethod
     def under(cls, prefix: str, *, kind: str = "distribution") -> FieldNames:
-        """Names of the settings inside one dictionary, e.g. ``under("distribution['dtensor']")``.
-
-        Args:
-            prefix: How the dictionary itself is named.
-            kind: How the strategy is named.
-
-        Returns:
-            ``<prefix>['<setting>']`` for every setting.
-        """
+        """``<prefix>['<setting>']`` for every setting inside the dictionary named `prefix`, e.g.
+        ``under("distribution['dtensor']")``; `kind` names the strategy."""
         return cls(kind=kind, **{name: f"{prefix}[{name!r}]" for name in ALL_SETTINGS})
 
 
 def mesh_option_text(words: list[str] | None, option: str = "--mesh") -> str | None:
     """The ``--mesh`` option of every CLI (``DIM=SIZE,...``) as one text; the older space-separated form
-    (``--mesh batch=4 model=2``) is still read, with a note on standard error.
+    (``--mesh batch=4 model=2``) is still read, with a note on standard error naming `option`.
 
-    Args:
-        words: The option's words (argparse ``nargs="+"``), or None when it was not given.
-        option: The option's name, for the note.
-
-    Returns:
-        ``batch=4,model=2``, or None.
+    Returns ``batch=4,model=2``, or None when `words` (argparse ``nargs="+"``) is None.
     """
     if not words:
         return None
@@ -179,16 +167,8 @@ class DistributionConfig:
     ) -> DistributionConfig:
         """The flat form of ``JobSpec`` and the CLIs: a strategy's name (any case) and its settings.
 
-        Args:
-            kind: One of :data:`smddp_compat.strategies.NAMES`.
-            processes_per_host: Processes per host (None: the strategy's default).
-            mesh: ``dtensor``: a mapping, (name, size) pairs, or ``batch=4,model=2``.
-            devices_per_process: ``dtensor``: devices per client.
-            custom_mpi_options: ``smddp``/``mpi``: mpirun options.
-            names: How the entry spells the settings.
-
-        Returns:
-            The config (not yet resolved against a cluster).
+        The settings are the class's attributes; ``mesh`` may be a mapping, (name, size) pairs or
+        ``batch=4,model=2``. The config is not yet resolved against a cluster.
 
         Raises:
             ConfigurationError: An unknown strategy, a bad value, or a setting the strategy does not use.
@@ -202,12 +182,8 @@ class DistributionConfig:
     def from_sdk_dict(cls, distribution: object, *, name: str = "distribution") -> DistributionConfig:
         """The SDK's ``distribution`` dictionary (one strategy, as ``sagemaker.tensorflow.TensorFlow`` takes it).
 
-        Args:
-            distribution: e.g. ``{"mpi": {"enabled": True, "processes_per_host": 2}}``; None or empty: ``none``.
-            name: How the entry names the dictionary.
-
-        Returns:
-            The config (``none`` when the strategy is not enabled), with the names spelled under ``name``.
+        `distribution` is e.g. ``{"mpi": {"enabled": True, "processes_per_host": 2}}``; None, empty or a strategy
+        not enabled give ``none``. Messages spell the settings under `name`, the dictionary's name.
 
         Raises:
             ConfigurationError: Not a dictionary, an unknown or second strategy, instance groups, an unknown key, or
@@ -277,13 +253,6 @@ class DistributionConfig:
         ``processes_per_host`` defaults to the strategy's (:meth:`Strategy.default_processes_per_host`) and may not
         exceed the host's slots; the strategy then fills in its own (``dtensor``: the device type, devices per
         client, the mesh's fit).
-
-        Args:
-            capacity: What one host offers.
-            instance_count: The number of hosts (>= 1).
-
-        Returns:
-            A config with ``processes_per_host`` and the strategy's own defaults set.
 
         Raises:
             ConfigurationError: More processes per host than fit, or a setting of the strategy's that does not fit

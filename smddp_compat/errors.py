@@ -68,18 +68,8 @@ class SmddpError(Exception):
         host: str | None = None,
         exit_code: int | None = None,
     ) -> None:
-        """Keeps the structured fields; the message defaults to ``<field>=<value!r>: <problem>. Fix: <fix>``.
-
-        Args:
-            message: The full message (composed from the fields when None).
-            field: The setting at fault.
-            value: The value received.
-            problem: What is wrong.
-            fix: What to do instead.
-            rank: The rank or process label at fault.
-            host: The host at fault.
-            exit_code: The exit code of the process at fault.
-        """
+        """Keeps the structured fields (the class's attributes); the message, when None, is composed from them:
+        ``<field>=<value!r>: <problem>. Fix: <fix>``."""
         self.field = field
         self.value = None if value is _UNSET else value
         self.problem = problem
@@ -117,15 +107,8 @@ class ConfigurationError(UsageError):
     """
 
     def __init__(self, field: str, value: Any, problem: str, fix: str) -> None:
-        """Builds the error from its four parts.
-
-        Args:
-            field: The setting at fault, as the user wrote it (e.g. ``processes_per_host``, ``--channel``,
-                ``distribution["dtensor"]["mesh"]``).
-            value: The value received.
-            problem: What is wrong with it.
-            fix: How to correct it.
-        """
+        """Builds the error from its four parts; `field` is the setting as the user wrote it (e.g.
+        ``processes_per_host``, ``--channel``, ``distribution["dtensor"]["mesh"]``)."""
         super().__init__(field=field, value=value, problem=problem, fix=fix)
 
 

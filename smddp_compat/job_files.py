@@ -162,20 +162,8 @@ def read_job_file(
 ) -> bytes:
     """Reads the start of a file a job controls, only if it is a regular file inside the job's tree.
 
-    As :func:`open_job_file` (no link followed, a FIFO refused without blocking), then at most ``limit`` bytes.
-
-    Args:
-        path: The file, under ``root``.
-        root: The job's tree (e.g. a host's ``/opt/ml``); it may itself be reached through links.
-        limit: Read at most this many bytes (the rest of a longer file is ignored).
-
-    Returns:
-        At most ``limit`` bytes from the start of the file.
-
-    Raises:
-        FileNotFoundError: The file (or a folder on its way) does not exist.
-        UnsafeJobFileError: It is a link, a FIFO, a device, a socket or a folder, or it is not below ``root``.
-        OSError: It could not be read (permissions, I/O).
+    As :func:`open_job_file` (same arguments and errors: no link followed, a FIFO refused without blocking), then
+    returns at most ``limit`` bytes from the start of the file (the rest of a longer file is ignored).
     """
     with open_job_file(path, root) as handle:
         return handle.read(max(0, limit))
@@ -187,11 +175,7 @@ def iter_job_tree(root: str | os.PathLike[str]) -> Iterator[tuple[str, os.stat_r
     Folders come before their content, in name order. A link to a folder is yielded as a link and not entered.
     An entry that vanishes during the walk is skipped.
 
-    Args:
-        root: The tree (a link to it is followed: the caller names it).
-
-    Yields:
-        ``(relative path with '/' separators, lstat result)`` for each entry.
+    Yields ``(relative path with '/' separators, lstat result)``; a link that is ``root`` itself is followed.
     """
     base = os.fspath(root)
     for folder, dirs, files in os.walk(base, followlinks=False):
@@ -344,12 +328,8 @@ def extract_tarball(archive: str | os.PathLike[str], destination: str | os.PathL
     ``extractall(filter="data")`` where Python has it (3.11.4 and later), and by this module otherwise (Debian 12's
     Python 3.11.2 has no ``filter=``).
 
-    Args:
-        archive: A tar file (any compression ``tarfile`` reads).
-        destination: An existing folder (usually new and empty).
-
-    Returns:
-        The regular files extracted, as their normalized names in the archive.
+    Returns the regular files extracted, as their normalized names in the archive (any compression ``tarfile``
+    reads; ``destination`` exists, usually new and empty).
 
     Raises:
         UnsafeJobFileError: A member is not a regular file or folder, or would land outside ``destination``, or
