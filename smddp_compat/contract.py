@@ -206,14 +206,7 @@ def env_value(value: Any) -> str:
 
 
 def encode_hyperparameter(name: str, value: Any) -> str:
-    """The JSON text SageMaker stores for one hyperparameter in ``hyperparameters.json``.
-
-    Args:
-        name: The hyperparameter's name (named in the error).
-        value: Its value.
-
-    Returns:
-        ``json.dumps(value)``.
+    """The JSON text SageMaker stores for one hyperparameter in ``hyperparameters.json``: ``json.dumps(value)``.
 
     Raises:
         ConfigurationError: ``value`` is not JSON-serialisable (NaN and infinity included) or longer than
@@ -271,13 +264,8 @@ def channel_name_problem(name: object) -> str | None:
 
     SageMaker's pattern (1-64 letters, digits, '.', '-', '_') lets ``.`` and ``..`` through, but the channel becomes
     the folder ``input/data/<name>``: those two would name ``input/data`` itself or ``input`` (and, in local mode,
-    the job's staging folders), so they are refused too.
-
-    Args:
-        name: A channel name as given.
-
-    Returns:
-        The problem, worded for :class:`~smddp_compat.errors.ConfigurationError`, or None.
+    the job's staging folders), so they are refused too. The problem is worded for
+    :class:`~smddp_compat.errors.ConfigurationError`.
     """
     if not isinstance(name, str) or not _CHANNEL_NAME.match(name):
         return "is not a valid channel name"
@@ -316,12 +304,9 @@ def cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
     """The script's arguments for its hyperparameters: sagemaker-training's rule (``mapping.to_cmd_args``), which
     the training toolkit applies before it runs a script (the process backend applies it too).
 
-    Args:
-        hyperparameters: The user's hyperparameters (decoded values).
-
     Returns:
-        ``["--name", "value", ...]`` sorted by name; a one-letter name becomes ``-n``; a value is ``str()`` of
-        it (strings bare, ``True`` as ``True``), a dict ``k=v,k2=v2``, None an empty string.
+        ``["--name", "value", ...]`` sorted by name; a one-letter name becomes ``-n``; a decoded value is ``str()``
+        of it (strings bare, ``True`` as ``True``), a dict ``k=v,k2=v2``, None an empty string.
     """
     args: list[str] = []
     for name in sorted(hyperparameters):
@@ -357,9 +342,7 @@ def write_atomically(path: str | os.PathLike[str], text: str, *, durable: bool =
     ``path`` is unchanged and the temporary file is removed when possible.
 
     Args:
-        path: The file to write (its folder must exist).
-        text: The whole content (UTF-8).
-        durable: ``fsync`` the content before the rename, so that it survives a crash of the machine too (a status
+        durable: ``fsync`` the UTF-8 content before the rename, so that it survives a crash of the machine too (a status
             file rewritten every second can skip it).
 
     Raises:
@@ -386,12 +369,7 @@ def write_failure_file(output_dir: str | os.PathLike[str], reason: str) -> Path:
     was. The whole reason is kept (people read the file); whoever reports it applies :data:`FAILURE_REASON_LIMIT`
     (:func:`read_failure_reason`).
 
-    Args:
-        output_dir: The ``output`` folder (created if missing).
-        reason: What went wrong and how to fix it; a final newline is added when missing.
-
-    Returns:
-        The failure file.
+    ``output_dir`` is created if missing; a final newline is added to ``reason`` when missing. Returns the file.
 
     Raises:
         OSError: The folder or the file could not be written (the previous file, if any, is unchanged).
@@ -409,13 +387,8 @@ def read_failure_reason(path: str | os.PathLike[str], *, root: str | os.PathLike
     (no link followed, a FIFO refused without blocking, at most a few times the limit read). A failure file that
     is a link, a FIFO, a device or a socket gives a reason saying so instead of its target's content.
 
-    Args:
-        path: A failure file (usually :func:`failure_file` of a host's output folder).
-        root: The job's tree the file belongs to (e.g. the host's ``/opt/ml``): no link is followed below it.
-            Default: the file's own folder.
-
-    Returns:
-        The reason, or None when the file is missing, unreadable or blank.
+    ``root`` (default: the file's own folder) is the job's tree, e.g. the host's ``/opt/ml``. Returns None when the
+    file is missing, unreadable or blank.
     """
     try:
         # 4 bytes per character at most in UTF-8, and room for leading blanks: enough to fill the limit.

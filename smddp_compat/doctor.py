@@ -694,14 +694,8 @@ def _print_text(checks: Sequence[Check], seconds: float, code: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the checks and prints them.
-
-    Args:
-        argv: The arguments after ``smddp doctor`` (default: ``sys.argv[1:]``).
-
-    Returns:
-        0 when nothing required is missing, 1 when a required check failed, 2 for a bad option.
-    """
+    """``smddp doctor``: runs the checks and prints them; 0 when nothing required is missing, 1 when a required
+    check failed, 2 for a bad option."""
     try:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     except SystemExit as exc:  # --help (0) or a bad option (2)

@@ -83,7 +83,6 @@ def mpirun_argv(num_ranks: int, rank_command: Sequence[str], *,
     """The mpirun command that starts ``num_ranks`` copies of ``rank_command`` on this machine.
 
     Args:
-        num_ranks: How many ranks.
         rank_command: What every rank runs (smddprun as a per-rank wrapper).
         extra_mca: Open MPI settings added to (or replacing) :data:`MPIRUN_TUNING`.
 

@@ -372,14 +372,8 @@ def _descendants_elsewhere(running: _Running) -> list[psutil.Process]:
 def _stop_all(group: list[_Running], grace: float, signals: list[int], heeded: int) -> int | None:
     """SIGTERM every live process group, SIGKILL what is left after ``grace`` s, reap everything.
 
-    Args:
-        group: The processes started.
-        grace: Seconds between SIGTERM and SIGKILL.
-        signals: The signals received so far (the handler appends to it while this runs).
-        heeded: How many of them are already answered by this stop; one more ends the grace period at once.
-
-    Returns:
-        The signal that cut the grace period short, or None.
+    ``signals`` are those received so far (the handler appends to it while this runs), ``heeded`` how many of them
+    this stop already answers: one more ends the grace period at once, and is returned (else None).
     """
     for running in group:
         if running.popen.poll() is None:

@@ -61,12 +61,7 @@ def _mesh_items(value: object, name: str) -> list[tuple[object, object]]:
 def parse_mesh(value: object, name: str = "dtensor_mesh") -> Mesh | None:
     """A DTensor mesh from a mapping, a list of (name, size) pairs, or ``batch=4,model=2`` text.
 
-    Args:
-        value: The mesh as given (None: no mesh; the script builds its own).
-        name: The field named in the error.
-
-    Returns:
-        The dimensions in order, or None.
+    Returns the dimensions in order, or None for None (no mesh: the script builds its own); errors name ``name``.
 
     Raises:
         ConfigurationError: Not a mesh, no dimension, a name that is not an ASCII identifier or is repeated, or a
