@@ -59,9 +59,6 @@ def epilog(exit_codes: Sequence[tuple[str, str]], examples: Sequence[tuple[str, 
             ``\\`` ends each but the last), its later lines are indented further.
         notes: Paragraphs before the exit codes (prose is wrapped; indented lines are kept).
 
-    Returns:
-        The text, for ``argparse.ArgumentParser(epilog=..., formatter_class=HelpFormatter)``.
-
     Raises:
         ValueError: No exit code or no example was given: every command lists both.
     """
@@ -82,16 +79,8 @@ def epilog(exit_codes: Sequence[tuple[str, str]], examples: Sequence[tuple[str, 
 def help_texts(description: str, *, exit_codes: Sequence[tuple[str, str]], examples: Sequence[tuple[str, str]],
                notes: Sequence[str] = ()) -> dict[str, Any]:
     """The keyword arguments of ``ArgumentParser(...)`` (or of a subparsers' ``add_parser(...)``) for a command's help:
-    its description, the epilog of :func:`epilog` and :class:`HelpFormatter`.
-
-    Args:
-        description: What the command does (paragraphs separated by blank lines).
-        exit_codes: See :func:`epilog`.
-        examples: See :func:`epilog`.
-        notes: See :func:`epilog`.
-
-    Returns:
-        ``{"description": ..., "epilog": ..., "formatter_class": HelpFormatter}``.
+    ``{"description": ..., "epilog": ..., "formatter_class": HelpFormatter}``, the epilog from :func:`epilog` of the
+    other arguments. ``description`` is what the command does, paragraphs separated by blank lines.
     """
     return {
         "description": textwrap.dedent(description).strip(),

@@ -90,12 +90,6 @@ def find_instance_type(instance_type: str) -> InstanceSpec | None:
 
     Local types describe this machine: ``local`` and ``local_process`` have its usable CPU cores as vCPUs and no GPU
     (GPUs are not detected here); ``local_gpu`` counts one GPU.
-
-    Args:
-        instance_type: The type, e.g. ``ml.p3.16xlarge``.
-
-    Returns:
-        Its vCPU and GPU counts, or None when the table does not know it.
     """
     cpus = usable_cores() or 1  # the cores this process may use, as local mode counts them
     if instance_type in ("local", "local_process"):

@@ -156,13 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
-    """Builds the validated job from parsed arguments (the demo job when no entry point is given).
-
-    Args:
-        args: From :func:`build_parser`.
-
-    Returns:
-        The job.
+    """Builds the validated job from :func:`build_parser`'s arguments (the demo job when no entry point is given).
 
     Raises:
         ConfigurationError: A value is invalid.
@@ -205,14 +199,8 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs ``smddp local``.
-
-    Args:
-        argv: The arguments after ``local`` (``sys.argv[1:]`` when None).
-
-    Returns:
-        The exit code (see the module docstring).
-    """
+    """Runs ``smddp local`` with the arguments after ``local`` (``sys.argv[1:]`` when None); returns the exit code
+    (see the module docstring)."""
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.request or args.job:

@@ -57,12 +57,6 @@ def decode_value(text: str) -> Any:
 
     ``3`` becomes the number 3, ``true`` True, ``[1,2]`` a list and ``"a b"`` the string ``a b``; anything else
     (``adam``, ``a=b``) stays text.
-
-    Args:
-        text: A value from :func:`parse_name_values`.
-
-    Returns:
-        The decoded value.
     """
     try:
         return json.loads(text)

@@ -18,23 +18,14 @@ __all__ = ["path", "real_smddp_location", "activate"]
 
 
 def path() -> str:
-    """Directory holding the ``smdistributed`` alias package.
-
-    Returns:
-        An absolute directory path to put on ``sys.path`` / ``PYTHONPATH``.
-    """
+    """Directory holding the ``smdistributed`` alias package: an absolute path to put on ``sys.path`` /
+    ``PYTHONPATH``."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shim_root")
 
 
 def real_smddp_location(search_path: list[str] | None = None) -> str | None:
-    """Where a real (AWS) ``smdistributed.dataparallel`` is installed, if any.
-
-    Args:
-        search_path: Directories to search (default: ``sys.path``); the alias directory is always skipped.
-
-    Returns:
-        The directory of the real package, or None.
-    """
+    """The directory where a real (AWS) ``smdistributed.dataparallel`` is installed, or None; ``search_path``
+    defaults to ``sys.path``, and the alias directory is always skipped."""
     alias = path()
     for entry in search_path if search_path is not None else sys.path:
         if not entry or os.path.abspath(entry) == alias:

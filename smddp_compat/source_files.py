@@ -60,28 +60,13 @@ SOURCE_EXCLUDES: tuple[str, ...] = (
 
 
 def is_excluded(name: str, patterns: Iterable[str] = SOURCE_EXCLUDES) -> bool:
-    """Whether a file or folder name matches one of ``patterns``.
-
-    Args:
-        name: One path component.
-        patterns: Case-sensitive globs (default: :data:`SOURCE_EXCLUDES`).
-
-    Returns:
-        True when the name is left out.
-    """
+    """Whether a file or folder name (one path component) matches one of ``patterns``, case-sensitive globs
+    (default: :data:`SOURCE_EXCLUDES`)."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def ignore_excluded(_directory: str, names: Iterable[str]) -> set[str]:
-    """``shutil.copytree``'s ``ignore`` callable for :data:`SOURCE_EXCLUDES`.
-
-    Args:
-        _directory: The folder being copied (unused: only names are matched).
-        names: Its entries.
-
-    Returns:
-        The entries to leave out.
-    """
+    """``shutil.copytree``'s ``ignore`` callable for :data:`SOURCE_EXCLUDES` (only names are matched)."""
     return {name for name in names if is_excluded(name)}
 
 

@@ -163,9 +163,6 @@ def check_log_dir(log_dir: str) -> None:
     Permission bits do not tell (root passes ``os.access`` anywhere, a read-only mount refuses even root), so a file
     is really created there and removed at once.
 
-    Args:
-        log_dir: The folder of ``--log-dir``.
-
     Raises:
         UsageError: It is a file, lies under a file, or cannot be written.
     """

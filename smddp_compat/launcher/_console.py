@@ -41,13 +41,8 @@ def is_tensorflow_log_line(text: str) -> bool:
 def tensorflow_log_filter(environ: Mapping[str, str], *, show: bool) -> Callable[[str], bool] | None:
     """The console filter of a process: what :class:`~smddp_compat.launcher.ProcessSpec` ``console_hides`` takes.
 
-    Args:
-        environ: The process's environment.
-        show: The user asked to see TensorFlow's C++ log lines (``--show-tf-logs``).
-
-    Returns:
-        A :class:`TensorFlowLogFilter` of its own, or None (hide nothing) when ``show`` is set or the environment
-        sets ``TF_CPP_MIN_LOG_LEVEL``.
+    A :class:`TensorFlowLogFilter` of its own, or None (hide nothing) when ``show`` is set (``--show-tf-logs``) or
+    the process's environment sets ``TF_CPP_MIN_LOG_LEVEL``.
     """
     if show or "TF_CPP_MIN_LOG_LEVEL" in environ:
         return None
@@ -111,10 +106,8 @@ def _stream_name(stream: IO[str]) -> str:
 class ConsoleStream:
     """A text stream for what a job shows on the console: its first failed write (a closed pipe, as in
     ``smddprun ... | head -1``, or a closed file) drops it for good, says so once on standard error, and never
-    raises, so that no job, rank or clean-up is stopped by a console that went away.
-
-    Args:
-        stream: The stream written to (a ConsoleStream is used as it is).
+    raises, so that no job, rank or clean-up is stopped by a console that went away. (A ConsoleStream given as
+    ``stream`` is used as it is.)
     """
 
     def __new__(cls, stream: "IO[str] | ConsoleStream") -> "ConsoleStream":

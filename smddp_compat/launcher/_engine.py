@@ -54,15 +54,13 @@ def choose_engine(
 ) -> EngineChoice:
     """The engine for ``num_ranks`` ranks on this machine.
 
+    Returns the engine and the reason.
+
     Args:
-        num_ranks: Ranks of the job on this machine.
         requested: ``gloo`` or ``mpi`` from the command line, or None.
         environ: Where ``SMDDP_ENGINE`` is read (default ``os.environ``).
         cores: Cores this process may run on (default: its CPU affinity, see ``usable_cores``).
         load: Runnable processes already on the machine (default: the 1-minute load average).
-
-    Returns:
-        The engine and the reason.
 
     Raises:
         UsageError: ``SMDDP_ENGINE`` names no engine, or MPI is forced but mpirun is missing.

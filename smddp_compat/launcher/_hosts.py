@@ -22,9 +22,7 @@ def usable_cores() -> int | None:
 def oversubscription_warning(processes: int, cores: int | None) -> str | None:
     """The warning for a job that starts more processes than this machine has cores, or None.
 
-    Args:
-        processes: Processes the job starts on this machine.
-        cores: :func:`usable_cores`.
+    ``cores`` is :func:`usable_cores`.
     """
     if cores is None or processes <= cores:
         return None
@@ -33,13 +31,8 @@ def oversubscription_warning(processes: int, cores: int | None) -> str | None:
 
 
 def parse_hosts(text: str) -> list[HostSlots]:
-    """Parses ``"host1:2,host2:2"`` (slots default to 1 when ``:n`` is left out).
-
-    Args:
-        text: The host list as horovodrun's ``-H`` takes it.
-
-    Returns:
-        The hosts, in order.
+    """Parses a host list as horovodrun's ``-H`` takes it, ``"host1:2,host2:2"`` (slots default to 1 when ``:n`` is
+    left out), into the hosts in order.
 
     Raises:
         UsageError: Empty entries, a non-integer or non-positive slot count, or a duplicate host.

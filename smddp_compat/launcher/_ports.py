@@ -48,13 +48,7 @@ def reserve_ports(addresses: Sequence[str]) -> list[int]:
     moment the training process binds it (under a loaded test run, TensorFlow's gRPC server then "Could not start").
     All sockets stay bound until every port is chosen, so no two entries get the same port. A port can still be
     taken by another server between now and then; the job then fails with the process's own "address in use" error
-    rather than hanging.
-
-    Args:
-        addresses: IPv4 addresses to bind.
-
-    Returns:
-        The ports, in the order of ``addresses``.
+    rather than hanging. Returns the ports in the order of the (IPv4) ``addresses``.
     """
     highest = _ephemeral_start() - 1
     sockets: list[socket.socket] = []

@@ -67,10 +67,7 @@ def stall_watchdog_env(
     Args:
         check_seconds: Warn after this many seconds in one collective (None: the watchdog's default, 60).
         shutdown_seconds: End a rank after this many seconds in one collective (None: never).
-        directory: The status directory shared by the ranks.
-
-    Returns:
-        SMDDP_STALL_DIR, and SMDDP_STALL_WARNING_SECONDS / SMDDP_STALL_TIMEOUT_SECONDS when given.
+        directory: The status directory shared by the ranks (SMDDP_STALL_DIR; the two others are set when given).
 
     Raises:
         UsageError: ``shutdown_seconds`` is shorter than ``check_seconds``.

@@ -86,10 +86,7 @@ class StallConfig:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "StallConfig | None":
-        """Reads the SMDDP_STALL_* variables.
-
-        Returns:
-            The configuration, or None when none of the variables is set (the watchdog stays off).
+        """Reads the SMDDP_STALL_* variables; None when none is set (the watchdog stays off).
 
         Raises:
             UsageError: A value is not a positive number, or the timeout is shorter than the warning.
