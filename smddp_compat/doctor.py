@@ -1,7 +1,5 @@
 """``smddp doctor``: check this machine's set-up and say how to fix what is missing.
 
-    smddp doctor [--json] [--only CHECK,...] [--image NAME] [--ci | --setup] [--timeout SECONDS]
-
 One line per check (:data:`CHECKS`, in that order): ``ok``, ``warn`` or ``FAIL``, what was found, and for anything
 not ok the fix. Which checks FAIL and which only warn is :data:`REQUIRED_RULE` (also printed by ``--help``).
 

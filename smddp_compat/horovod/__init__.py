@@ -1,10 +1,7 @@
 """The Horovod face of the kit: Horovod 0.28.1's TensorFlow API, with Horovod's semantics, on TF 2.21 and Keras 3.
 
-One import line changes in a Horovod script:
-
-- ``import horovod.tensorflow as hvd`` -> ``import smddp_compat.horovod.tensorflow as hvd``
-- ``import horovod.tensorflow.keras as hvd`` -> ``import smddp_compat.horovod.tensorflow.keras as hvd``
-- ``import horovod.keras as hvd`` -> ``import smddp_compat.horovod.keras as hvd``
+One import line changes in a Horovod script: ``horovod.`` becomes ``smddp_compat.horovod.`` (for
+``horovod.tensorflow``, ``horovod.tensorflow.keras`` and ``horovod.keras``; docs/migrating-from-horovod.md).
 
 Everything comes from Horovod itself (collectives, process sets, ``join``, timeline, elastic ``run``, errors such
 as ``tf.errors.FailedPreconditionError``...), except the names in :data:`OVERRIDES`: the places where Keras 3 or

@@ -174,15 +174,9 @@ class TaggedLines:
         self._partial: dict[str, tuple[re.Match[str], str]] = {}
 
     def feed(self, line: str | None) -> list[tuple[re.Match[str] | None, str]]:
-        """The whole lines one line of output completes, each as (its tag, its text).
-
-        Args:
-            line: One line of the output, without its newline; None at the end of the output, which gives back the
-                text still waiting for its newline.
-
-        Returns:
-            (tag, text) for each completed rank line, in order; text before the line's first tag comes first, with
-            the tag None (a line of mpirun's own, or of a program that does not tag its lines).
+        """The whole lines one line of output (without its newline) completes, each as (its tag, its text), in
+        order; text before the line's first tag comes first, with the tag None (a line of mpirun's own, or of a
+        program that does not tag its lines). None, at the end of the output, gives back the text still waiting.
         """
         if line is None:
             done = [(tag, text) for tag, text in self._partial.values() if text]
@@ -226,11 +220,8 @@ class MpirunOutput:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def route(self, line: str | None) -> list[tuple[str, str, str | None]]:
-        """The complete lines in one line of mpirun's output (None: its output ended), each as (label, text, log).
-
-        Args:
-            line: One line mpirun printed, without its newline; None flushes the ranks' unfinished lines.
-        """
+        """The complete lines in one line of mpirun's output, each as (label, text, log); None (the output ended)
+        flushes the ranks' unfinished lines."""
         with self._lock:
             if line is not None:
                 first = _TAG.search(line)

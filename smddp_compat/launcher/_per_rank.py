@@ -143,20 +143,12 @@ def _reject_launch_options(args: argparse.Namespace) -> None:
 def rank_environment(
     environ: Mapping[str, str], args: argparse.Namespace, *, stream: IO[str] = sys.stderr
 ) -> dict[str, str]:
-    """The environment this rank's command runs with.
-
-    Args:
-        environ: This process's environment (set by mpirun).
-        args: smddprun's parsed options (``--no-shim``, ``--stall-check-seconds``, ``--stall-shutdown-seconds``).
-        stream: Where a note about a real SMDDP installation goes.
-
-    Returns:
-        ``environ`` without any Gloo launch variable, with Horovod's MPI controller and CPU operations, the rank
-        variables (HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) as MPI numbered this rank, large allocations on
-        huge pages (``GLIBC_TUNABLES``, unless set), Open MPI's allreduce algorithms of :data:`ALLREDUCE_RULES`
-        (unless the user set ``coll_tuned`` settings), the
-        ``smdistributed`` alias first on ``PYTHONPATH`` (unless a real SMDDP is installed, or ``--no-shim``),
-        mpi4py asking for MPI_THREAD_MULTIPLE, and the stall settings of the launcher.
+    """The environment this rank's command runs with: ``environ`` (set by mpirun) without any Gloo launch variable,
+    with Horovod's MPI controller and CPU operations, the rank variables (HOROVOD_RANK, _SIZE, _LOCAL_RANK,
+    _LOCAL_SIZE) as MPI numbered this rank, large allocations on huge pages (``GLIBC_TUNABLES``, unless set), Open
+    MPI's allreduce algorithms of :data:`ALLREDUCE_RULES` (unless the user set ``coll_tuned`` settings), the
+    ``smdistributed`` alias first on ``PYTHONPATH`` (unless a real SMDDP is installed, or ``--no-shim``; a note about
+    a real one goes to ``stream``), mpi4py asking for MPI_THREAD_MULTIPLE, and the stall settings of ``args``.
 
     Raises:
         UsageError: A launch-only option was given, or mpi4py is set to a thread level Horovod cannot use, or the

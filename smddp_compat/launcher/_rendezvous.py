@@ -38,11 +38,8 @@ class HorovodRendezvous:
     ) -> None:
         """Validates the host list; the server starts on ``__enter__``.
 
-        Args:
-            hosts: Hosts in order; ranks are assigned host by host.
-            bind_address: Address the rendezvous server listens on (a loopback address here).
-            timeout: Seconds a rank waits for its peers (``HOROVOD_GLOO_TIMEOUT_SECONDS``).
-            iface: Network interface Gloo uses between ranks.
+        Ranks are assigned host by host; ``timeout`` is ``HOROVOD_GLOO_TIMEOUT_SECONDS``, ``iface`` the network
+        interface Gloo uses between ranks.
 
         Raises:
             UsageError: Empty or duplicate host list, or a timeout that is not a finite number > 0.

@@ -162,14 +162,8 @@ def describe_missing_ranks(
 ) -> tuple[list[int], list[str]]:
     """Which ranks are not in ``collective`` and what each is doing instead, from their status files.
 
-    Args:
-        directory: The shared status directory (None: nothing can be said about the other ranks).
-        me: The rank asking.
-        collective: The description of the collective it waits in.
-        now_wall: The current wall-clock time (``time.time()`` when None).
-
-    Returns:
-        (missing ranks, one line per missing rank); both empty when every rank is in the collective.
+    Returns (missing ranks, one line per missing rank), both empty when every rank is in it; ``me`` is the rank
+    asking, ``now_wall`` defaults to ``time.time()``.
     """
     now = time.time() if now_wall is None else now_wall
     missing: list[int] = []
