@@ -1,18 +1,15 @@
 """The kit's one error base, and the errors every package shares.
 
-Every error the kit raises is a :class:`SmddpError`. Besides its message an error carries what a program needs to
-act on it without parsing the text: for the user's mistakes the ``field``, the ``value`` received, the ``problem``
-and the ``fix``; for failures of a job the ``rank``, ``host`` and ``exit_code`` of the process at fault. Unset fields
-are None (:meth:`SmddpError.details` lists the set ones).
-
+Every error the kit raises is a :class:`SmddpError`, which carries, besides its message, the fields a program needs
+to act on it without parsing the text (set or None; :meth:`SmddpError.details` lists the set ones).
 :class:`UsageError` (and :class:`ConfigurationError`, which always names field, value, problem and fix, and its
 :class:`HyperparameterError`) are the user's mistakes; :class:`LaunchError` and :class:`CollectiveError` failures of
 the job itself. The constructors and the message format live here alone.
 
-Each class is declared once. The user's mistakes are these shared classes whichever package finds them: ``local_mode``,
-``estimators`` and ``entry_points`` re-export them (``smddp_compat.local_mode.ConfigurationError`` *is* this class),
-and ``except ConfigurationError`` catches them all. Each package's own failures derive from its base
-(``LocalModeError``, ``EstimatorError``, ``EntryPointError``, ``BenchError``, ``DockerError``), an SmddpError.
+The user's mistakes are these shared classes whichever package finds them: ``local_mode``, ``estimators`` and
+``entry_points`` re-export them (``smddp_compat.local_mode.ConfigurationError`` *is* this class), and ``except
+ConfigurationError`` catches them all. Each package's own failures derive from its base (``LocalModeError``,
+``EstimatorError``, ``EntryPointError``, ``BenchError``, ``DockerError``), an SmddpError.
 """
 
 from __future__ import annotations

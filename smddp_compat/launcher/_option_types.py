@@ -34,11 +34,9 @@ def _number(text: str) -> float | None:
 
 
 def positive_seconds(text: str) -> float:
-    """A number of seconds that is finite, > 0 and at most :data:`MAX_SECONDS` (``--timeout``, ``--grace``, ...).
-
-    Raises:
-        argparse.ArgumentTypeError: ``text`` is not such a number (NaN, infinite, zero, negative, too large).
-    """
+    """A number of seconds that is finite, > 0 and at most :data:`MAX_SECONDS` (``--timeout``, ``--grace``, ...);
+    anything else (NaN, infinite, zero, negative, too large) raises ``argparse.ArgumentTypeError``, as every type
+    below does for what it refuses."""
     value = _number(text)
     if value is None:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}: {_SECONDS_RANGE}")
@@ -52,9 +50,6 @@ def finite_seconds(text: str) -> float:
 
     Zero or a negative value is left to the model the value goes to (:class:`~smddp_compat.local_mode.JobSpec`),
     which refuses it in the same words for the command line and the Python API.
-
-    Raises:
-        argparse.ArgumentTypeError: ``text`` is not a number, or is NaN or infinite.
     """
     value = _number(text)
     if value is None or not math.isfinite(value):
@@ -66,11 +61,7 @@ def finite_seconds(text: str) -> float:
 
 
 def whole_number(text: str) -> int:
-    """A whole number whose range the model it goes to checks (``-np``, ``--instance-count``, ...).
-
-    Raises:
-        argparse.ArgumentTypeError: ``text`` is not a whole number (``nan``, ``inf``, ``2.5``, a word).
-    """
+    """A whole number (not ``nan``, ``inf``, ``2.5``) whose range the model it goes to checks (``-np``, ...)."""
     try:
         return int(text)
     except ValueError:
@@ -78,11 +69,7 @@ def whole_number(text: str) -> int:
 
 
 def positive_count(text: str) -> int:
-    """A whole number >= 1 (``smddp local --gpus-per-host``).
-
-    Raises:
-        argparse.ArgumentTypeError: ``text`` is not a whole number >= 1.
-    """
+    """A whole number >= 1 (``smddp local --gpus-per-host``)."""
     try:
         value = int(text)
     except ValueError:

@@ -188,11 +188,8 @@ class Strategy:
     # -- settings ----------------------------------------------------------------------------------------------
 
     def check(self, config: DistributionConfig) -> dict[str, Any]:
-        """Checks the strategy's own settings (the shared ones are checked by the config).
-
-        Returns:
-            The settings to store normalised (e.g. a mesh given as text), by name.
-        """
+        """Checks the strategy's own settings (the shared ones are checked by the config); returns those to store
+        normalised (e.g. a mesh given as text), by name."""
         names = config.names
         if self.one_process_per_host and config.processes_per_host not in (None, 1):
             raise ConfigurationError(
