@@ -1,28 +1,21 @@
 """The cluster of a job, once: its hosts, their addresses, where each process runs and the variables it needs.
 
-Every launcher of the kit (``smddprun``, local mode's process and docker backends, the in-container drivers of the
-estimators and the entry points) derives a process's distribution environment here, so the same job gets the same
-variables whichever way it starts. Standard library only (plus :mod:`smddp_compat.errors` and the contract's
-names in :mod:`smddp_compat.contract`): the module ships inside ``sourcedir.tar.gz`` and runs in containers where
-nothing else is installed. Every function is pure; what must be chosen at run time (free ports, the rendezvous
-server's port, the ``smdistributed`` alias folder) is an argument.
+Every launcher of the kit (``smddprun``, local mode's backends, the estimators' in-container drivers, the entry
+points) derives a process's distribution environment here, so a job gets the same variables however it starts.
+Standard library only (plus the kit's errors and contract names): it ships inside ``sourcedir.tar.gz``. Every
+function is pure; what is chosen at run time (free ports, the rendezvous port, the alias folder) is an argument.
 
-The rules:
-
-- **Host order** is the order SageMaker lists the hosts (``resourceconfig.json``'s ``hosts``, which is what
-  ``SM_HOSTS`` holds), never re-sorted: the training toolkit keeps that list and its ``mpirun`` numbers ranks in it,
-  so ``algo-10`` comes where SageMaker put it. The first host is the master.
-- **Host addresses** come from ``SMDDP_HOST_ADDRESSES`` (a JSON object host name -> address; local mode gives each
-  host a loopback address). When it is absent or empty every name is its own address (SageMaker's names resolve).
-  Anything else (malformed JSON, not an object, a key or value that is not a string) is a
+- **Host order** is SageMaker's (``resourceconfig.json``'s ``hosts``, i.e. ``SM_HOSTS``), never re-sorted: the
+  toolkit's ``mpirun`` numbers ranks in it, so ``algo-10`` comes where SageMaker put it. The first host is the master.
+- **Host addresses** come from ``SMDDP_HOST_ADDRESSES`` (JSON host name -> address; local mode gives each host a
+  loopback address); absent or empty, every name is its own address. Anything malformed is a
   :class:`ClusterConfigError`.
 - **Ranks** are host-major: host 1's processes take global indices ``0..P1-1``, the next host's the following ones.
   The global index is the Horovod rank, the MWMS worker index and the DTensor client id. Local and cross ranks and
   sizes follow Horovod's ``get_host_assignments`` (also for hosts with different slot counts).
-- **Ports**: every process's endpoint is ``address:port``. Given a base port, a process listens on the base plus
-  the number of processes before it at the same address: with one address per host (SageMaker) that is
-  ``base + local index``; hosts sharing an address still get distinct ports. Where ports must be free on a shared
-  machine (local mode), the launcher reserves one port per process and passes the list instead.
+- **Ports**: given a base port, a process listens on the base plus the number of processes before it at the same
+  address (``base + local index`` with one address per host; hosts sharing an address still get distinct ports).
+  Where ports must be free on a shared machine (local mode), the launcher reserves one per process and passes them.
 """
 
 from __future__ import annotations
@@ -202,7 +195,6 @@ class Cluster:
 
     @property
     def master(self) -> str:
-        """The first host."""
         return self.hosts[0]
 
     @property

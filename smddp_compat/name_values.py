@@ -21,14 +21,8 @@ __all__ = ["parse_name_values", "decode_value"]
 
 
 def parse_name_values(items: Iterable[str] | None, option: str) -> dict[str, str]:
-    """Reads ``NAME=VALUE`` words into a dict, in the order given.
-
-    Args:
-        items: The words (``["lr=0.1", "opt=a=b"]``); None for none.
-        option: The option they were given to (``--env``), named in errors.
-
-    Returns:
-        Name -> value text (``{"lr": "0.1", "opt": "a=b"}``).
+    """Reads ``NAME=VALUE`` words (``["lr=0.1", "opt=a=b"]``, or None) into name -> value text, in the order given
+    (``{"lr": "0.1", "opt": "a=b"}``); errors name ``option`` (``--env``).
 
     Raises:
         ConfigurationError: A word has no ``=`` or an empty name, or a name comes twice.

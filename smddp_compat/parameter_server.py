@@ -99,7 +99,6 @@ class Task:
 
     @property
     def role(self) -> Role:
-        """The task's role (``chief`` is the coordinator)."""
         return Role.COORDINATOR if self.job == "chief" else Role(self.job)
 
     @property
@@ -133,17 +132,14 @@ class ParameterServerConfig:
 
     @property
     def coordinator(self) -> Task | None:
-        """The coordinator task (None for ``single``)."""
         return next((t for t in self.tasks if t.job == "chief"), None)
 
     @property
     def workers(self) -> tuple[Task, ...]:
-        """The worker tasks, by index."""
         return tuple(t for t in self.tasks if t.job == "worker")
 
     @property
     def parameter_servers(self) -> tuple[Task, ...]:
-        """The parameter-server tasks, by index."""
         return tuple(t for t in self.tasks if t.job == "ps")
 
     def cluster_spec(self, *, as_written: bool = False) -> dict[str, list[str]]:

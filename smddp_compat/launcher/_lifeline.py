@@ -1,17 +1,13 @@
 """The lifeline: a launcher's processes end when the launcher dies, however it dies.
 
-A launcher that is stopped by a signal stops its processes itself (:mod:`._supervisor`). One that is killed
-outright (SIGKILL, an out-of-memory kill) cannot, and its processes live in sessions of their own, so nothing else
-would end them. Each process group therefore starts this small watcher first, in a session of its own, with a pipe
-from the launcher as its standard input. The launcher writes the PID of every process it starts to the pipe, and
-``done`` when it has reaped them all. The watcher notes those processes and, every quarter second, all their
-descendants (mpirun's ranks are in process groups of their own). If the pipe ends without ``done`` (the launcher is
-gone: the kernel closed its end), the watcher sends SIGTERM to every process and process group it noted, SIGKILL
-to what is left after the grace period, and removes the folders it was given. This is horovodrun's way too (its
-middleman process watches a pipe from its parent).
-
-Run by path, not as a module (no import of the kit: it starts in a few tens of milliseconds), as given by
-:func:`lifeline_argv`.
+A launcher stopped by a signal stops its processes itself (:mod:`._supervisor`); one killed outright (SIGKILL, an
+out-of-memory kill) cannot, and its processes live in sessions of their own. So each process group first starts
+this watcher, in its own session, reading a pipe from the launcher: the PID of every process started, then ``done``
+once all are reaped. It notes those processes and, every quarter second, their descendants (mpirun's ranks have
+process groups of their own). If the pipe ends without ``done`` (the kernel closed the dead launcher's end), it
+sends SIGTERM to every process and group it noted, SIGKILL after the grace period, and removes the folders it was
+given, as horovodrun's middleman process does. Run by path (:func:`lifeline_argv`), importing nothing of the kit,
+so it starts in tens of milliseconds.
 """
 
 from __future__ import annotations

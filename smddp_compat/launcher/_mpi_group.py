@@ -1,18 +1,17 @@
 """Running a job's ranks under one ``mpirun``, supervised exactly like the Gloo path's processes.
 
-:func:`run_mpi_group` takes the same per-rank :class:`ProcessSpec` list as :func:`run_process_group` and returns
-the same :class:`GroupResult`, so callers choose an engine and keep everything else:
+:func:`run_mpi_group` takes :func:`run_process_group`'s per-rank :class:`ProcessSpec` list and returns its
+:class:`GroupResult`, so callers choose an engine and keep everything else:
 
-* every rank runs its own spec (command, environment, working directory): the launcher writes the specs to a
-  private folder and mpirun starts ``smddprun --rank-specs DIR`` on every rank, which loads its spec, adds what
-  MPI gave it, and becomes the command (:mod:`smddp_compat.launcher._per_rank`);
-* mpirun tags each output line with its rank (``--tag-output``); the supervisor prints it as ``[label] line``
-  and writes it to that rank's log file, as it does for Gloo ranks; mpirun's own lines are prefixed ``[mpirun]``;
-* mpirun ends the job when a rank exits with an error or is killed, and reports which rank it was: that rank is
-  the failed process of the result, with its exit code and the reason it recorded (its failure file);
-* the time limit, Ctrl-C and SIGTERM stop mpirun, which stops the ranks; whatever is left is killed after
-  ``grace`` seconds, and when mpirun has ended, so is what is left in the ranks' process groups (the children
-  a rank started), as the Gloo path does.
+* every rank runs its own spec: the launcher writes the specs to a private folder and mpirun starts ``smddprun
+  --rank-specs DIR`` on every rank, which loads its spec, adds what MPI gave it, and becomes the command
+  (:mod:`smddp_compat.launcher._per_rank`);
+* mpirun tags each output line with its rank (``--tag-output``); it is printed as ``[label] line`` and written to
+  that rank's log file, as for Gloo ranks; mpirun's own lines are prefixed ``[mpirun]``;
+* the rank mpirun reports as failed (exit code or kill) is the result's failed process, with its exit code and the
+  reason it recorded (its failure file);
+* the time limit, Ctrl-C and SIGTERM stop mpirun, which stops the ranks; what is left is killed after ``grace``
+  seconds, and once mpirun has ended, so is what is left in the ranks' process groups (a rank's children).
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Supervision of a group of processes that form one job.
 
 The group lives and dies together, as ranks under ``mpirun`` do: output is streamed line by line with a prefix,
-the first process that fails (or a timeout, or a signal to the supervisor) stops all the others, first politely
-(SIGTERM to each process group) and then for good (SIGKILL after ``grace`` seconds). Nothing is left running.
-
-Whatever happens on the way, the supervisor ends what it started:
+and the first process that fails (or a timeout, or a signal to the supervisor) stops all the others, with SIGTERM
+to each process group and SIGKILL after ``grace`` seconds. Nothing is left running, whatever happens on the way:
 
 * The stop signals (:data:`STOP_SIGNALS`: SIGINT, SIGTERM, SIGHUP, SIGQUIT) are only noted by the signal handler,
-  never raised from it, so a signal cannot break off a start (a process created but not yet noted) or a stop half
-  done; the supervisor's loops act on the note. A signal while a stop waits out its grace period ends the wait at
-  once (SIGKILL): the user asked to stop, again.
+  never raised from it, so a signal cannot break off a start or a stop half done; the supervisor's loops act on the
+  note. A signal while a stop waits out its grace period ends the wait at once (SIGKILL).
 * A launcher killed outright (SIGKILL) cannot stop anything: its lifeline watcher (:mod:`._lifeline`) does.
-* Output is drained from every process until it ends, whatever happens to where it goes: a console that cannot be
-  written any more (``smddprun ... | head -1``) is dropped and the log files go on; a log file that cannot be written
-  (a full disk) is dropped and the console goes on; each failure is told once on standard error. A process never
-  blocks on a full pipe because its output had nowhere to go.
+* Output is drained from every process until it ends: a console that cannot be written any more (``smddprun ... |
+  head -1``) is dropped and the log files go on; a log file that cannot be written (a full disk) is dropped and the
+  console goes on; each failure is told once on standard error. No process blocks on a full pipe.
 """
 
 from __future__ import annotations
