@@ -134,7 +134,6 @@ class Cluster:
 
     Attributes:
         hosts: Host names in SageMaker's order (never re-sorted).
-        current_host: This host.
         addresses: Host name -> address, for the hosts that have one other than their name.
     """
 
@@ -237,10 +236,8 @@ class Placement:
     ``rank`` is also its MultiWorkerMirroredStrategy worker index and its DTensor client id).
 
     Attributes:
-        host: Its host.
         host_index: Position of the host in the host list.
         local_rank: Its index among its host's processes.
-        rank: Its global index.
         size: Processes in the job.
         local_size: Processes on its host.
         cross_rank: Its host's position among the hosts that run a process of this local rank.

@@ -1,15 +1,11 @@
 """The names of SageMaker's training-container contract and how values are written into it: one place for all of them.
 
-A SageMaker training container finds its job in a fixed tree (``/opt/ml``), in environment variables (``SM_*``, set
-by the training toolkit, and a few set by the platform) and in hyperparameters, among which the SDK and the toolkit
-pass their own settings under ``sagemaker_*`` names. Every module of the kit that reads or writes one of these
-names (the local-mode hosts, the SageMaker twin, the entry points, the estimators, the stall watchdog) takes it from
-here, and writes values with the encoders below, so the kit speaks the contract one way: SageMaker's naming rules,
-the ``/opt/ml`` tree, the environment variables, the hyperparameters, their encoders and the failure file, each a
-section below (and a group of ``__all__``).
-
-The module uses the standard library only: entry points and container drivers import it without TensorFlow or any
-third-party package.
+A training container finds its job in the ``/opt/ml`` tree, in environment variables (``SM_*``, from the training
+toolkit, and a few from the platform) and in hyperparameters, among which the SDK and the toolkit pass their own
+``sagemaker_*`` settings. Every module of the kit that reads or writes one of these names takes it from here and
+writes values with the encoders below: naming rules, the tree, the variables, the hyperparameters, their encoders
+and the failure file, each a section below (and a group of ``__all__``). Standard library only: entry points and
+container drivers import it without TensorFlow or any third-party package.
 """
 
 from __future__ import annotations

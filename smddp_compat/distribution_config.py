@@ -1,18 +1,13 @@
 """One model of a job's distribution: the strategy, the processes per host, and the DTensor set-up.
 
-Every entry that takes distribution settings builds the same :class:`DistributionConfig`:
-
-- ``smddp_compat.local_mode.JobSpec``, ``smddp local`` and ``smddp submit`` give the flat form (a kind such as
-  ``dtensor``, a mesh, devices per process, processes per host): :meth:`DistributionConfig.from_flat`;
-- ``smddp_compat.estimators.TensorFlow(distribution=...)`` and the SDK v3 plug-ins give the SDK's dictionary
-  (``{"dtensor": {"enabled": True, "mesh": {...}}}``): :meth:`DistributionConfig.from_sdk_dict`.
-
-Building a config checks every value on its own (types, names, the settings a kind accepts);
-:meth:`DistributionConfig.resolve` then checks it against the cluster (the :class:`HostCapacity` of one host and the
-number of hosts) and fills in the defaults. So a setting is accepted or refused with the same problem and fix at
-every entry; only the field names in the messages follow the entry's own spelling (:class:`FieldNames`).
-
-Standard library only: this module ships inside the uploaded code and the images.
+Every entry builds the same :class:`DistributionConfig`: ``JobSpec``, ``smddp local`` and ``smddp submit`` from the
+flat form (a kind such as ``dtensor``, a mesh, devices per process, processes per host) with
+:meth:`DistributionConfig.from_flat`; ``smddp_compat.estimators.TensorFlow(distribution=...)`` and the SDK v3
+plug-ins from the SDK's dictionary (``{"dtensor": {"enabled": True, "mesh": {...}}}``) with
+:meth:`DistributionConfig.from_sdk_dict`. Building checks every value on its own; :meth:`DistributionConfig.resolve`
+checks it against the cluster (one host's :class:`HostCapacity`, the number of hosts) and fills in the defaults. So
+a setting is accepted or refused with the same problem and fix at every entry, in the entry's own field names
+(:class:`FieldNames`). Standard library only: this module ships inside the uploaded code and the images.
 """
 
 from __future__ import annotations

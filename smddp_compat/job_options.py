@@ -39,17 +39,10 @@ def add_job_options(
     ENTRY_POINT is optional to argparse in both commands (``smddp local`` runs its demo without one; ``smddp submit``
     refuses its absence itself, after a misplaced script name after a ``NAME=VALUE`` option is named as such).
 
+    The ``*_help`` texts say what ENTRY_POINT, ``--output`` and ``--max-run`` are in this command; ``output_default``
+    and ``max_run_default`` are those options' defaults; the three other ``*_default`` texts only state a default in
+    the help (the value stays None when the option is not given).
     Returns the group, for a command that adds options of its own to it.
-
-    Args:
-        entry_point_help: What ENTRY_POINT is (and its default) in this command.
-        instance_count_default: The default number of hosts, as the help states it (the value is None when not given).
-        processes_per_host_default: The default processes per host, as the help states it (the value is None).
-        distribution_default: The default distribution, as the help states it (the value is None when not given).
-        output_help: Where ``--output`` writes in this command.
-        output_default: The default of ``--output``.
-        max_run_help: What ``--max-run`` does in this command.
-        max_run_default: The default of ``--max-run``.
     """
     group = parser.add_argument_group(JOB_OPTIONS_TITLE)
     group.add_argument("entry_point", nargs="?", metavar="ENTRY_POINT", help=entry_point_help)

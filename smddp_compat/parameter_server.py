@@ -81,14 +81,9 @@ class Role(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Task:
-    """One task of the cluster.
-
-    Attributes:
-        job: Its job in the strategy's cluster: ``chief`` (the coordinator), ``worker``, ``ps`` or ``evaluator``.
-        index: Its index in that job.
-        address: ``host:port`` it listens on.
-        host: The SageMaker host it runs on (``algo-2``), when known.
-        source_job: The job's name in ``TF_CONFIG`` (``master`` for SageMaker's coordinator).
+    """One task of the cluster: ``index`` in ``job`` of the strategy's cluster (``chief``, the coordinator,
+    ``worker``, ``ps`` or ``evaluator``), listening on ``address`` (``host:port``), on SageMaker ``host`` (``algo-2``)
+    when known; ``source_job`` is the job's name in ``TF_CONFIG`` (``master`` for SageMaker's coordinator).
     """
 
     job: str
@@ -118,11 +113,8 @@ class Task:
 class ParameterServerConfig:
     """This process's place in a parameter-server job, read from ``TF_CONFIG`` by :func:`read_tf_config`.
 
-    Attributes:
-        role: What this process does.
-        task: This process's task (None when `role` is ``single``).
-        tasks: Every task of the cluster, coordinator first, then workers, then parameter servers (and evaluators).
-        tf_config: The ``TF_CONFIG`` text read (None when unset).
+    ``task`` is None when ``role`` is ``single``; ``tasks`` holds every task of the cluster, coordinator first, then
+    workers, then parameter servers (and evaluators); ``tf_config`` the ``TF_CONFIG`` text read (None when unset).
     """
 
     role: Role
@@ -552,9 +544,7 @@ class ClusterWatch:
     (``os._exit``): the main thread may be blocked inside TensorFlow for ever.
 
     Args:
-        config: The coordinator's config.
         lost_after: Seconds a task may go without answering (a restarting worker is waited for this long).
-        on_failure: Receives the :class:`TaskLostError`.
         probe_seconds: Seconds between rounds (default: a quarter of `lost_after`, between 0.5 and 5).
         limit_field: The setting the phase limits come from, named in the error's fix (``--task-timeout``).
     """

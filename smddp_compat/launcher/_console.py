@@ -1,10 +1,9 @@
 """What the console shows of a job's output: TensorFlow's C++ start-up lines are hidden there by default.
 
-Every TensorFlow process prints a handful of C++ log lines when it starts (oneDNN, "Could not find cuda drivers",
-CPU instructions, and on a machine without a GPU ``E0000 ... failed call to cuInit: ... (303)``, which reads like a
-failure and is not one). The launchers keep them out of the console but still write them to the per-rank or per-host
-log files. They are shown when asked for (``--show-tf-logs``) or when the user set ``TF_CPP_MIN_LOG_LEVEL``: then
-TensorFlow itself decides what it prints, as the user asked. Fatal (``F``) lines are always shown.
+Every TensorFlow process prints a few C++ log lines when it starts (oneDNN, "Could not find cuda drivers", CPU
+instructions, and without a GPU ``E0000 ... failed call to cuInit: ... (303)``, which reads like a failure and is
+not one). They go to the log files only, unless asked for (``--show-tf-logs``) or the user set
+``TF_CPP_MIN_LOG_LEVEL`` (TensorFlow then prints what the user asked for). Fatal (``F``) lines are always shown.
 """
 
 from __future__ import annotations

@@ -211,13 +211,9 @@ def describe_missing_ranks(
 
 
 class StallWatchdog:
-    """Watches this process's collectives; one per process (see the module docstring).
-
-    Args:
-        config: Limits and status directory.
-        identity: Returns this rank's identity, or None until it is known (default: from Horovod).
-        stream: Where warnings and the stall reason are printed (default: ``sys.stderr``).
-        exit_process: Ends the process (default: ``os._exit``); tests pass a recorder.
+    """Watches this process's collectives; one per process (see the module docstring). ``identity`` returns this
+    rank's identity, or None until it is known (default: from Horovod); ``stream`` (default ``sys.stderr``) receives
+    the warnings and the stall reason; ``exit_process`` (default ``os._exit``) ends the process: tests pass a recorder.
     """
 
     def __init__(
