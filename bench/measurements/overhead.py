@@ -1,23 +1,6 @@
 """1. Compat overhead: training-step time on smddp_compat vs. the same loop on raw ``horovod.tensorflow``.
 
-Both run in one 2-rank job under tf-keras (raw Horovod fails on Keras 3), one step of each API in turns (A B B A...),
-3,200 step pairs per model. One job per engine (Horovod over Gloo, over MPI) and model.
-
-How the 2 % goal is decided on a shared, loaded machine: a single step's wall time varies by +-15-30 % with the
-machine's load (another process takes the core for a time slice), far more than the 2 % to resolve, and pairing
-adjacent steps does not remove it (the two steps of a pair are hit by different slices). So:
-
-- the judged figure is the **CPU time per step** of the rank's process (all its threads: TensorFlow's pools,
-  Horovod's background thread): the work a step costs, which does not grow while another process holds the core.
-  What the compat layer could add to a step is work (ops in the step's graph, Python run per step) or waiting (more
-  collectives per step); the first is in the CPU time, the second is compared directly: the collective ops in each
-  API's step graph are counted (the row's detail: smddp_compat must not have more);
-- the steps are taken in groups of consecutive pairs (:data:`GROUPS` groups per model) and each group gives one
-  ratio, of the two APIs' median step in it (medians ignore the steps a time slice hit): the IQR of those ratios
-  says how well the run resolves the ratio;
-- the wall time per step is shown beside (no goal: it measures the machine's load as much as the step).
-
-Goal: CPU time per step at most 1.02 of raw Horovod's. The engines' step times are also compared.
+How it works: ``docs/performance.md``, "The compat overhead measurement".
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Rank program: where a large allreduce on Horovod over MPI spends its time, its parts timed in turns.
 
-Variants (all on ``--size`` bytes of float32, each call blocking until done):
-
-- ``horovod``: ``hvd.allreduce(tensor, op=Sum)``, waited for through ``memoryview`` (zero-copy): the whole path a
-  training step takes (TensorFlow to Horovod, Horovod's background thread and negotiation, the fresh output tensor,
-  the copy of the input into it and the transport and reduction in MPI, the output back to TensorFlow);
-- ``mpi``: ``MPI_Allreduce`` of preallocated numpy buffers through mpi4py (the transport and the reduction alone),
-  only with ``--mpi-alone``: a job of its own, Horovod not started. Beside a running Horovod the call measures
-  contention instead (Horovod's background thread calls MPI every cycle, and the two threads serialise on MPI's
-  lock: 3.7x the whole Horovod allreduce in one run), so the two are never timed in one process;
-- ``output_alloc``: allocating and first touching a buffer of that size (what a fresh output tensor costs);
-- ``copy``: a copy of that size between touched buffers (Horovod's input-to-output copy; the bandwidth baseline);
-- ``add``: the reduction's arithmetic on one rank (``a + b`` into a touched buffer).
-
-Started by the bench under ``smddprun --mpi`` (mpi4py initialises MPI first, asking for MPI_THREAD_MULTIPLE, as
-under SageMaker's ``python -m mpi4py``); writes ``rank<N>.json`` into ``$BENCH_RESULT_DIR``.
+How it works: ``docs/performance.md``, "The allreduce profile's rank program".
 """
 
 from __future__ import annotations

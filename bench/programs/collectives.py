@@ -1,18 +1,6 @@
 """Rank program: Horovod collectives, each compared in turns with its baseline inside this process.
 
-Parts (``--parts``, comma-separated):
-
-- ``bandwidth``: ``allreduce`` (sum) of one float32 tensor per size in ``--sizes``, alternated with a numpy copy of
-  the same number of bytes on this rank (the host's memory speed at that moment). The call waits for the result
-  through ``memoryview`` (zero-copy), not ``.numpy()``, which would add a copy and a fresh allocation of the whole
-  tensor that are not part of an allreduce.
-- ``small_tensors``: ``--small-count`` tensors from ``--small-min`` to ``--small-max`` bytes (geometric spacing, like
-  a ResNet's gradients): SMDDP-style ``allreduce(t, param_index, num_params)`` per tensor inside one ``tf.function``,
-  vs. one ``grouped_allreduce`` of the list, vs. (``--small-eager-reps`` > 0) separate eager calls.
-- ``fp16``: ``allreduce`` with ``Compression.none`` vs. ``Compression.fp16`` per size in ``--fp16-sizes``, with the
-  bytes this process wrote to sockets (``/proc/self/io``; Gloo only: MPI's shared memory makes no system calls).
-
-Started by the bench under ``smddprun --gloo`` or ``--mpi``; writes ``rank<N>.json`` into ``$BENCH_RESULT_DIR``.
+How it works: ``docs/performance.md``, "The collectives' rank program".
 """
 
 from __future__ import annotations

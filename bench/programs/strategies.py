@@ -2,25 +2,7 @@
 strategies a TensorFlow user can pick, started by ``smddp local`` as SageMaker's distribution of that strategy
 starts it.
 
-``--strategy``:
-
-* ``smddp``: the kit's SMDDP face (``import smdistributed.dataparallel.tensorflow``), ``DistributedGradientTape``;
-* ``horovod_face``: the kit's Horovod face (``smddp_compat.horovod.tensorflow``), same loop;
-* ``horovod``: raw ``horovod.tensorflow`` (tf-keras only: Horovod 0.28.1 does not run on Keras 3), same loop;
-* ``mwms``: ``MultiWorkerMirroredStrategy``, a custom loop (``strategy.run``, the Keras optimizer's all-reduce);
-* ``dtensor``: DTensor data parallel, the Core-API MLP (DVariables, the kit's Adam): weights replicated, the global
-  batch sharded over a ``batch`` mesh dimension of one device per client (MLP only: no Keras);
-* ``parameter_server``: ``ParameterServerStrategy`` with ``ClusterCoordinator`` in SageMaker's layout (the first
-  host's ``master`` coordinates, the other hosts' ``worker`` tasks train, a ``ps`` task on every host), tf-keras
-  only. Training is asynchronous.
-
-Every strategy trains ``--model`` (``mlp``: 784-700-500-10; ``cnn``: the MNIST scripts' CNN) on the same 4,000 real
-MNIST digits with Adam at ``--learning-rate`` and a global batch of ``--batch`` (split evenly over the replicas), and
-evaluates on the 1,000 held-out digits every ``--eval-every`` steps (untimed). The process that reports (rank 0, the
-first MWMS worker, DTensor client 0, the parameter-server coordinator) writes: when its first step ended, samples/s
-over windows of ``--window`` steps after ``--warmup`` steps, the training seconds (evaluations excluded) at which the
-held-out accuracy first reached ``--target``, and the peak resident memory; every other process of the script writes
-its peak resident memory. Results go to ``rank<N>.json`` in ``$BENCH_RESULT_DIR``.
+How it works: ``docs/performance.md``, "The strategy comparison's rank program".
 """
 
 from __future__ import annotations
