@@ -1,15 +1,7 @@
 """2. Allreduce bandwidth, 1 KB to 64 MB, 2 and 3 ranks: Horovod over Gloo, Horovod over MPI and TF's
 MultiWorkerMirroredStrategy, each against a memory copy of the same size timed in turns in the same process.
 
-Goal: the kit's default engine for 2 ranks reaches at least a quarter of the copy's bandwidth at 64 MB. The engines
-are also compared with each other at every size from 1 KB to 64 MB, on 2 and 3 ranks: the evidence for each rank
-count's default engine.
-
-The default engine's settings are compared with the alternatives the field offers (:data:`MPI_VARIANTS`: Open MPI's
-own allreduce algorithm, other segment sizes, no single-copy transfers, no huge pages, TensorFlow's BFC allocator,
-Horovod's cycle time): each is a 2-rank Horovod/MPI job at 1 KB and 64 MB, run every round in turns with a job of
-the kit's own settings (same sizes), each against its own memory copy; the rows show the 64 MB fraction of the copy
-and the 1 KB time of each, the kit's first.
+How it works: ``docs/performance.md``, "The bandwidth measurement".
 """
 
 from __future__ import annotations

@@ -4,12 +4,7 @@ SMDDP job (train.py, 2 hosts x 1 process) from its start to the end of its first
 kit's image, the toolkit's own launch) against the process backend (``smddp local``), and the process backend against
 a bare ``horovodrun -np 2`` of the same script.
 
-Every clock is the machine's wall clock, started when the bench starts the launcher: the first step ends when rank
-0's line ``first step done`` reaches the job's output, ``Completed`` when the launcher exits (the job's artifacts
-written). The toolkit's fixed waits are shown apart: after ``mpirun`` returns, SageMaker's training toolkit
-(``sagemaker_training``'s SMDDP and MPI runners) sleeps 30 s on the leader between writing the workers' status
-files and finishing, and 30 s on each worker after its ``orted`` exits; the twin runs that toolkit unchanged, and so
-does SageMaker. The leader's wait is measured from its log lines.
+How it works: ``docs/performance.md``, "The start-up measurement".
 """
 
 from __future__ import annotations

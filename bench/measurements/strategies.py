@@ -2,10 +2,7 @@
 hosts x 1 process each, started by ``smddp local`` as SageMaker's distribution of that strategy starts it (and so
 with the engine it uses by default).
 
-Per strategy and Keras flavour: samples/s as a ratio to the fastest (windows of steps, all rounds), training seconds
-until the held-out accuracy first reached the target, the time from starting ``smddp local`` to the end of the first
-step, and the peak resident memory of the script's processes. Cells that cannot run are listed with why, without
-running. See ``bench/programs/strategies.py`` for the loop of each strategy.
+How it works: ``docs/performance.md``, "The strategy measurement".
 """
 
 from __future__ import annotations

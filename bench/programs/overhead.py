@@ -1,14 +1,6 @@
 """Rank program: step time of the same training loop on raw ``horovod.tensorflow`` and on ``smddp_compat``.
 
-Models: the MNIST CNN of the entry points (``smddp_compat.entry_points.common.mnist_model.build_cnn``) and an MLP
-(784-700-500-10, the DTensor seeds' shape, built without DTensor). Each API gets its own copy of the model (same seed) and its own
-``tf.function`` step: forward, ``DistributedGradientTape``, Adam update. Blocks of ``--steps`` steps of the two APIs
-run in turns (A B B A...); every step's wall time and this process's CPU time (all its threads: TensorFlow's pools,
-Horovod's background thread) are recorded. The graph each API's step runs is recorded too (its ops by type): what
-the compat layer adds to every step, if anything, shows there.
-
-Runs under tf-keras (``TF_USE_LEGACY_KERAS=1``), the only Keras raw Horovod works with; the bench sets it.
-Writes ``rank<N>.json`` into ``$BENCH_RESULT_DIR``.
+How it works: ``docs/performance.md``, "The overhead rank program".
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Rank program: trains the MNIST CNN SMDDP-style and reports when its first step ended, its samples/s and its
 peak resident memory.
 
-``--api smddp_compat`` imports ``smddp_compat.tensorflow``; ``--api horovod`` imports raw ``horovod.tensorflow``
-instead (nothing of smddp_compat is loaded), so the two runs differ only in the library. The loop: ``init``,
-threads per rank, model and Adam, ``DistributedGradientTape`` in a ``tf.function`` step, ``broadcast_variables``
-of the model and the optimizer after the first step (eagerly, so the step is traced once), ``--warmup`` untimed
-steps, then ``--steps`` timed steps.
-
-The same script runs under ``smddprun``, ``horovodrun`` and ``smddp local`` (which copies it into the job's code
-folder: ``BENCH_REPO`` names the repository for the shared modules). Rank 0 writes the wall-clock time (``time.time``)
-at which its first training step finished, so the bench can measure start-up from its own clock.
-Writes ``rank<N>.json`` into ``$BENCH_RESULT_DIR``.
+How it works: ``docs/performance.md``, "The training rank program".
 """
 
 from __future__ import annotations
