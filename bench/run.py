@@ -1,16 +1,7 @@
 """``smddp bench`` (or ``python -m smddp_compat.bench``): runs every measurement and prints one table of ratios.
 
-    smddp bench                      # everything, about 22 minutes on a 2-core machine
-    smddp bench --quick              # tiny workloads: checks that the bench works (about 8 minutes)
-    smddp bench --only bandwidth,startup --rounds 3 --out /tmp/bench
-
-The measurements ask for jobs (a rank program under a launcher); jobs shared by several measurements run once.
-Jobs whose results are compared with other jobs' run once per round, the order of the jobs reversed every other
-round, so the compared variants alternate. Inside each job the compared variants also take turns. Writes
-``results.json`` (every raw number), ``bandwidth.png`` and ``report.md`` (the table, the machine, the date) into
-the output folder (default ``bench/results/``), and each job's output under ``jobs/``.
-
-Exit code: 0 when every job ran, 1 when some did not (their rows say n/a and why), 2 for a bad option.
+Options, outputs and exit codes: ``smddp bench --help``; how jobs are shared, ordered and alternated:
+``docs/performance.md``, "How the measurements run".
 """
 
 from __future__ import annotations
