@@ -16,14 +16,7 @@ MIN_SAMPLES_FOR_SPREAD = 5
 
 @dataclass(frozen=True)
 class Summary:
-    """Median of a sample with its spread (the 25th and 75th percentiles) and size.
-
-    Attributes:
-        median: The median.
-        low: 25th percentile.
-        high: 75th percentile.
-        count: Number of values.
-    """
+    """Median of a sample with its spread (``low``, ``high``: the 25th and 75th percentiles) and size (``count``)."""
 
     median: float
     low: float
