@@ -1,31 +1,9 @@
 """The SageMaker twin: what SageMaker does with a CreateTrainingJob request, done with this machine's Docker engine.
 
-Given a request (:class:`~local_mode.docker.request.TrainingJobRequest`), :class:`SageMakerTwin` follows SageMaker's
-start sequence:
-
-1. each host ``algo-N`` gets its ``/opt/ml`` tree: ``input/config/{hyperparameters,resourceconfig,inputdataconfig}
-   .json`` as SageMaker writes them (the request's hyperparameters verbatim), the channels downloaded from S3 into
-   ``input/data/<channel>`` (File mode; ``ShardedByS3Key`` splits the objects between hosts), and the checkpoints of
-   ``CheckpointConfig.S3Uri`` in ``/opt/ml/checkpoints``;
-2. an internal Docker network of the job's own: every host its own network namespace, hostname and ports, and no
-   route out; on it, the twin's own S3 (a moto server) holding what the containers fetch by themselves (the
-   ``sagemaker_submit_directory`` source, every channel's objects at their own keys, the request's buckets), so
-   the containers never see the user's credentials or S3; under ``EnableNetworkIsolation`` no S3 and no
-   credentials at all, and not even this machine on the network;
-3. every container started with ``train`` (or the request's ``ContainerEntrypoint``) and nothing else; GPU
-   instance types run on the CPU, and a stand-in ``nvidia-smi`` lists the GPUs the twin grants each host, which is
-   how the toolkit decides its processes per host;
-4. while it runs: ``/opt/ml/checkpoints`` synced with ``CheckpointConfig.S3Uri`` every few seconds (new, changed
-   and deleted files) and ``TensorBoardOutputConfig.LocalPath`` copied to S3 (new and changed files),
-   ``MaxRuntimeInSeconds`` enforced (SIGTERM, then SIGKILL after the grace period), the first host that fails ends
-   the job; :meth:`SageMakerTwin.stop` is StopTrainingJob; a managed spot job can be interrupted
-   (:meth:`SageMakerTwin.interrupt`, ``interrupt_after``): ``Interrupted``, ``Restarting``, every container started
-   again from the synced checkpoints, under the same job name;
-5. at the end: ``model.tar.gz`` and ``output.tar.gz`` under ``<S3OutputPath>/<job>/output/`` in the S3 the request
-   came from, and the job's status, secondary status and ``FailureReason`` as DescribeTrainingJob reports them;
-   what the job wrote to the twin's S3 listed and kept under ``<output>/<job>/s3/``, never written to the request's
-   S3.
-
+:class:`SageMakerTwin` follows SageMaker's start sequence for a
+:class:`~local_mode.docker.request.TrainingJobRequest`, step by step as ``local_mode/docker/README.md`` describes it:
+each host's ``/opt/ml``, an internal network of the job's own with the twin's own S3, every container started with
+``train``, checkpoints and TensorBoard synced while it runs, the artifacts and DescribeTrainingJob's answer at the end.
 Every other member of the request is reproduced, warned about once at the start (``[twin] warning: ...``) or
 refused, as the table of :mod:`~smddp_compat.local_mode.docker._fields` says.
 """
@@ -752,20 +730,10 @@ def shared_cores_environment(environment: dict[str, str]) -> dict[str, str]:
     """Open MPI's ``mpi_yield_when_idle`` and no rank binding for the containers, each unless the request's
     ``Environment`` sets it.
 
-    Binding: the toolkit's ``mpirun`` gives no ``--bind-to``, so Open MPI binds each rank to a core when the job has
-    at most 2 ranks, the first free core of its host: on SageMaker each host's own core 0, in the twin the same core 0
-    for every container (they share this machine's cores), so the README's main job ran both ranks on one core with
-    the other idle, and a rank waiting in MPI held the core its peer needed until the next timer tick: an 8-byte
-    allreduce between the containers took 4 ms, a training step 116 ms against 14-17 ms in the process backend.
-    With ``hwloc_base_binding_policy=none`` (``mpirun --bind-to none``, as the kit's own MPI launcher runs) a step
-    took 16-17 ms (issue 30.4). From 3 ranks up Open MPI binds to the NUMA node, here every core: no change.
-
-    Yield: on SageMaker every host has cores of its own, and the toolkit's ``mpirun`` (one slot per process, so Open
-    MPI sees no oversubscription) lets a rank waiting in MPI spin on its core. In the twin every host shares this
-    machine's cores with the other hosts' ranks and with each rank's TensorFlow threads and Horovod's background
-    thread, which the spinning takes them from: on 2 cores the README's main job (2 hosts x 1 process, SMDDP) trained
-    1.9x slower per step without it (25.3 s against 13.3 s for 2 epochs). The kit's own MPI launcher sets it for the
-    same reason (``smddp_compat.launcher._mpi_group``). The twin's own setting, not SageMaker's.
+    Binding: the toolkit's ``mpirun`` gives no ``--bind-to``, so Open MPI binds a job of 1 or 2 ranks to each host's
+    core 0, in the twin the same core for every container. Yield: a rank waiting in MPI spins on its core, which the
+    twin's hosts share. Both are the twin's own settings, not SageMaker's, and cost or save as measured in
+    ``docs/performance.md`` (issue 30).
 
     Args:
         environment: The containers' environment so far (the request's ``Environment`` included).
