@@ -1,26 +1,12 @@
 """A local_mode job (:class:`~local_mode.spec.JobSpec`) as the CreateTrainingJob request SageMaker would receive.
 
-``smddp local SCRIPT --backend docker`` runs a script the way ``smddp local`` does, but through SageMaker's own path:
-the request the kit's estimator (:class:`smddp_compat.estimators.TensorFlow`, ``image_uri`` = the kit's image) sends
-for the job, replayed by the twin in containers. This module builds that request, in three steps:
-
-1. :func:`check_with_estimator`: the job's settings as estimator arguments, checked by the estimator itself (its
-   distribution, instance, number and name rules) with a session that refuses to send anything. No server, no
-   upload, no Docker: a refusal here comes before anything starts.
-2. :class:`PrivateSageMaker`: a moto server of this run's own on 127.0.0.1 (S3, SageMaker, STS), reached with
-   throwaway credentials through a boto3 session that reads none of the user's AWS configuration (no profile,
-   config or credentials file, no ``AWS_*`` variable, no proxy). The SageMaker SDK's two quirks against such a
-   server are handled here: its STS client's explicit regional endpoint (every client of the session is sent to
-   the server) and its telemetry (the session's SDK configuration opts out, and is the only one it reads).
-3. :func:`build_request`: local channel folders uploaded to the private S3 (as ``smddp submit`` uploads them, under
-   ``<job>/input/<channel>``), ``s3://`` channels copied there from the user's S3 under the same URI, then
-   ``fit(wait=False)``; the request is captured on the client side (botocore's
-   ``provide-client-params.sagemaker.CreateTrainingJob``, moto keeps only part of it).
-
-:func:`replay_spec` chains them with the kit's image (built on first use) and :class:`~local_mode.docker.twin.
-SageMakerTwin`, which reads the uploaded code and channels from the private S3 and writes to the job's output
-(``s3://`` outputs are staged in a local folder and uploaded to the user's S3 at the end, as the process backend
-uploads them).
+``smddp local SCRIPT --backend docker`` runs a script through SageMaker's own path: the request the kit's estimator
+(``image_uri`` = the kit's image) sends for the job, replayed by the twin in containers. :func:`replay_spec` chains
+the steps: :func:`check_with_estimator` (the estimator's own checks, nothing sent), :class:`PrivateSageMaker` (a moto
+server of this run's own, none of the user's AWS settings), :func:`build_request` (channels uploaded or copied to
+its S3, ``fit(wait=False)``, the request captured on the client side, as moto keeps only part of it), the kit's image
+(built on first use) and :class:`~local_mode.docker.twin.SageMakerTwin` (``s3://`` outputs staged in a local folder
+and uploaded to the user's S3 at the end, as the process backend uploads them).
 """
 
 from __future__ import annotations
@@ -83,12 +69,6 @@ def cpu_instance_type(processes_per_host: int) -> str:
 
     The processes run on this machine's CPUs; the type only has to hold them, as the estimator checks (one process
     per vCPU). Past the largest, the largest is returned and the estimator's check names the limit.
-
-    Args:
-        processes_per_host: Processes each host runs.
-
-    Returns:
-        e.g. ``ml.c5.xlarge``.
     """
     return next((name for name in _CPU_TYPES if instance_spec(name).vcpus >= processes_per_host), _CPU_TYPES[-1])
 
