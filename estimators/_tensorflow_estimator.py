@@ -1,28 +1,12 @@
 """``smddp_compat.estimators.TensorFlow``: the SageMaker SDK v2 TensorFlow estimator, with SMDDP on any TensorFlow and DTensor.
 
-A drop-in subclass of ``sagemaker.tensorflow.TensorFlow``: same constructor, ``fit``, ``attach``, ``logs``,
-``deploy``... What it adds:
-
-- ``distribution={"smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": ...}}}`` on every
-  TensorFlow version (the SDK refuses it after 2.11): the request is the one the SDK sends for SMDDP on TF 2.11
-  (``sagemaker_distributed_dataparallel_enabled``, ``sagemaker_instance_type``,
-  ``sagemaker_distributed_dataparallel_custom_mpi_options``), which the kit's image launches as SageMaker did
-  (``mpirun ... smddprun python -m mpi4py script``), and the uploaded code carries ``smddp_compat`` and the
-  ``smdistributed`` alias;
-- ``distribution={"dtensor": {"enabled": True, ...}}``: a launcher becomes the entry point and sets DTENSOR_* on
-  every host before it starts the script;
-- ``instance_type="local_process"``: ``fit()`` runs the job on this machine through local_mode;
-- every field is checked at construction, before any upload or AWS call (see :mod:`smddp_compat.estimators.errors`),
-  and the region last: a missing region hides no other mistake;
-- after a ``local_process`` ``fit()``, the SDK's view of the job: ``model_data``, ``latest_training_job``
-  (``describe()`` in DescribeTrainingJob's shape, ``wait()``, ``name``), ``logs()``, ``training_job_analytics``
-  (``dataframe()`` of the metric definitions' values), and ``attach(job_name, local_output=...)`` later
-  (:mod:`smddp_compat.estimators._local_job`);
-- the sessions it makes (no ``sagemaker_session`` given) opt out of the SDK's telemetry, keeping the user's own SDK
-  config (:func:`sdk_config_without_telemetry`), and the SDK v2 deprecation notices its own import and constructor
-  call cause are quieted with the SDK's switch (:mod:`smddp_compat.estimators._sdk_notices`);
-- the uploaded ``sourcedir.tar.gz`` never holds version control, virtual environments, caches, keys or credential
-  files (:data:`smddp_compat.estimators.DEFAULT_SOURCE_EXCLUDES`).
+A drop-in subclass of ``sagemaker.tensorflow.TensorFlow`` (same constructor, ``fit``, ``attach``, ``logs``,
+``deploy``...) that adds the ``smdistributed`` distribution on every TensorFlow version, the ``dtensor`` one,
+``instance_type="local_process"`` (the job runs on this machine through local_mode, then the SDK's view of it:
+:mod:`smddp_compat.estimators._local_job`), every field checked before any upload or AWS call (the region last),
+sessions that opt out of the SDK's telemetry (:func:`sdk_config_without_telemetry`), the SDK v2 notices of its own
+doing quieted (:mod:`smddp_compat.estimators._sdk_notices`) and an upload that leaves secrets out
+(:data:`smddp_compat.estimators.DEFAULT_SOURCE_EXCLUDES`). The reference of each: ``estimators/README.md``.
 """
 
 from __future__ import annotations
