@@ -1,27 +1,9 @@
 """SageMaker SDK v3 plug-ins: ``DistributedConfig`` subclasses for ``sagemaker.train.ModelTrainer``.
 
-    from sagemaker.train import ModelTrainer
-    from sagemaker.train.configs import Compute, SourceCode
-    from smddp_compat.estimators.sdk3 import SMDDPCompat, DTensor, SOURCE_IGNORE_PATTERNS
-
-    trainer = ModelTrainer(
-        training_image=image, role=role,
-        source_code=SourceCode(source_dir="code", entry_script="train.py", ignore_patterns=SOURCE_IGNORE_PATTERNS),
-        compute=Compute(instance_type="ml.p4d.24xlarge", instance_count=2),
-        distributed=SMDDPCompat(),          # an unchanged SMDDP script, on smddp-compat
-    )                                       # or DTensor(mesh={"batch": 16}) for a DTensor script,
-    trainer.train()                         # or ParameterServer() for a parameter-server script
-
-Each config names its own driver (``driver_dir``/``driver_script``); ModelTrainer ships that directory as the
-``sm_drivers`` channel and runs the driver on every host with the config's fields in SM_DISTRIBUTED_CONFIG:
-
-- :class:`SMDDPCompat` -> ``smddp_driver.py`` with ``smddp_compat`` beside it: one host runs ``smddprun`` (Horovod
-  over Gloo), several hosts mpirun over SSH as SageMaker ran SMDDP; ``import smdistributed.dataparallel.tensorflow``
-  resolves to smddp-compat;
-- :class:`DTensor` -> ``dtensor_driver.py``: DTENSOR_JOBS / DTENSOR_CLIENT_ID / DTENSOR_JOB_NAME per client;
-- :class:`ParameterServer` -> ``ps_driver.py``: SDK v3 has no parameter-server launch of its own; the driver does what
-  SageMaker's TensorFlow toolkit does for SDK v2's ``distribution={"parameter_server": {"enabled": True}}`` (a
-  parameter server per host beside the script, ``TF_CONFIG`` with the first host as ``master``).
+Pass one as ``ModelTrainer(..., distributed=SMDDPCompat())`` (or :class:`DTensor`, :class:`ParameterServer`). Each
+names its own driver (``driver_dir``/``driver_script``); ModelTrainer ships that directory as the ``sm_drivers``
+channel and runs the driver on every host with the config's fields in SM_DISTRIBUTED_CONFIG. What each driver does,
+with an example: ``estimators/README.md`` and ``docs/estimators.md``.
 
 Install with the ``sdk3`` extra (``pip install 'smddp-compat[sdk3]'``, i.e. ``sagemaker>=3``). This module
 imports only when SDK v3 is installed; importing it elsewhere raises :class:`~estimators.errors.MissingDependencyError`
