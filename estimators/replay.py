@@ -12,6 +12,7 @@ and uploaded to the user's S3 at the end, as the process backend uploads them).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -27,12 +28,11 @@ from typing import IO, Any
 
 from smddp_compat.estimators import check_channel_names, check_job_name, instance_spec
 from smddp_compat.image import LATEST_TAG, ensure_image, find_engine, host_base_recipe
-from smddp_compat.local_mode.artifacts import job_destination
+from smddp_compat.local_mode.artifacts import job_destination, upload_artifact
 from smddp_compat.local_mode.channels import check_local_channel, copy_s3_prefix
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin
 from smddp_compat.local_mode.outcome import JobResult
-from smddp_compat.local_mode.errors import ArtifactError
 from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.spec import JobSpec
 
@@ -438,20 +438,12 @@ def upload_results(folder: Path, destination: S3Location, result: Any, client: A
     Raises:
         ArtifactError: An upload failed (the message names the file and the fix).
     """
-    from boto3.exceptions import S3UploadFailedError
-    from botocore.exceptions import BotoCoreError, ClientError
-
     client = client if client is not None else make_s3_client()
     uploaded: dict[str, str] = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
         location = destination.child(path.relative_to(folder).as_posix())
-        try:
-            client.upload_file(str(path), location.bucket, location.prefix)
-        except (BotoCoreError, ClientError, S3UploadFailedError, OSError) as exc:
-            raise ArtifactError(
-                f"could not upload {path.name} to {location.uri}: {exc}. Fix: check the bucket exists, your AWS "
-                "credentials, and AWS_ENDPOINT_URL if you use a local S3"
-            ) from exc
+        upload_artifact(functools.partial(client.upload_file, str(path), location.bucket, location.prefix), location,
+                        path.name)
         uploaded[str(path)] = location.uri
 
     def moved(path: str | None) -> str | None:

@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from smddp_compat import contract
 from smddp_compat.job_files import (
@@ -49,7 +49,9 @@ from smddp_compat.job_files import (
 from smddp_compat.local_mode.s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.errors import ArtifactError
 
-__all__ = ["ArtifactPaths", "pack_tarball", "job_destination", "store_artifacts", "COMPRESSION_TYPES"]
+__all__ = [
+    "ArtifactPaths", "pack_tarball", "job_destination", "store_artifacts", "upload_artifact", "COMPRESSION_TYPES",
+]
 
 MODEL_TARBALL = "model.tar.gz"
 OUTPUT_TARBALL = "output.tar.gz"
@@ -246,15 +248,8 @@ def _copy_uncompressed(
 
 
 def job_destination(output_path: str, job_name: str) -> Path | S3Location:
-    """``<output_path>/<job_name>`` as a local folder or an S3 location.
-
-    Args:
-        output_path: A validated ``JobSpec.output_path``.
-        job_name: The job's name.
-
-    Returns:
-        The folder or S3 location.
-    """
+    """``<output_path>/<job_name>`` (``output_path`` a validated ``JobSpec.output_path``) as a folder or an S3
+    location."""
     if is_s3_uri(output_path):
         return parse_s3_uri(output_path, "output_path").child(job_name)
     return Path(output_path) / job_name
@@ -321,7 +316,7 @@ def store_artifacts(
             _store_copy(handle, destination / "output" / UNCOMPRESSED_MODEL / name)
         else:
             location = destination.child("output", UNCOMPRESSED_MODEL, name)
-            _upload(client, lambda: client.upload_fileobj(handle, location.bucket, location.prefix), location, name)
+            upload_artifact(lambda: client.upload_fileobj(handle, location.bucket, location.prefix), location, name)
 
     if compression == "NONE":
         try:
@@ -353,7 +348,7 @@ def store_artifacts(
             log_locations[host] = destination.child("logs", path.name)
             uploads.append((path, log_locations[host]))
     for path, location in uploads:
-        _upload(client, lambda: client.upload_file(str(path), location.bucket, location.prefix), location, path.name)
+        upload_artifact(lambda: client.upload_file(str(path), location.bucket, location.prefix), location, path.name)
     assert isinstance(model, S3Location)
     return ArtifactPaths(
         model=model.uri, output=output_location.uri,
@@ -362,8 +357,9 @@ def store_artifacts(
     )
 
 
-def _upload(client: Any, upload: Callable[[], None], location: S3Location, what: str) -> None:
-    """Runs one upload; any failure (a refused request, a missing bucket, a lost connection) is an ArtifactError."""
+def upload_artifact(upload: Callable[[], None], location: S3Location, what: str) -> None:
+    """Runs ``upload`` of ``what`` to ``location``; any failure (a refused request, a missing bucket, a lost
+    connection) is an ArtifactError that names the file and the fix."""
     from boto3.exceptions import S3UploadFailedError
     from botocore.exceptions import BotoCoreError, ClientError
 
