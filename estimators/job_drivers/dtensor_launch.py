@@ -3,24 +3,14 @@
     python smddp_compat_dtensor_launch.py --epochs 3 ...
 
 Reads ``smddp_compat_dtensor.json`` beside itself (written by the estimator: the user's entry point and the DTensor
-set-up), derives for each DTensor client of this host
+set-up), derives the variables of each DTensor client of this host (:func:`client_environments`: ``DTENSOR_JOBS``
+in SM_HOSTS order, client ``i`` of a host on ``port + i``, host names through ``SMDDP_HOST_ADDRESSES`` when set;
+``DTENSOR_CLIENT_ID``, ``DTENSOR_JOB_NAME``, the ``SMDDP_DTENSOR_*`` local_mode sets, ``CUDA_VISIBLE_DEVICES``
+split between several clients) and starts the user's script with the same arguments: by ``exec`` for one client per
+host, else as child processes supervised by ``smddp_compat.launcher.run_process_group``: when one fails, the others
+are stopped and the launcher exits with its code.
 
-- ``DTENSOR_JOBS``: every client's ``address:port``, hosts in SM_HOSTS order (as listed, never re-sorted),
-  ``processes_per_host`` per host (client ``i`` of a host listens on ``port + i``); host names go through
-  ``SMDDP_HOST_ADDRESSES`` when set;
-- ``DTENSOR_CLIENT_ID``: ``host_index * processes_per_host + i``;
-- ``DTENSOR_JOB_NAME``; and, as local_mode sets them, ``SMDDP_DTENSOR_MESH`` (JSON object, e.g.
-  ``{"batch":4}``) and ``SMDDP_DTENSOR_DEVICES_PER_CLIENT`` for scripts that build their mesh from them, plus
-  ``SMDDP_DTENSOR_DEVICE_TYPE``; ``CUDA_VISIBLE_DEVICES`` splits a host's
-  GPUs when it runs several clients;
-
-and starts the user's script with the same arguments: by ``exec`` for one client per host, else as child processes
-supervised by ``smddp_compat.launcher.run_process_group`` (shipped beside this script): when one fails, the
-others are stopped and the launcher exits with its code.
-
-Standard library only, plus ``smddp_compat`` shipped beside it (its ``cluster`` module derives the variables, as
-for every launcher of the kit; its launcher supervises several clients per host). Also imported by
-``dtensor_driver.py``.
+Standard library only, plus ``smddp_compat`` shipped beside it. Also imported by ``dtensor_driver.py``.
 """
 
 from __future__ import annotations
@@ -84,17 +74,8 @@ def client_environments(config: Mapping[str, Any], environ: Mapping[str, str]) -
 
 
 def launch(config: Mapping[str, Any], script: str, args: Sequence[str], environ: Mapping[str, str]) -> int:
-    """Starts the user's script as this host's DTensor client(s).
-
-    Args:
-        config: The DTensor set-up.
-        script: Path of the user's script.
-        args: Its arguments.
-        environ: The environment to extend.
-
-    Returns:
-        The exit code (only with several clients; with one, the process is replaced by the script).
-    """
+    """Starts ``script`` with ``args`` as this host's DTensor client(s), ``environ`` extended; returns the exit
+    code (only with several clients; with one, the process is replaced by the script)."""
     envs = client_environments(config, environ)
     argv = [sys.executable, script, *args]
     for env in envs:
