@@ -89,15 +89,8 @@ def format_status(description: dict[str, Any]) -> str:
 
 
 def iter_log_events(logs_client: Any, job_name: str, *, max_events: int | None = None) -> Iterator[LogEvent]:
-    """Every log line of a job, stream by stream (hosts in name order), oldest first.
-
-    Args:
-        logs_client: A boto3 ``logs`` client.
-        job_name: The training job.
-        max_events: Stop after this many lines (None: all).
-
-    Yields:
-        The lines.
+    """Every log line of a job (``logs_client`` a boto3 ``logs`` client), stream by stream (hosts in name order),
+    oldest first; at most ``max_events`` lines (None: all).
 
     Raises:
         ConfigurationError: ``job_name`` breaks SageMaker's naming rule (a ``/`` would match other jobs' streams),
@@ -148,19 +141,9 @@ def wait_for_job(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
-    """Polls a job until it completes, fails or is stopped, printing each change of status.
-
-    Args:
-        sagemaker_client: A boto3 ``sagemaker`` client.
-        job_name: The training job.
-        timeout: Seconds to wait at most.
-        poll: Seconds between two DescribeTrainingJob calls.
-        stream: Where progress lines go (default: stderr).
-        clock: Monotonic clock (tests pass their own).
-        sleep: Sleep function (tests pass their own).
-
-    Returns:
-        The last description (status ``Completed``).
+    """Polls a job until it completes, fails or is stopped, printing each change of status to ``stream`` (default:
+    stderr); ``poll`` seconds between two DescribeTrainingJob calls, ``timeout`` at most (``clock`` and ``sleep``:
+    tests pass their own). Returns the last description (status ``Completed``).
 
     Raises:
         ConfigurationError: timeout or poll not a finite number > 0, or a malformed job name.
@@ -213,12 +196,7 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 def check_destination(destination: object, field: str = "DEST") -> str:
     """Checks where :func:`fetch_model` may put a model: a path it can create, or an empty directory it replaces.
 
-    Args:
-        destination: The path given.
-        field: The option or field named in errors.
-
-    Returns:
-        The absolute path.
+    Returns the absolute path; ``field`` is the option or field named in errors.
 
     Raises:
         ConfigurationError: Not a non-empty path; a symbolic link (replacing it would drop the link, not fill its
@@ -258,14 +236,7 @@ def fetch_model(sagemaker_client: Any, s3_client: Any, job_name: str, destinatio
     whose ``extractall`` has no ``filter=``) into a temporary directory beside ``destination``, which then takes its
     place: a failed fetch leaves nothing half written.
 
-    Args:
-        sagemaker_client: A boto3 ``sagemaker`` client.
-        s3_client: A boto3 ``s3`` client.
-        job_name: The training job.
-        destination: Directory to create (must not exist, or be empty).
-
-    Returns:
-        The extracted files, relative to ``destination``.
+    Returns the extracted files, relative to ``destination`` (a directory that must not exist, or be empty).
 
     Raises:
         ConfigurationError: A malformed job name, or a ``destination`` that cannot be written as a whole (see

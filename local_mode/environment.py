@@ -59,22 +59,10 @@ def training_environment(
     num_gpus: int,
     job_name: str,
 ) -> dict[str, str]:
-    """The ``SM_*`` variables the toolkit sets for the script on one host.
-
-    Args:
-        layout: The host's ``/opt/ml`` tree.
-        resource: The host's ``resourceconfig.json`` content.
-        data_config: ``inputdataconfig.json`` content.
-        hyperparameters: The user's hyperparameters (decoded values, no ``sagemaker_*`` names).
-        framework_parameters: The ``sagemaker_*`` hyperparameters (decoded), including those in
-            :data:`TOOLKIT_PARAMETERS`.
-        num_cpus: CPUs the host reports.
-        num_gpus: GPUs the host reports.
-        job_name: The training job's name.
-
-    Returns:
-        Variable name -> value.
-    """
+    """The ``SM_*`` variables the toolkit sets for the script on one host (``resource`` and ``data_config``: its
+    ``resourceconfig.json`` and ``inputdataconfig.json``; ``hyperparameters`` the user's, decoded, no
+    ``sagemaker_*`` names; ``framework_parameters`` the ``sagemaker_*`` ones, decoded, including
+    :data:`TOOLKIT_PARAMETERS`)."""
     hosts = list(resource["hosts"])
     current_host = resource["current_host"]
     instance_type = resource.get("current_instance_type", "local")
@@ -177,14 +165,6 @@ def platform_environment(layout: HostLayout, *, job_name: str, region: str) -> d
     ``TENSORBOARD_CONFIG_FILE_PATH`` is AWS SageMaker Debugger's override of
     ``/opt/ml/input/config/tensorboardoutputconfig.json`` (which it, and the kit's entry points, read
     ``TensorBoardOutputConfig.LocalPath`` from): it names this host's copy of that file.
-
-    Args:
-        layout: The host's tree.
-        job_name: The training job's name.
-        region: The AWS region to report.
-
-    Returns:
-        Variable name -> value.
     """
     return {
         contract.TRAINING_JOB_NAME: job_name,

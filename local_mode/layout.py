@@ -191,22 +191,16 @@ def create_host_tree(
     checkpoint_config: Mapping[str, str] | None = None,
     tensorboard_config: Mapping[str, str] | None = None,
 ) -> HostLayout:
-    """Creates ``root`` as one host's ``/opt/ml`` tree and writes its three configuration files.
+    """Creates ``root`` as one host's ``/opt/ml`` tree and writes its configuration files: ``hyperparameters.json``
+    (``encoded_hyperparameters``: name -> JSON text of the value), ``resourceconfig.json`` (``resource``),
+    ``inputdataconfig.json`` (``data_config``) and the optional ones below.
 
     Args:
-        root: The folder to create (must not exist yet).
-        host: The host's name.
-        encoded_hyperparameters: ``hyperparameters.json`` content: name -> JSON text of the value.
-        resource: ``resourceconfig.json`` content.
-        data_config: ``inputdataconfig.json`` content.
         checkpoint_path: A shared folder to link as ``checkpoints`` (created if missing); None for an empty folder.
         checkpoint_config: ``checkpointconfig.json`` content (``LocalPath``, ``S3Uri``); None writes no file, as
             for a job without ``CheckpointConfig``.
         tensorboard_config: ``tensorboardoutputconfig.json`` content (``LocalPath``); None writes no file, as for a
             job without ``TensorBoardOutputConfig``.
-
-    Returns:
-        The host's layout.
 
     Raises:
         FileExistsError: ``root`` already exists.
