@@ -30,15 +30,8 @@ def resolve_training_image(
 ) -> str | None:
     """The training image for a job, or None when no image is used (``local_process``).
 
-    Args:
-        image_uri: The image the user gave, if any.
-        framework_version: TensorFlow version, e.g. ``"2.16"``.
-        py_version: Python version tag, e.g. ``"py310"``.
-        instance_type: The instance type (decides CPU or GPU image).
-        region: AWS region of the session.
-
-    Returns:
-        The image URI, or None for ``local_process``.
+    ``framework_version`` is e.g. ``"2.16"``, ``py_version`` e.g. ``"py310"``; ``instance_type`` decides CPU or
+    GPU image.
 
     Raises:
         NoPublishedImageError: No image given and AWS has none for this version / Python / region.

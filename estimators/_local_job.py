@@ -63,16 +63,9 @@ def job_record(
     """The record of a finished local_process job: its ``DescribeTrainingJob`` response (local mode's one builder,
     :meth:`~smddp_compat.local_mode.outcome.JobResult.describe`, with what the estimator sends besides the job:
     role, image, instance type, volume, output path, and its session's region in the ARN), its logs, its metric
-    series and the estimator's settings.
-
-    Args:
-        result: Local mode's result.
-        region: The estimator session's region (for the ARN).
-        role: The estimator's role.
-        image_uri: The estimator's image (None: this machine's environment).
-        volume_size: The estimator's ``volume_size``.
-        output_path: Where the job's ``<job_name>/`` folder is (absolute path or ``s3://``).
-        estimator: The constructor arguments ``attach`` rebuilds the estimator with.
+    series and the estimator's settings (``image_uri`` None: this machine's environment; ``output_path``: where
+    the job's ``<job_name>/`` folder is, absolute or ``s3://``; ``estimator``: the constructor arguments ``attach``
+    rebuilds the estimator with).
     """
     params = copy.deepcopy(dict(result.request_params))
     if role:
@@ -116,15 +109,8 @@ def _record_location(output: str, job_name: str) -> Any:
 
 
 def save_record(output: str, job_name: str, record: Mapping[str, Any]) -> str:
-    """Writes a job's record beside its artifacts (a local file written atomically, or one S3 object).
-
-    Args:
-        output: The job's output path (folder or ``s3://``).
-        job_name: The job's name.
-        record: The record (JSON-ready but for datetimes).
-
-    Returns:
-        Where it was written.
+    """Writes a job's record (JSON-ready but for datetimes) beside its artifacts under ``output`` (a folder: one
+    file written atomically; ``s3://``: one object); returns where it was written.
 
     Raises:
         OSError, TypeError, botocore errors: It could not be written (the caller reports it; the job's own result

@@ -68,17 +68,8 @@ def copy_filtered(
     leave_out: Collection[str] = (),
 ) -> list[str]:
     """Copies a file or a tree by the kit's one rule (:func:`smddp_compat.source_files.copy_source_tree`), naming
-    what it left out in a warning.
-
-    Args:
-        source: A file or directory.
-        destination: Where the copy goes (created).
-        patterns: Exclusion patterns.
-        root: Symlinks must resolve inside this directory (default: ``source`` itself, or its directory).
-        leave_out: Source paths left out as well, whatever their names.
-
-    Returns:
-        The source paths left out (for a log line).
+    what it left out in a warning; returns the source paths left out. Symlinks must resolve inside ``root``
+    (default: ``source`` itself, or its directory); ``leave_out`` paths are left out whatever their names.
     """
     if not os.path.isdir(source):
         shutil.copy2(source, destination)
@@ -139,16 +130,9 @@ def stage_source(
 ) -> StagedSource:
     """Builds the job's code directory in a new temporary directory.
 
-    Args:
-        entry_point: The user's script (relative to ``source_dir`` when given).
-        source_dir: The user's local code directory, or None.
-        dependencies: Extra local directories or files, each shipped at the top under its own name.
-        plan: The checked distribution (decides what else is shipped).
-        excludes: Name patterns to leave out.
-        parent: Where to create the temporary directory (default: the system's).
-
-    Returns:
-        The staged directory and the entry point to run in it. The caller calls ``cleanup()``.
+    ``entry_point`` is relative to ``source_dir`` when given; each of ``dependencies`` is shipped at the top under
+    its own name; ``plan`` decides what else is shipped. Returns the staged directory and the entry point to run in
+    it; the caller calls ``cleanup()``.
 
     Raises:
         ConfigurationError: The entry point itself is excluded, or smddp_compat cannot be found.

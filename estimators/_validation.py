@@ -156,13 +156,8 @@ def check_hyperparameters(hyperparameters: object, *, local_process: bool = Fals
     """Checks that hyperparameters are a dict of JSON-serialisable values (SageMaker sends them as JSON), and for a
     ``local_process`` job that local_mode, which will run it, accepts their names.
 
-    Args:
-        hyperparameters: The dict given, or None.
-        local_process: The job runs through local_mode: check the names by local_mode's own rule now, before
-            anything starts (SageMaker jobs keep SageMaker's rules: ``attach()`` passes the SDK's ``sagemaker_*``).
-
-    Returns:
-        The hyperparameters (an empty dict for None).
+    Returns them (an empty dict for None). ``local_process``: the names are checked by local_mode's own rule now,
+    before anything starts (SageMaker jobs keep SageMaker's rules: ``attach()`` passes the SDK's ``sagemaker_*``).
 
     Raises:
         ConfigurationError: Not a mapping, a non-string or empty name, for ``local_process`` a name local_mode
@@ -262,15 +257,8 @@ def check_region(region: object, field: str = "region", *, source: str | None = 
 
     An unknown name is refused rather than sent: botocore would turn it into a host name that does not exist (or
     the SDK fail on it with a KeyError). A region newer than the installed botocore is refused too: its fix is to
-    upgrade boto3/botocore, whose endpoint data then lists it.
-
-    Args:
-        region: The region given.
-        field: The option or field (``--region``, ``region``).
-        source: Where the value came from when the user did not give it here (named in the problem).
-
-    Returns:
-        The region.
+    upgrade boto3/botocore, whose endpoint data then lists it. ``field`` is the option or field (``--region``,
+    ``region``), ``source`` where the value came from when the user did not give it here (named in the problem).
 
     Raises:
         ConfigurationError: Not a string, or not a SageMaker region of any partition botocore knows.
@@ -293,13 +281,8 @@ def check_region(region: object, field: str = "region", *, source: str | None = 
 def resolve_region(region: str | None, field: str = "region", *, how_to_set: str | None = None) -> str:
     """The region a job or command uses: ``region`` when given, else the AWS configuration's, checked.
 
-    Args:
-        region: The region the user gave here, or None.
-        field: The option or field it was given as (``--region``, ``region``), named in errors.
-        how_to_set: The fix when no region is configured (default: pass ``field`` or set AWS_DEFAULT_REGION).
-
-    Returns:
-        The region.
+    ``field`` is the option or field it was given as, named in errors; ``how_to_set`` the fix when no region is
+    configured (default: pass ``field`` or set AWS_DEFAULT_REGION).
 
     Raises:
         ConfigurationError: No region anywhere, or one :func:`check_region` refuses.

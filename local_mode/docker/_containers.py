@@ -117,18 +117,10 @@ class TwinEngine:
     ) -> str:
         """Starts one host's container, detached, on the job's network.
 
-        Args:
-            host: Its hostname (``algo-1``, or ``s3`` for the twin's S3 service).
-            image: The image.
-            command: What it runs (after the image: arguments, never read as docker options).
-            environment: Its variables (names as SageMaker allows them: letters, digits, '_'; values on one line).
-            mounts: Bind mounts.
-            aliases: Extra names it answers to on the network.
-            shm_size: ``/dev/shm`` size (SageMaker's instances give MPI's shared-memory transport plenty).
-            entrypoint: Replaces the image's entry point (``ContainerEntrypoint``'s first item), or None.
-
-        Returns:
-            The container's name.
+        Returns its name. ``host``: ``algo-N``, or ``s3`` for the twin's S3 service; ``command`` comes after the
+        image (arguments, never read as docker options); ``environment`` names as SageMaker allows them (letters,
+        digits, '_'), values on one line; ``shm_size``: SageMaker's instances give MPI's shared-memory transport
+        plenty; ``entrypoint`` replaces the image's (``ContainerEntrypoint``'s first item).
         """
         name = self.container_name(host)
         argv = [
@@ -194,11 +186,8 @@ class TwinEngine:
         file goes on; a log file that fails (a full disk) is dropped and the console goes on; the container's output
         is drained to its end either way.
 
-        Args:
-            host: The host whose container is followed.
-            stream: The console, or None.
-            log_file: The host's log (appended to).
-            on_line: Called with every whole line (the twin's metric watch); one that raises is not called again.
+        ``log_file`` is appended to; ``on_line`` is called with every whole line (the twin's metric watch), and not
+        again once it raises.
         """
 
         def pump() -> None:
