@@ -75,13 +75,7 @@ def plan_distribution(
     The checks are those of :class:`smddp_compat.distribution_config.DistributionConfig`, shared with local mode and
     the CLIs.
 
-    Args:
-        distribution: The estimator's ``distribution`` argument (None or empty for a single process per host).
-        spec: The instance type's spec.
-        instance_count: Number of instances (already checked >= 1).
-
-    Returns:
-        The plan.
+    ``distribution`` None or empty: a single process per host; ``instance_count`` already checked >= 1.
 
     Raises:
         ConfigurationError: Not a dictionary, an unknown or second strategy, an unknown key, a bad value, a

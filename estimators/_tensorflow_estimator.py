@@ -422,13 +422,8 @@ def sdk_config_without_telemetry(boto_session: Any = None) -> dict[str, Any]:
     its config sets ``SageMaker.PythonSDK.Modules.TelemetryOptOut``. The user's own files (the admin and user
     config, ``SAGEMAKER_ADMIN_CONFIG_OVERRIDE`` / ``SAGEMAKER_USER_CONFIG_OVERRIDE``) are loaded and kept: only
     a missing ``TelemetryOptOut`` is set to true. One the user wrote (``false`` included) is left as written.
-    Nothing on disk or in the environment changes.
-
-    Args:
-        boto_session: The boto3 session an S3-hosted config is read with (None: the SDK's default).
-
-    Returns:
-        A config dict for ``sagemaker.Session(sagemaker_config=...)``.
+    Nothing on disk or in the environment changes. Returns a config dict for
+    ``sagemaker.Session(sagemaker_config=...)``; ``boto_session`` reads an S3-hosted config (None: the SDK's default).
     """
     from sagemaker.config import load_sagemaker_config
 

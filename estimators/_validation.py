@@ -29,12 +29,7 @@ ROLE_ARN_PATTERN = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:role/[\w+=,.@\-/]
 def instance_spec(instance_type: object, *, field: str = "instance_type") -> InstanceSpec:
     """The spec of an instance type (:func:`smddp_compat.instance_types.find_instance_type`), refusing unknown ones.
 
-    Args:
-        instance_type: The type, e.g. ``ml.p3.16xlarge``.
-        field: The field name to put in the error.
-
-    Returns:
-        Its vCPU and GPU counts.
+    Returns its vCPU and GPU counts; ``field`` is named in the error.
 
     Raises:
         UnknownInstanceTypeError: Not a string, or not a known type (the message suggests the closest ones).
@@ -53,14 +48,8 @@ def check_instance_count(value: object, *, field: str = "instance_count") -> int
 
 
 def check_role(role: object, *, required: bool) -> str | None:
-    """Checks an IAM role ARN.
-
-    Args:
-        role: The role given.
-        required: True for jobs on AWS (local types accept any placeholder or none).
-
-    Returns:
-        The role.
+    """Checks an IAM role ARN and returns it; ``required`` for jobs on AWS (local types accept any placeholder or
+    none).
 
     Raises:
         ConfigurationError: Missing when required, or not a well-formed role ARN.

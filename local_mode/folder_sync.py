@@ -184,7 +184,6 @@ class FolderSync:
     again.
 
     Args:
-        target: Where the folders are synced to.
         what: What the folder is, for messages (``checkpoints``, ``tensorboard``).
         mirror_deletions: Delete from the target what a folder deleted (checkpoints); False: one way, new and
             changed files only (TensorBoard output).
@@ -211,11 +210,7 @@ class FolderSync:
                 request's ``CheckpointConfig.S3Uri`` and syncs under its own output), the target gets them too,
                 so it holds what the request's S3 location would hold on SageMaker.
 
-        Returns:
-            The number of files each folder received.
-
-        Raises:
-            ChannelError: An S3 source could not be read.
+        Returns the number of files each folder received; raises ChannelError when an S3 source could not be read.
         """
         origin = source if source is not None else self.target
         try:
