@@ -54,10 +54,7 @@ def check_request(
 ) -> None:
     """Checks a request against the operation's input shape, as the service does.
 
-    Args:
-        params: The request's parameters.
-        operation: The API operation whose input it is.
-        examples: Member path -> an example of a good value, added to the fix of a refusal of that member.
+    ``examples``: member path -> an example of a good value, added to the fix of a refusal of that member.
 
     Raises:
         ConfigurationError: The first member that the service would refuse, named by its path in the request
@@ -76,11 +73,7 @@ def check_response(answer: Mapping[str, Any], operation: str = "DescribeTraining
     """Checks an answer against the operation's output shape, as :func:`check_request` checks a request.
 
     The twin's DescribeTrainingJob answer must be one the service could give: every member known, the required ones
-    there, each value of its shape's type, length, pattern, enumeration and range.
-
-    Args:
-        answer: The answer (timestamps as ``datetime``).
-        operation: The API operation whose output it is.
+    there, each value of its shape's type, length, pattern, enumeration and range (timestamps as ``datetime``).
 
     Raises:
         ConfigurationError: The first member out of the shape, named by its path.

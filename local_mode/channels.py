@@ -157,16 +157,8 @@ def download_s3_channel(
 ) -> int:
     """Downloads a channel's ``S3Prefix`` into ``destination`` as SageMaker's File mode lays it out
     (:func:`channel_key_path`: every object whose key starts with the prefix, at its key relative to the prefix's
-    folder).
-
-    Args:
-        location: The bucket and prefix.
-        destination: The folder to fill (created).
-        channel: The channel's name (for errors).
-        client: A boto3 S3 client (one from :func:`smddp_compat.local_mode.s3.make_s3_client` when None).
-
-    Returns:
-        The number of files downloaded.
+    folder); returns the number of files downloaded. ``channel`` is named in errors; ``client`` None: one from
+    :func:`smddp_compat.local_mode.s3.make_s3_client`.
 
     Raises:
         ChannelError: The prefix holds no object; a key would land outside ``destination``; two keys would land on
@@ -183,16 +175,7 @@ def download_s3_prefix(
 ) -> int:
     """Downloads the S3 "folder" ``location`` into ``destination``, keeping the layout below it
     (:func:`folder_key_path`: ``s3://b/ckpt`` and ``s3://b/ckpt/`` both mean the keys under ``ckpt/``), as a
-    checkpoint folder is synced. A channel uses :func:`download_s3_channel`.
-
-    Args:
-        location: The bucket and prefix.
-        destination: The folder to fill (created).
-        channel: What is downloaded (named in errors).
-        client: A boto3 S3 client (one from :func:`smddp_compat.local_mode.s3.make_s3_client` when None).
-
-    Returns:
-        The number of files downloaded.
+    checkpoint folder is synced; arguments and result as :func:`download_s3_channel`, which a channel uses.
 
     Raises:
         ChannelError: As :func:`download_s3_channel`.
@@ -208,17 +191,8 @@ def copy_s3_prefix(
     """Copies every object SageMaker's ``S3Prefix`` would read under ``location`` (every key starting with its
     prefix, but "folder" marker objects) from the ``source`` S3 to the same bucket and key in the ``target`` S3, one
     object at a time (large channels stay off memory); one already downloaded into ``staged`` (File mode's layout,
-    :func:`channel_key_path`) is uploaded from there.
-
-    Args:
-        location: The channel's ``s3://`` URI.
-        source: A client of the S3 the objects are in.
-        target: A client of the S3 they are copied to (the bucket is created there).
-        channel: The channel's name, for errors.
-        staged: The channel's downloaded folder, if it was downloaded.
-
-    Returns:
-        The number of objects copied.
+    :func:`channel_key_path`) is uploaded from there. The bucket is created in ``target``; ``channel`` is named in
+    errors. Returns the number of objects copied.
 
     Raises:
         ChannelError: The objects could not be listed, read or written, or there is none.
@@ -259,13 +233,8 @@ def stage_channels(
     lays it out, a local folder or file copied as the SDK uploads one (:func:`_copy_folder`), so that a script that
     tidies its input never changes the user's own files.
 
-    Args:
-        channels: Channel name -> absolute local path or ``s3://`` URI (as a validated ``JobSpec`` holds them).
-        staging_dir: Folder the channels are fetched into.
-        client_factory: Makes the S3 client (called once, only if a channel is on S3).
-
-    Returns:
-        Channel name -> its staged folder (then placed in every host by :func:`place_channel`).
+    ``channels`` as a validated ``JobSpec`` holds them; ``client_factory`` is called once, only if a channel is on
+    S3. Returns channel name -> its staged folder (then placed in every host by :func:`place_channel`).
 
     Raises:
         ChannelError: A channel could not be fetched, or holds a FIFO, socket or device.

@@ -94,12 +94,8 @@ class MetricDefinition:
 def check_metric_definitions(value: object, where: str = "metric_definitions") -> tuple[MetricDefinition, ...]:
     """Checks metric definitions as CreateTrainingJob checks them, and that each regex compiles.
 
-    Args:
-        value: None, or a list of ``{"Name": str, "Regex": str}`` (the SDK's ``metric_definitions``).
-        where: The field or option they were given as, named in errors.
-
-    Returns:
-        The definitions, in the order given.
+    ``value``: None, or a list of ``{"Name": str, "Regex": str}`` (the SDK's ``metric_definitions``); ``where``, the
+    field or option they were given as, is named in errors. Returns the definitions, in the order given.
 
     Raises:
         ConfigurationError: Not a list, more than 40, an entry that is not ``{"Name", "Regex"}``, a name or regex

@@ -44,14 +44,7 @@ def is_s3_uri(value: str) -> bool:
 
 
 def parse_s3_uri(value: str, field: str) -> S3Location:
-    """Split ``s3://bucket/prefix`` into bucket and prefix.
-
-    Args:
-        value: The URI.
-        field: The configuration field it came from (named in the error).
-
-    Returns:
-        The bucket and prefix.
+    """Split ``s3://bucket/prefix`` into bucket and prefix; ``field``, the setting it came from, is named in errors.
 
     Raises:
         ConfigurationError: ``value`` has no bucket, or the bucket name is not a valid S3 bucket name.
@@ -94,11 +87,7 @@ def make_s3_client() -> Any:
 def check_s3_destination(location: S3Location, field: str, job_name: str, client: Any | None = None) -> None:
     """Checks, before a job starts, that its results can go to ``location`` (``<output>/<job name>``).
 
-    Args:
-        location: Where the job's results go.
-        field: The setting that chose it (named in the error).
-        job_name: The job's name.
-        client: An S3 client (one from :func:`make_s3_client` when None).
+    ``field``, the setting that chose it, is named in errors; ``client`` None: one from :func:`make_s3_client`.
 
     Raises:
         ConfigurationError: The bucket cannot be reached (missing, no access, no endpoint), or results already exist
