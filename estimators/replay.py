@@ -97,11 +97,7 @@ class EstimatorJob:
 def check_with_estimator(spec: JobSpec) -> EstimatorJob:
     """Checks ``spec`` as the kit's estimator checks what it sends, without sending anything.
 
-    Args:
-        spec: A checked job (its checks come first, and are the process backend's).
-
-    Returns:
-        The estimator's arguments for the job.
+    ``spec``'s own checks (the process backend's) come first. Returns the estimator's arguments for the job.
 
     Raises:
         smddp_compat.errors.ConfigurationError: The estimator refuses a setting (e.g. ``max_run`` that is not a whole
@@ -317,17 +313,9 @@ def build_request(
 ) -> TrainingJobRequest:
     """Sends the job's CreateTrainingJob to the private SageMaker, as the kit's estimator sends it; returns it.
 
-    Args:
-        job: From :func:`check_with_estimator`.
-        aws: The running private server.
-        image: The training image (``AlgorithmSpecification.TrainingImage``).
-        checkpoint_s3: Give the request a ``CheckpointConfig`` (under the private bucket), as a job that keeps
-            checkpoints sets ``checkpoint_s3_uri``.
-        stream: Where uploads are told, or None.
-        user_s3_factory: Makes the client of the user's S3, for ``s3://`` channels (called only if there is one).
-
-    Returns:
-        The checked request.
+    ``checkpoint_s3`` gives the request a ``CheckpointConfig`` (under the private bucket), as a job that keeps
+    checkpoints sets ``checkpoint_s3_uri``; ``stream`` is told the uploads; ``user_s3_factory`` makes the client of
+    the user's S3, called only if an ``s3://`` channel needs it.
 
     Raises:
         ChannelError: An ``s3://`` channel could not be read, or holds no object.
@@ -379,15 +367,9 @@ def replay_spec(
     built if missing (its progress on ``stream``), the request built, and the twin run under the spec's job name,
     with its output (``<output>/<job>/``) and checkpoint folder.
 
-    Args:
-        spec: The job.
-        stream: Where progress, the twin's and the containers' output go.
-        stop_grace: Seconds from SIGTERM to SIGKILL on a stop or time-out (None: SageMaker's 120).
-        short_toolkit_waits: Cut the training toolkit's fixed 30 s sleeps to 1 s (the twin's choice, not SageMaker's;
-            None: the twin's default; see :class:`~local_mode.docker.twin.SageMakerTwin`).
-
-    Returns:
-        The twin's :class:`~local_mode.outcome.JobResult` (artifact URIs in the spec's output).
+    ``stream`` gets progress, the twin's and the containers' output; ``stop_grace`` and ``short_toolkit_waits`` are
+    :class:`~local_mode.docker.twin.SageMakerTwin`'s (None: its defaults). Returns the twin's
+    :class:`~local_mode.outcome.JobResult` (artifact URIs in the spec's output).
 
     Raises:
         ConfigurationError: A setting refused (by the estimator, the twin, or an S3 output that cannot be reached).
@@ -426,14 +408,9 @@ def replay_spec(
 def upload_results(folder: Path, destination: S3Location, result: Any, client: Any | None = None) -> Any:
     """Uploads a finished job's folder (``output/``, ``logs/``) to ``destination`` and points ``result`` there.
 
-    Args:
-        folder: ``<staging>/<job>``, as the twin left it.
-        destination: ``<output>/<job>`` in the user's S3.
-        result: The twin's result, with local paths under ``folder``.
-        client: The user's S3 client (:func:`~local_mode.s3.make_s3_client` when None).
-
-    Returns:
-        ``result`` with its artifacts and logs as ``s3://`` URIs.
+    ``folder`` is ``<staging>/<job>`` as the twin left it, ``result`` the twin's result with local paths under it,
+    ``destination`` ``<output>/<job>`` in the user's S3 (``client`` None: :func:`~local_mode.s3.make_s3_client`).
+    Returns ``result`` with its artifacts and logs as ``s3://`` URIs.
 
     Raises:
         ArtifactError: An upload failed (the message names the file and the fix).

@@ -48,19 +48,8 @@ class ProcessBackend:
 class DockerBackend:
     """The SageMaker twin (:class:`smddp_compat.local_mode.docker.twin.SageMakerTwin`).
 
-    Attributes:
-        gpus_per_host: For GPU instance types, processes per host on this machine's CPUs (None: cores / hosts).
-        stop_grace: Seconds from SIGTERM to SIGKILL on a stop or time-out (None: SageMaker's 120).
-        stream: Where the containers' output goes (standard error when None).
-        job_name: The replay's own name (None: the request's name + ``-replay-`` + 6 hex digits).
-        output: Folder or ``s3://`` prefix for ``<job_name>/output`` and ``logs`` (None: ``./smddp_local_output``).
-        checkpoints: Folder or ``s3://`` prefix checkpoints are read from and synced to (None: read from the
-            request's ``CheckpointConfig.S3Uri``, synced under the output).
-        interrupt_after: For a managed spot job: seconds after the containers start when it is interrupted once
-            (and restarted), as EC2 reclaims spot instances (None: never).
-        short_toolkit_waits: Cut the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch to 1 s (the
-            twin's choice, not SageMaker's; said in the answer's ``Twin.Warnings``). None: the twin's default
-            (``SMDDP_TWIN_SHORT_TOOLKIT_WAITS`` in the environment).
+    Each attribute is the twin's argument of the same name (see its docstring); None gives the twin's default, and
+    for ``stream`` standard error.
     """
 
     name: ClassVar[str] = "docker"

@@ -108,13 +108,8 @@ def _writable_destination(name: str, path: Path) -> None:
 
 
 def check_hyperparameter_name(name: object) -> str:
-    """Checks that ``name`` can be a hyperparameter: it becomes the script's ``--NAME`` argument and ``SM_HP_NAME``.
-
-    Args:
-        name: The hyperparameter's name, as the user wrote it.
-
-    Returns:
-        ``name``.
+    """Checks that ``name`` can be a hyperparameter (it becomes the script's ``--NAME`` argument and ``SM_HP_NAME``)
+    and returns it.
 
     Raises:
         HyperparameterError: ``name`` is not a string of letters, digits, ``_``, ``-`` and ``.`` (at most 256), or

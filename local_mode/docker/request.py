@@ -215,13 +215,7 @@ class TrainingJobRequest:
 
     @classmethod
     def from_params(cls, params: Any) -> "TrainingJobRequest":
-        """Checks a request.
-
-        Args:
-            params: The CreateTrainingJob parameters (extra DescribeTrainingJob fields are ignored).
-
-        Returns:
-            The request.
+        """Checks a request's CreateTrainingJob parameters (extra DescribeTrainingJob fields are ignored).
 
         Raises:
             ConfigurationError: A missing or malformed field, or one the twin cannot reproduce; the message names the
