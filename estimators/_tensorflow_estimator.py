@@ -213,11 +213,7 @@ class TensorFlow(_SdkTensorFlow):
 
         Args:
             inputs: Channels, as in the SDK (``s3://`` URIs, ``TrainingInput``, ``file://`` in local modes; plain
-                local paths with ``local_process``).
-            wait: Block until the job ends.
-            logs: Which logs to show while waiting.
-            job_name: The job's name (generated when None).
-            experiment_config: As in the SDK.
+                local paths with ``local_process``). The other arguments are the SDK's.
 
         Returns:
             What the SDK's ``fit`` returns, or local_mode's ``JobResult`` for ``local_process`` (also kept as

@@ -74,13 +74,8 @@ class JobEnd:
 
 
 class JobLifecycle:
-    """The sequence every local job runs (see the module docstring); a backend subclasses it.
-
-    Args:
-        job_name: The job's name.
-        destination: ``<output>/<job_name>``, a folder or an S3 location.
-        metric_definitions: The job's metrics (read from every line it prints).
-        compression: ``OutputDataConfig.CompressionType`` (``GZIP`` or ``NONE``).
+    """The sequence every local job runs (see the module docstring); a backend subclasses it, with ``destination``
+    ``<output>/<job_name>`` (a folder or an S3 location) and ``compression`` ``OutputDataConfig.CompressionType``.
 
     A backend implements :meth:`_make_root`, :meth:`_prepare`, :meth:`_supervise` and :meth:`_log_files`, and may
     override :meth:`_after_end` (last syncs once the hosts ended), :meth:`_release` (what it started, removed
