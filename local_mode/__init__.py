@@ -3,8 +3,8 @@
 Two backends (``smddp local --backend``): the process backend (this package's :func:`run`, no Docker) and the
 SageMaker twin (:mod:`smddp_compat.local_mode.docker`: the job's request replayed in the kit's image, one container
 per host). In the process backend, hosts ``algo-1`` .. ``algo-H`` each get their own ``/opt/ml`` tree, the ``SM_*``
-environment of the SageMaker training toolkit and their own loopback address (127.0.0.2, 127.0.0.3, ...); the distribution (``smddp``, ``mpi``,
-``mwms``, ``dtensor`` or ``none``) decides how the processes find each other.
+environment of the SageMaker training toolkit and their own loopback address (127.0.0.2, 127.0.0.3, ...); the
+distribution (``smddp``, ``mpi``, ``mwms``, ``dtensor`` or ``none``) decides how the processes find each other.
 
 Example:
     >>> from smddp_compat.local_mode import JobSpec, run
@@ -28,15 +28,6 @@ from smddp_compat.local_mode.runner import run
 from smddp_compat.local_mode.spec import Distribution, JobSpec
 
 __all__ = [
-    "JobSpec",
-    "Distribution",
-    "run",
-    "JobResult",
-    "ArtifactPaths",
-    "LocalModeError",
-    "ConfigurationError",
-    "HyperparameterError",
-    "ChannelError",
-    "ArtifactError",
-    "JobFailedError",
+    "JobSpec", "Distribution", "run", "JobResult", "ArtifactPaths", "LocalModeError", "ConfigurationError",
+    "HyperparameterError", "ChannelError", "ArtifactError", "JobFailedError",
 ]

@@ -16,12 +16,7 @@ from __future__ import annotations
 from smddp_compat.errors import ConfigurationError, HyperparameterError, SmddpError
 
 __all__ = [
-    "LocalModeError",
-    "ConfigurationError",
-    "HyperparameterError",
-    "ChannelError",
-    "ArtifactError",
-    "JobFailedError",
+    "LocalModeError", "ConfigurationError", "HyperparameterError", "ChannelError", "ArtifactError", "JobFailedError",
 ]
 
 
