@@ -1,12 +1,5 @@
-"""``smddp submit|status|logs|wait|fetch``: SageMaker training jobs from the command line.
-
-    smddp submit train.py --instance-type ml.p4d.24xlarge --instance-count 2 --distribution smddp \\
-        --role arn:aws:iam::123456789012:role/SageMakerRole --image-uri <ecr image> \\
-        --channel train=./data/train --hyperparameters epochs=3 --wait
-    smddp status JOB       # status, instances, artifacts, failure reason
-    smddp logs JOB         # CloudWatch Logs (/aws/sagemaker/TrainingJobs), every host
-    smddp wait JOB --timeout 3600
-    smddp fetch JOB DEST   # downloads and extracts model.tar.gz
+"""``smddp submit|status|logs|wait|fetch``: SageMaker training jobs from the command line (examples:
+``estimators/README.md``).
 
 ``submit`` takes ``smddp local``'s job options (one definition: :mod:`smddp_compat.job_options`) plus the SageMaker
 ones; each command's ``--help`` says what it does, its exit codes and examples. Every value is checked before any
