@@ -284,11 +284,8 @@ class LocalTrainingJobAnalytics(AnalyticsMetricsBase):
     ``value``) and ``export_csv()``, from the values the job's processes printed, found by its metric definitions.
 
     As the SDK does with CloudWatch's series, each metric's ``timestamp`` is seconds since that metric's first
-    value, the rows of a metric sorted by it, the metrics in the order asked for.
-
-    Args:
-        job: The job.
-        metric_names: The metrics to include (None: every metric definition of the job).
+    value, the rows of a metric sorted by it, the metrics in the order asked for (``metric_names``; None: every
+    metric definition of the job).
 
     Raises:
         ConfigurationError: A name that is none of the job's metric definitions.
