@@ -177,14 +177,7 @@ def platform_environment(layout: HostLayout, *, job_name: str, region: str) -> d
 
 
 def host_addresses(count: int) -> dict[str, str]:
-    """Host name -> its own loopback address: ``algo-1`` -> 127.0.0.2, ``algo-2`` -> 127.0.0.3, ...
-
-    Args:
-        count: H.
-
-    Returns:
-        The map, in host order.
-    """
+    """Host name -> its own loopback address, for ``count`` hosts in order: ``algo-1`` -> 127.0.0.2, ..."""
     return {f"algo-{n + 1}": str(_FIRST_HOST_ADDRESS + n) for n in range(count)}
 
 
@@ -197,9 +190,6 @@ def emitted_variables() -> frozenset[str]:
     :func:`smddp_compat.cluster.encode_host_addresses` and the stall watchdog's folder. ``SM_*`` is a family
     (:data:`_RESERVED_PREFIXES`). ``PYTHONPATH`` is not here (the caller's is kept after the job's entries), nor
     ``PYTHONUNBUFFERED`` (the job's own value wins).
-
-    Returns:
-        The variable names.
     """
     hosts = ["algo-1", "algo-2"]
     addresses = host_addresses(len(hosts))
@@ -222,12 +212,6 @@ def is_reserved(name: str) -> bool:
 def inherited_environment(parent: Mapping[str, str]) -> dict[str, str]:
     """The caller's environment without the variables that would describe some other job (e.g. when ``smddp
     local`` itself runs inside a SageMaker job or under mpirun): local_mode's own and a launcher's per-process ones.
-
-    Args:
-        parent: Usually ``os.environ``.
-
-    Returns:
-        The filtered copy.
     """
     return {
         name: value

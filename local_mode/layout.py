@@ -138,17 +138,8 @@ class HostLayout:
 def resource_config(
     hosts: Sequence[str], current_host: str, instance_type: str, network_interface: str
 ) -> dict[str, Any]:
-    """The content of ``resourceconfig.json`` for ``current_host``, with the keys SageMaker writes.
-
-    Args:
-        hosts: All host names, in order.
-        current_host: This host's name.
-        instance_type: The instance type to report (``local`` here).
-        network_interface: The interface the hosts talk over (``lo`` here).
-
-    Returns:
-        The JSON-ready dict.
-    """
+    """The content of ``resourceconfig.json`` for ``current_host`` of ``hosts`` (all, in order), with the keys
+    SageMaker writes; the process backend reports ``instance_type`` ``local`` and ``network_interface`` ``lo``."""
     return {
         "current_host": current_host,
         "current_instance_type": instance_type,
@@ -162,14 +153,7 @@ def resource_config(
 
 
 def input_data_config(channels: Sequence[str]) -> dict[str, dict[str, str]]:
-    """The content of ``inputdataconfig.json``: File mode, fully replicated, for each channel.
-
-    Args:
-        channels: The channel names.
-
-    Returns:
-        The JSON-ready dict.
-    """
+    """The content of ``inputdataconfig.json``: File mode, fully replicated, for each channel."""
     return {
         name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
         for name in channels
