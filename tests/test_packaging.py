@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 import smddp_compat
 
@@ -46,6 +47,24 @@ def test_the_package_list_holds_every_folder_of_code():
     assert set(smddp_compat.NAMESPACE_PARTS) == {
         name.split(".", 1)[1] for name in setuptools["package-dir"] if name != "smddp_compat"
     }
+
+
+def _pins(name: str) -> dict[str, str]:
+    lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
+    return {line.split("==")[0].lower(): line.split("==")[1] for line in lines if "==" in line and line[0] != "#"}
+
+
+def test_the_sdk_is_an_extra_never_a_dependency():
+    """``pip install smddp-compat`` keeps the user's SageMaker SDK: v2 and v3 are extras, each pinned to what is
+    tested (constraints.txt for v2, constraints-sdk3.txt for v3), and setup.sh's .venv takes v2."""
+    project = _pyproject()["project"]
+    assert [spec for spec in project["dependencies"] if Requirement(spec).name == "sagemaker"] == []
+    for extra, constraints, major in (("sdk2", "constraints.txt", "2"), ("sdk3", "constraints-sdk3.txt", "3")):
+        (spec,) = [Requirement(spec) for spec in project["optional-dependencies"][extra]]
+        tested = _pins(constraints)["sagemaker"]
+        assert spec.name == "sagemaker" and tested in spec.specifier and tested.startswith(major + "."), extra
+    assert _pins("constraints-sdk3.txt")["sagemaker"] == "3.27.0"
+    assert '-e "$ROOT[test,sdk2]"' in (ROOT / "setup.sh").read_text(encoding="utf-8")
 
 
 @pytest.mark.e2e
