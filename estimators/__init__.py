@@ -1,9 +1,9 @@
 """SageMaker estimators for smddp-compat: SMDDP on any TensorFlow, DTensor, and local runs.
 
-- :class:`TensorFlow` (SageMaker SDK v2): ``from smddp_compat.estimators import TensorFlow`` in place of
-  ``from sagemaker.tensorflow import TensorFlow``.
-- :mod:`smddp_compat.estimators.sdk3` (SageMaker SDK v3, extra ``smddp-compat[sdk3]``): ``SMDDPCompat`` and ``DTensor``
-  distributed configs for ``ModelTrainer``.
+- :class:`TensorFlow` (SageMaker SDK v2, extra ``smddp-compat[sdk2]``): ``from smddp_compat.estimators import
+  TensorFlow`` in place of ``from sagemaker.tensorflow import TensorFlow``.
+- :mod:`smddp_compat.estimators.sdk3` (SageMaker SDK v3, extra ``smddp-compat[sdk3]``): ``SMDDPCompat``, ``DTensor``
+  and ``ParameterServer`` distributed configs for ``ModelTrainer``.
 - :mod:`smddp_compat.estimators.cli`: ``smddp submit|status|logs|wait|fetch``.
 
 Importing this package imports neither TensorFlow nor the SageMaker SDK: :class:`TensorFlow` is loaded on first
@@ -19,7 +19,7 @@ from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stag
 from smddp_compat.estimators._validation import check_channel_names, check_job_name, instance_spec
 from smddp_compat.estimators.errors import (
     ConfigurationError, EstimatorError, JobError, JobTimeoutError, MissingDependencyError, NoPublishedImageError,
-    UnknownInstanceTypeError,
+    UnknownInstanceTypeError, missing_sdk_error,
 )
 from smddp_compat.image.cuda import CpuImageWarning, check_image_for_instance_type, image_cuda
 from smddp_compat.instance_types import InstanceSpec, known_instance_types
@@ -40,9 +40,6 @@ def __getattr__(name: str) -> Any:
         try:
             from smddp_compat.estimators._tensorflow_estimator import TensorFlow  # loads the SageMaker SDK v2
         except ImportError as exc:
-            raise MissingDependencyError(
-                f"smddp_compat.estimators.TensorFlow needs the SageMaker Python SDK v2 ({exc}): pip install 'sagemaker>=2.257,<3'. "
-                "With SDK v3 use estimators.sdk3 (SMDDPCompat, DTensor) instead."
-            ) from exc
+            raise missing_sdk_error(2, exc) from exc
         return TensorFlow
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
 
 from smddp_compat.errors import ConfigurationError, SmddpError
 
@@ -21,6 +22,9 @@ __all__ = [
     "UnknownInstanceTypeError",
     "NoPublishedImageError",
     "MissingDependencyError",
+    "SDK_APIS",
+    "installed_sdk",
+    "missing_sdk_error",
     "JobError",
     "JobTimeoutError",
     "raised_as_estimator_errors",
@@ -43,6 +47,44 @@ class NoPublishedImageError(ConfigurationError):
 
 class MissingDependencyError(EstimatorError, ImportError):
     """An optional dependency (e.g. SageMaker SDK v3, local_mode) is not installed; the message gives the install."""
+
+
+#: The kit's API for each major version of the SageMaker Python SDK, and the install that brings that SDK.
+SDK_APIS: dict[int, tuple[str, str]] = {
+    2: ("smddp_compat.estimators.TensorFlow (the estimator; also smddp submit)", "pip install 'smddp-compat[sdk2]'"),
+    3: ("smddp_compat.estimators.sdk3 (ModelTrainer's SMDDPCompat, DTensor and ParameterServer configs)",
+        "pip install 'smddp-compat[sdk3]'"),
+}
+
+
+def installed_sdk() -> str | None:
+    """The installed SageMaker Python SDK's version (the ``sagemaker`` distribution), or None."""
+    try:
+        return version("sagemaker")
+    except PackageNotFoundError:
+        return None
+
+
+def missing_sdk_error(major: int, cause: BaseException) -> MissingDependencyError:
+    """The error for the API of SDK v``major`` (:data:`SDK_APIS`) when that SDK does not import (``cause``): which
+    SDK this environment has, the install command, and the kit's API for the SDK that is here."""
+    api, install = SDK_APIS[major]
+    found = installed_sdk()
+    cause = (str(cause).strip().splitlines() or [type(cause).__name__])[0]  # SDK v3's own notices run to many lines
+    if found is None:
+        other = 5 - major  # the other of v2 and v3
+        return MissingDependencyError(
+            f"{api} needs the SageMaker Python SDK v{major}, and no SageMaker SDK is installed ({cause}): {install}. "
+            f"With SDK v{other} instead ({SDK_APIS[other][1]}), use {SDK_APIS[other][0]}.")
+    found_major = int(found.split(".")[0]) if found.split(".")[0].isdigit() else 0
+    if found_major == major:
+        return MissingDependencyError(
+            f"{api} needs the SageMaker Python SDK v{major}; sagemaker {found} is installed but does not import "
+            f"({cause}): reinstall it, {install}.")
+    instead = f". With SDK v{found_major} use {SDK_APIS[found_major][0]}" if found_major in SDK_APIS else ""
+    return MissingDependencyError(
+        f"{api} needs the SageMaker Python SDK v{major}, and this environment has sagemaker {found} ({cause}): "
+        f"{install} in an environment of its own (SDK v2 and v3 cannot share one){instead}.")
 
 
 class JobError(EstimatorError, RuntimeError):
