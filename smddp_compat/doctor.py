@@ -15,6 +15,7 @@ import argparse
 import configparser
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from typing import Any
 
 from smddp_compat.cli_help import help_texts
 from smddp_compat.entry_points.common.errors import DatasetError
+from smddp_compat.estimators.errors import SDK_APIS, installed_sdk
 from smddp_compat.image.build import LATEST_TAG, checkout_context, host_horovod_wheel, kit_root
 from smddp_compat.image.commands import capture
 from smddp_compat.image.engine import find_engine
@@ -39,6 +41,7 @@ OK, WARN, FAIL = "ok", "warn", "FAIL"
 EXPECTED_TF = "2.21"
 KIT_DOCKER_SOCKET = "/run/smddp-compat/docker.sock"
 _PROBE_MARKER = "SMDDP_DOCTOR_PROBE "
+HOROVOD_STAMP = ".smddp-horovod-build"  # in the venv: the Horovod build's key (setup.sh's wheel cache)
 _DEFAULT_TIMEOUT = 60.0
 _SETUP_FIX = "run `bash setup.sh` from the kit's checkout"
 _START_ENGINE = ("start the kit's engine: `source .ci/docker.sh && smddp_docker_start` (as root; it exports "
@@ -54,8 +57,8 @@ CHECKS: dict[str, str] = {
     "gpus": "GPUs TensorFlow sees (none: CPU training)",
     "docker": "the Docker engine (DOCKER_HOST, else the default socket), its version",
     "image": "the kit's training image: present, current with this checkout (its digest tag)",
-    "sdk-v2": "SageMaker Python SDK v2 in this environment",
-    "sdk-v3": "SageMaker SDK v3 in .venv-sdk3 (optional; estimators/sdk3/setup_venv.sh)",
+    "sdk": "the SageMaker Python SDK in this environment (v2 or v3, or none) and which of the kit's APIs it enables",
+    "sdk-v3": "SageMaker SDK v3 with the kit installed: this environment or .venv-sdk3 (estimators/sdk3/setup_venv.sh)",
     "test-tools": "pytest, pytest-timeout, moto, parameterized (the README's .venv/bin/pytest)",
     "aws-region": "the AWS region and where it comes from",
     "aws-credentials": "AWS credentials present and where from (never their values)",
@@ -65,7 +68,8 @@ CHECKS: dict[str, str] = {
 REQUIRED_RULE = (
     "Required (FAIL, exit 1) or a warning: a check FAILs when one of the README's commands cannot run without it "
     "(`bash setup.sh && .venv/bin/smddp local`, `.venv/bin/pytest`): tensorflow, keras, tf-keras, horovod (Gloo "
-    "and MPI), mpirun, sdk-v2, test-tools, datasets. docker and image are warnings (smddp local needs no Docker; "
+    "and MPI, built for the TensorFlow installed), mpirun, sdk (SDK v2 in setup.sh's .venv; elsewhere either SDK "
+    "is ok and none a warning: the core kit needs none), test-tools, datasets. docker and image are warnings (smddp local needs no Docker; "
     "pytest skips the docker-backend tests without an engine) and required under CI (CI=true, as .ci/run sets, or "
     "--ci: the tests then fail without them), as is sdk-v3 (CI runs the SDK v3 suite). --setup (setup.sh's last "
     "step) fails only on what setup.sh installs: Docker, the image and sdk-v3 are then warnings even under CI. "
@@ -105,6 +109,11 @@ class _Mode:
     @property
     def ci_required(self) -> bool:  # docker, image and sdk-v3 FAIL (REQUIRED_RULE)
         return self.ci and not self.setup
+
+
+def _in_setup_venv() -> bool:
+    """Whether this is setup.sh's ``.venv`` of the kit's checkout (the README's environment, with SDK v2)."""
+    return Path(sys.prefix).resolve() == (kit_checkout() / ".venv").resolve()
 
 
 def _problem(name: str, required: bool, detail: str, fix: str) -> Check:
@@ -269,9 +278,26 @@ def _tf_keras_check(probe: dict[str, Any]) -> Check:
                                  "in a subprocess)")
 
 
+def _horovod_built_for() -> str | None:
+    """The TensorFlow version this environment's Horovod was built for, from the stamp setup.sh (and
+    estimators/sdk3/setup_venv.sh) write beside it (``horovod-0.28.1-tf-2.21.0-gloo-mpi-py311``), or None."""
+    try:
+        stamp = (Path(sys.prefix) / HOROVOD_STAMP).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    match = re.match(r"horovod-[^-]+-tf-([^-]+)-", stamp)
+    return match.group(1) if match else None
+
+
 def _horovod_check(stack: dict[str, Any]) -> Check:
     if "tensorflow" not in stack:
         return Check("horovod", FAIL, "not checked: TensorFlow is not importable", _SETUP_FIX)
+    built_for, installed = _horovod_built_for(), str(stack["tensorflow"])
+    if built_for is not None and built_for != installed:
+        return Check("horovod", FAIL, f"Horovod was built for TensorFlow {built_for}, but TensorFlow {installed} is "
+                     f"installed (its ops library needs the TensorFlow it was compiled against)",
+                     f"install TensorFlow {built_for} again (`pip install tensorflow=={built_for}`), or rebuild Horovod "
+                     f"against {installed}; {_SETUP_FIX} for its .venv (it does the first)")
     if "horovod_error" in stack:
         return Check("horovod", FAIL, f"horovod.tensorflow is not importable: {stack['horovod_error']}",
                      f"{_SETUP_FIX} (it builds Horovod 0.28.1 against TensorFlow {EXPECTED_TF}, ~3 minutes)")
@@ -279,7 +305,7 @@ def _horovod_check(stack: dict[str, Any]) -> Check:
     nccl = int(stack.get("nccl", 0))
     engines = (f"gloo {yes[bool(stack['gloo'])]}, mpi {yes[bool(stack['mpi'])]}, "
                f"nccl {yes[nccl > 0]}{f' (NCCL {nccl})' if nccl else ''}")
-    detail = f"{stack['horovod']}: {engines}"
+    detail = f"{stack['horovod']}: {engines}" + (f"; built for TensorFlow {built_for}" if built_for else "")
     missing = [name for name in ("gloo", "mpi") if not stack[name]]
     if missing:
         return Check("horovod", FAIL, f"{detail}; built without {' and '.join(missing)}",
@@ -423,36 +449,56 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _sdk_v2_check() -> Check:
-    found = _version("sagemaker")
-    where = f"in {sys.prefix}"
+def _sdk_check() -> Check:
+    """This environment's SageMaker SDK and the kit's API it enables (:data:`estimators.errors.SDK_APIS`). setup.sh's
+    .venv needs SDK v2 (the README's tests); anywhere else either SDK is fine, and none only a warning."""
+    found, where = installed_sdk(), f"in {sys.prefix}"
+    required = _in_setup_venv()
     if found is None:
-        return Check("sdk-v2", FAIL, f"sagemaker is not installed {where}", _SETUP_FIX)
-    if not found.startswith("2."):
-        return Check("sdk-v2", FAIL, f"sagemaker {found} {where}; the kit's estimators need v2 (v3 has no TensorFlow "
-                     "estimator; it goes in .venv-sdk3)", f"{_SETUP_FIX} (installs sagemaker>=2.257,<3)")
-    return Check("sdk-v2", OK, f"sagemaker {found} {where}")
+        return _problem("sdk", required, f"no SageMaker SDK {where}: the core kit (smddprun, smddp local, the runtime) "
+                        "works without one; the estimators need one", _SETUP_FIX if required else
+                        f"`{SDK_APIS[3][1]}` for {SDK_APIS[3][0]}, or `{SDK_APIS[2][1]}` for {SDK_APIS[2][0]}")
+    major = found.split(".")[0]
+    if major not in ("2", "3"):
+        return _problem("sdk", required, f"sagemaker {found} {where}: the kit supports SDK v2 and v3",
+                        _SETUP_FIX if required else f"`{SDK_APIS[3][1]}`")
+    other = 5 - int(major)
+    detail = (f"sagemaker {found} (SDK v{major}) {where}: enables {SDK_APIS[int(major)][0]}; "
+              f"{SDK_APIS[other][0]} needs SDK v{other} in an environment of its own")
+    if major == "3" and required:
+        return Check("sdk", FAIL, f"{detail}, and this is setup.sh's .venv, whose tests need SDK v2",
+                     f"{_SETUP_FIX} (installs smddp-compat[sdk2]); SDK v3 goes in .venv-sdk3 "
+                     "(`bash estimators/sdk3/setup_venv.sh`)")
+    return Check("sdk", OK, detail, required=required)
 
 
 def _sdk_v3_check(mode: _Mode) -> Check:
+    if (installed_sdk() or "").startswith("3."):
+        return Check("sdk-v3", OK, f"this environment ({sys.prefix}) has sagemaker {installed_sdk()} and the kit",
+                     required=False)
     venv = Path(os.environ.get("SDK3_VENV", "") or kit_checkout() / ".venv-sdk3")
     python = venv / "bin" / "python"
     required = mode.ci_required
-    fix = "run `bash estimators/sdk3/setup_venv.sh` (creates .venv-sdk3 with sagemaker 3)"
+    fix = "run `bash estimators/sdk3/setup_venv.sh` (creates .venv-sdk3: sagemaker 3 and the kit installed)"
     if not python.exists():
         if required:
             return Check("sdk-v3", FAIL, f"{venv} does not exist (CI runs the SDK v3 suite there)", fix)
         return Check("sdk-v3", OK, f"optional, not installed ({venv} absent; `bash estimators/sdk3/setup_venv.sh` "
                      "adds it)", required=False)
-    code = "from importlib.metadata import version; print(version('sagemaker'))"
+    code = ("from importlib.metadata import version\nfor name in ('sagemaker', 'smddp-compat'):\n    try: "
+            "print(version(name))\n    except Exception: print('')")
     try:
-        done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=30, check=False)  # noqa: S603
+        done = subprocess.run([str(python), "-P", "-c", code], capture_output=True, text=True, timeout=30,  # noqa: S603
+                              check=False, cwd=venv)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return _problem("sdk-v3", required, f"{python} does not run: {_error_text(exc)}", fix)
-    found = done.stdout.strip()
+    found, kit = (done.stdout.splitlines() + ["", ""])[:2]
     if done.returncode != 0 or not found.startswith("3."):
         return _problem("sdk-v3", required, f"no sagemaker 3 in {venv} ({found or 'not installed'})", fix)
-    return Check("sdk-v3", OK, f"sagemaker {found} in {venv}", required=required)
+    if not kit:
+        return _problem("sdk-v3", required, f"{venv} has sagemaker {found} but not the kit installed (made by an "
+                        "older setup_venv.sh, which left it on the checkout)", fix)
+    return Check("sdk-v3", OK, f"sagemaker {found} and smddp-compat {kit} in {venv}", required=required)
 
 
 def _test_tools_check() -> Check:
@@ -595,7 +641,7 @@ def run_checks(names: Sequence[str], mode: _Mode) -> list[Check]:
                 done["image"] = _image_check(mode, engine)
         light: dict[str, Callable[[], Check]] = {
             "mpirun": _mpirun_check,
-            "sdk-v2": _sdk_v2_check,
+            "sdk": _sdk_check,
             "sdk-v3": lambda: _sdk_v3_check(mode),
             "test-tools": _test_tools_check,
             "aws-region": _region_check,

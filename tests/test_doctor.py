@@ -27,7 +27,7 @@ if not SMDDP.exists():
     SMDDP = REPO / ".venv" / "bin" / "smddp"
 KIT_DOCKER_HOST = "unix:///run/smddp-compat/docker.sock"
 MISSING_DOCKER_HOST = "unix:///nonexistent/smddp-doctor-test/docker.sock"
-REQUIRED = ("tensorflow", "keras", "tf-keras", "horovod", "mpirun", "sdk-v2", "test-tools", "datasets")
+REQUIRED = ("tensorflow", "keras", "tf-keras", "horovod", "mpirun", "sdk", "test-tools", "datasets")
 FAKE_SECRETS = {
     "AWS_ACCESS_KEY_ID": "AKIAFAKEDOCTORTEST7Q",
     "AWS_SECRET_ACCESS_KEY": "fakeDoctorSecret/9x8y7z6w5v4u3t2s1r0qPONMLK",
@@ -90,7 +90,7 @@ def test_doctor_passes_here_and_never_prints_a_credential(docker_env: dict[str, 
     code, output, lines = _doctor(env=env)
     seconds = time.monotonic() - started
     assert code == 0, output
-    assert set(lines) == {"tensorflow", "keras", "tf-keras", "horovod", "mpirun", "gpus", "docker", "image", "sdk-v2",
+    assert set(lines) == {"tensorflow", "keras", "tf-keras", "horovod", "mpirun", "gpus", "docker", "image", "sdk",
                           "sdk-v3", "test-tools", "aws-region", "aws-credentials", "datasets"}, output
     for name in (*REQUIRED, "docker", "aws-region", "aws-credentials"):
         assert _status(lines[name]) == "ok", output
