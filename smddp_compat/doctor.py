@@ -69,9 +69,9 @@ REQUIRED_RULE = (
     "Required (FAIL, exit 1) or a warning: a check FAILs when one of the README's commands cannot run without it "
     "(`bash setup.sh && .venv/bin/smddp local`, `.venv/bin/pytest`): tensorflow, keras, tf-keras, horovod (Gloo "
     "and MPI, built for the TensorFlow installed), mpirun, sdk (SDK v2 in setup.sh's .venv; elsewhere either SDK "
-    "is ok and none a warning: the core kit needs none), test-tools, datasets. docker and image are warnings (smddp local needs no Docker; "
-    "pytest skips the docker-backend tests without an engine) and required under CI (CI=true, as .ci/run sets, or "
-    "--ci: the tests then fail without them), as is sdk-v3 (CI runs the SDK v3 suite). --setup (setup.sh's last "
+    "is ok and none a warning: the core kit needs none), test-tools, datasets. docker and image are warnings (smddp "
+    "local needs no Docker; pytest skips the docker-backend tests without an engine) and required under CI (CI=true, "
+    "as .ci/run sets, or --ci: the tests then fail without them), as is sdk-v3 (CI runs the SDK v3 suite). --setup (setup.sh's last "
     "step) fails only on what setup.sh installs: Docker, the image and sdk-v3 are then warnings even under CI. "
     "aws-region, aws-credentials and gpus are always warnings (only SageMaker commands need AWS; no GPU means CPU "
     "training), and so is a mis-configuration that would mislead (GPUs present but TensorFlow sees none). "
@@ -296,8 +296,8 @@ def _horovod_check(stack: dict[str, Any]) -> Check:
     if built_for is not None and built_for != installed:
         return Check("horovod", FAIL, f"Horovod was built for TensorFlow {built_for}, but TensorFlow {installed} is "
                      f"installed (its ops library needs the TensorFlow it was compiled against)",
-                     f"install TensorFlow {built_for} again (`pip install tensorflow=={built_for}`), or rebuild Horovod "
-                     f"against {installed}; {_SETUP_FIX} for its .venv (it does the first)")
+                     f"install TensorFlow {built_for} again (`pip install tensorflow=={built_for}`), or rebuild "
+                     f"Horovod against {installed}; {_SETUP_FIX} for its .venv (it does the first)")
     if "horovod_error" in stack:
         return Check("horovod", FAIL, f"horovod.tensorflow is not importable: {stack['horovod_error']}",
                      f"{_SETUP_FIX} (it builds Horovod 0.28.1 against TensorFlow {EXPECTED_TF}, ~3 minutes)")
@@ -473,9 +473,9 @@ def _sdk_check() -> Check:
 
 
 def _sdk_v3_check(mode: _Mode) -> Check:
-    if (installed_sdk() or "").startswith("3."):
-        return Check("sdk-v3", OK, f"this environment ({sys.prefix}) has sagemaker {installed_sdk()} and the kit",
-                     required=False)
+    here = installed_sdk() or ""
+    if here.startswith("3."):
+        return Check("sdk-v3", OK, f"this environment ({sys.prefix}) has sagemaker {here} and the kit", required=False)
     venv = Path(os.environ.get("SDK3_VENV", "") or kit_checkout() / ".venv-sdk3")
     python = venv / "bin" / "python"
     required = mode.ci_required

@@ -88,7 +88,8 @@ say "smddp-compat from $ROOT (a wheel, with its [test] tools)"
 SOURCE=$(mktemp -d)
 trap 'rm -rf "$SOURCE"' EXIT
 mapfile -t parts < <("$PY" -c 'import sys, tomllib
-print(*tomllib.load(open(sys.argv[1], "rb"))["tool"]["setuptools"]["package-dir"].values(), sep="\n")' "$ROOT/pyproject.toml")
+setuptools = tomllib.load(open(sys.argv[1], "rb"))["tool"]["setuptools"]
+print(*setuptools["package-dir"].values(), sep="\n")' "$ROOT/pyproject.toml")
 tar -C "$ROOT" --exclude=__pycache__ -cf - pyproject.toml README.md "${parts[@]}" | tar -C "$SOURCE" -xf -
 "${PIP[@]}" -c "$CONSTRAINTS" --no-build-isolation "$SOURCE[test]"  # pip reinstalls a folder's package every time
 

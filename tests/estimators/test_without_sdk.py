@@ -50,8 +50,8 @@ def test_each_sdk_api_says_which_sdk_it_needs_and_the_installs():
     done = _without_sdk("from smddp_compat.estimators import TensorFlow\n")
     said = done.stderr.strip().splitlines()[-1]
     assert said.startswith("smddp_compat.estimators.errors.MissingDependencyError: smddp_compat.estimators.TensorFlow")
-    for words in ("needs the SageMaker Python SDK v2", "no SageMaker SDK is installed",
-                  "pip install 'smddp-compat[sdk2]'", "pip install 'smddp-compat[sdk3]'", "smddp_compat.estimators.sdk3"):
+    for words in ("needs the SageMaker Python SDK v2", "no SageMaker SDK is installed", "pip install 'smddp-compat[sdk2]'",
+                  "pip install 'smddp-compat[sdk3]'", "smddp_compat.estimators.sdk3"):
         assert words in said, said
     done = _without_sdk("import smddp_compat.estimators.sdk3\n")
     assert "MissingDependencyError" in done.stderr and "smddp-compat[sdk3]" in done.stderr, done.stderr

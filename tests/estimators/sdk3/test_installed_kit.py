@@ -66,7 +66,8 @@ def test_the_installed_files_are_this_checkouts():
             inner = Path(*file.parts[1:])
             source = REPO / inner if inner.parts[0] in smddp_compat.NAMESPACE_PARTS else REPO / "smddp_compat" / inner
             installed[source] = Path(file.locate())
-    in_checkout = {path for part in ("smddp_compat", *smddp_compat.NAMESPACE_PARTS) for path in (REPO / part).rglob("*.py")
+    in_checkout = {path for part in ("smddp_compat", *smddp_compat.NAMESPACE_PARTS)
+                   for path in (REPO / part).rglob("*.py")
                    if "__pycache__" not in path.parts and path.parent.joinpath("__init__.py").exists()}
     assert sorted(map(str, in_checkout - set(installed))) == [], f"not installed: {RERUN}"
     changed = [str(source) for source, copy in installed.items()
