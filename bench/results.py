@@ -11,7 +11,8 @@ from typing import Any
 from smddp_compat.bench.jobs import Job, JobRun
 from smddp_compat.bench.stats import Summary
 
-__all__ = ["Goal", "Verdict", "Row", "MeasurementResult", "RunsByJob", "pooled_samples", "first_failure"]
+__all__ = ["Goal", "Verdict", "Row", "MeasurementResult", "RunsByJob", "pooled_samples", "first_failure", "ok_runs",
+           "not_measured"]
 
 
 class Verdict(enum.Enum):
@@ -148,3 +149,13 @@ def pooled_samples(runs: Sequence[JobRun], path: Sequence[str], variants: Sequen
 def first_failure(runs: RunsByJob, jobs: Sequence[Job]) -> str:
     """Why the first failed run of `jobs` failed, or ``not run`` when none failed (a row's ``n/a:`` reason)."""
     return next((run.reason for job in jobs for run in runs(job) if not run.ok), "not run")
+
+
+def ok_runs(runs: RunsByJob, job: Job, part: str | None = None) -> list[JobRun]:
+    """The runs of `job` that succeeded and, given `part`, ran it (later rounds may skip a part)."""
+    return [run for run in runs(job) if run.ok and (part is None or part in run.ranks[0])]
+
+
+def not_measured(runs: RunsByJob, job: Job) -> str:
+    """A row's detail when `job` gave no usable run: ``n/a:`` and its first run's reason (``not run`` without one)."""
+    return f"n/a: {next((run.reason for run in runs(job)), 'not run')}"

@@ -12,7 +12,7 @@ from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import (
     ENGINE_NAMES, default_engine, engine_launcher, horovod_engines, mpi_unavailable_reason)
 from smddp_compat.bench.jobs import Job, JobRun, Launcher
-from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, pooled_samples
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, not_measured, ok_runs, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements._collectives_job import bandwidth_sizes, collectives_job, sweep_args
 
@@ -159,7 +159,7 @@ def _compare_variants(config: BenchConfig, result: MeasurementResult, runs: Runs
     names = variant_names(config)
     if not names:
         return
-    ok = {name: [run for run in runs(variant_job(config, name)) if run.ok] for name in names}
+    ok = {name: ok_runs(runs, variant_job(config, name)) for name in names}
     large, small = (1 << 20, 1 << 10) if config.quick else (64 << 20, 1 << 10)
     kit_small = _per_round_median(ok[KIT_VARIANT], small) if ok[KIT_VARIANT] else {}
     raw = result.raw.setdefault("variants", {})
@@ -167,8 +167,7 @@ def _compare_variants(config: BenchConfig, result: MeasurementResult, runs: Runs
         label = "kit settings (default)" if name == KIT_VARIANT else MPI_VARIANTS[name][0]
         comparison = f"{size_text(large)} allreduce / copy bandwidth: Horovod/MPI, {label}, {COMPARED_RANKS} ranks"
         if not ok[name]:
-            reason = next((run.reason for run in runs(variant_job(config, name))), "not run")
-            result.rows.append(Row(comparison, None, None, f"n/a: {reason}"))
+            result.rows.append(Row(comparison, None, None, not_measured(runs, variant_job(config, name))))
             continue
         pooled = _pooled(ok[name], large)
         fraction = paired_ratios(pooled["copy"], pooled["allreduce"])

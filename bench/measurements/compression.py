@@ -11,7 +11,7 @@ from __future__ import annotations
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import engine_label, horovod_engines
 from smddp_compat.bench.jobs import Job
-from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob, pooled_samples
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob, not_measured, ok_runs, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements.bandwidth import size_text
 from smddp_compat.bench.measurements._collectives_job import collectives_job
@@ -38,10 +38,9 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     result = MeasurementResult(NAME, TITLE)
     for engine, job in _jobs(config).items():
         name = engine_label(engine, RANKS)
-        ok = [run for run in runs(job) if run.ok and NAME in run.ranks[0]]  # later rounds skip this part
+        ok = ok_runs(runs, job, NAME)
         if not ok:
-            reason = next((run.reason for run in runs(job)), "not run")
-            result.rows.append(Row(f"fp16 / none time: {name}", None, None, f"n/a: {reason}"))
+            result.rows.append(Row(f"fp16 / none time: {name}", None, None, not_measured(runs, job)))
             continue
         result.raw[engine] = {}
         for size, first in ok[0].ranks[0][NAME].items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import engine_launcher, mpi_unavailable_reason
 from smddp_compat.bench.jobs import Job
-from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob, pooled_samples
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob, not_measured, ok_runs, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements.bandwidth import size_text
 
@@ -54,11 +54,10 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     if mpi_unavailable_reason():
         result.rows.append(Row("profile of Horovod/MPI", None, None, f"n/a: {mpi_unavailable_reason()}"))
         return result
-    base_runs = [run for run in runs(_job(config)) if run.ok]
-    before_runs = [run for run in runs(_job(config, NO_HUGE_PAGES)) if run.ok]
+    base_runs = ok_runs(runs, _job(config))
+    before_runs = ok_runs(runs, _job(config, NO_HUGE_PAGES))
     if not base_runs:
-        reason = next((run.reason for run in runs(_job(config))), "not run")
-        result.rows.append(Row("profile of Horovod/MPI", None, None, f"n/a: {reason}"))
+        result.rows.append(Row("profile of Horovod/MPI", None, None, not_measured(runs, _job(config))))
         return result
     nbytes = int(base_runs[0].ranks[0]["bytes"])
     pooled = pooled_samples(base_runs, ("seconds",))
@@ -71,7 +70,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     horovod_fraction = paired_ratios(pooled["copy"], pooled["horovod"])
     result.rows.append(Row(f"{size_text(nbytes)}: copy bandwidth fraction, Horovod allreduce", horovod_fraction, None,
                            "copy time / allreduce time, timed in turns"))
-    alone_runs = [run for run in runs(_job(config, mpi_alone=True)) if run.ok]
+    alone_runs = ok_runs(runs, _job(config, mpi_alone=True))
     if alone_runs:
         alone = pooled_samples(alone_runs, ("seconds",))
         result.rows.append(Row(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.engines import default_engine, engine_label
 from smddp_compat.bench.jobs import Job
-from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, pooled_samples
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, not_measured, ok_runs, pooled_samples
 from smddp_compat.bench.stats import paired_ratios, summarise
 from smddp_compat.bench.measurements._collectives_job import collectives_job
 
@@ -36,12 +36,11 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     result = MeasurementResult(NAME, TITLE)
     default = default_engine(RANKS)
     for engine, job in _jobs(config).items():
-        ok = [run for run in runs(job) if run.ok and NAME in run.ranks[0]]  # later rounds skip this part
+        ok = ok_runs(runs, job, NAME)
         name = engine_label(engine, RANKS)
         goal = GOAL if engine == default else None
         if not ok:
-            reason = next((run.reason for run in runs(job)), "not run")
-            result.rows.append(Row(f"per-tensor in tf.function / grouped: {name}", None, goal, f"n/a: {reason}"))
+            result.rows.append(Row(f"per-tensor in tf.function / grouped: {name}", None, goal, not_measured(runs, job)))
             continue
         part = ok[0].ranks[0][NAME]
         pooled = pooled_samples(ok, (NAME, "seconds"))
