@@ -104,7 +104,6 @@ class JobRun:
     """What one run of a job gave.
 
     Attributes:
-        job: The job.
         round: The round it ran in (0-based).
         ok: Every rank succeeded and wrote its result.
         reason: Why not, when not ok.

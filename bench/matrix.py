@@ -241,7 +241,6 @@ class CellResult:
     """What the matrix says about one cell.
 
     Attributes:
-        cell: The cell.
         result: ``works``, ``does not`` or ``cannot run`` (declared, not run), or ``not run`` (left out this time).
         reason: Why not (one line), '' when it works.
         fix: What to do instead, when known.

@@ -132,15 +132,13 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
         name = f"{ENGINE_NAMES[engine]}{' (default)' if engine == defaults[ranks] else ''}, {ranks} ranks"
         comparison = f"{size_text(largest)} allreduce / copy bandwidth: {name}"
         goal = GOAL if engine == default and ranks == COMPARED_RANKS else None
-        all_runs = list(runs(job))
-        ok = [run for run in all_runs if run.ok]
+        ok = ok_runs(runs, job)
         result.raw["engines"][f"{engine}-{ranks}"] = {
-            "engine": engine, "ranks": ranks, "runs": [run.to_json() for run in all_runs],
+            "engine": engine, "ranks": ranks, "runs": [run.to_json() for run in runs(job)],
             "sizes": _engine_raw(ok, sizes) if ok else {},
         }
         if not ok:
-            reason = all_runs[0].reason if all_runs else "not run"
-            result.rows.append(Row(comparison, None, goal, f"n/a: {reason}"))
+            result.rows.append(Row(comparison, None, goal, not_measured(runs, job)))
             continue
         at_largest = result.raw["engines"][f"{engine}-{ranks}"]["sizes"][str(largest)]
         fraction = paired_ratios(*(_pooled(ok, largest)[v] for v in ("copy", "allreduce")))
