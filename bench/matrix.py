@@ -125,12 +125,8 @@ class Cell:
         """The script's hyperparameters (names without ``--``)."""
         if self.program == _PLAIN:
             return {"strategy": "none" if self.strategy == "none" else "mwms", "steps": "30"}
-        steps = {"smddp": {"epochs": "1", "max-steps": "30", "log-steps": "10"},
-                 "horovod": {"epochs": "1", "steps-per-epoch": "30", "log-steps": "10"},
-                 "mwms": {"epochs": "1", "steps-per-epoch": "30", "log-steps": "10"},
-                 "dtensor": {"epochs": "1", "log-steps": "10"},
-                 "parameter_server": {"epochs": "1", "steps-per-epoch": "30", "log-steps": "10"}}[self.strategy]
-        return {**steps, **_SMALL_HP}
+        steps = {"smddp": {"max-steps": "30"}, "dtensor": {}}.get(self.strategy, {"steps-per-epoch": "30"})
+        return {"epochs": "1", **steps, "log-steps": "10", **_SMALL_HP}
 
     @property
     def environment(self) -> dict[str, str]:
