@@ -136,8 +136,7 @@ class Cell:
     @property
     def local_distribution(self) -> list[str]:
         """``smddp local`` options for the strategy."""
-        name = {"smddp": "smddp", "horovod": "mpi", "mwms": "mwms", "dtensor": "dtensor",
-                "parameter_server": "parameter_server", "none": "none"}[self.strategy]
+        name = "mpi" if self.strategy == "horovod" else self.strategy
         extra = ["--mesh", "batch=4", "--devices-per-process", "2"] if self.strategy == "dtensor" else []
         return ["--distribution", name, *extra]
 
