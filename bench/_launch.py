@@ -17,9 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from smddp_compat.launcher import reserve_ports
-from smddp_compat.launcher import ProcessSpec, run_process_group
-
+from smddp_compat.launcher import ProcessSpec, reserve_ports, run_process_group
 from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
 from smddp_compat.bench.errors import BenchInterrupted
 from smddp_compat.bench.jobs import MAIN_JOB, Job, JobRun, Launcher
@@ -156,13 +154,8 @@ def _read_ranks(result_dir: Path, expected: int) -> tuple[list[dict], str]:
 
 
 def run_job(job: Job, config: BenchConfig, round_index: int, *, timeout: float | None = None) -> JobRun:
-    """Runs ``job`` once and returns what it gave; never raises for a failed job (see ``JobRun.reason``).
-
-    Args:
-        job: The job.
-        config: The bench configuration (output folder, timeout).
-        round_index: The round (names the run's folder and log).
-        timeout: Seconds before the job is stopped (default ``config.job_timeout``).
+    """Runs ``job`` once in ``round_index`` (which names the run's folder and log under ``config.out_dir``), stopped
+    after ``timeout`` seconds (default ``config.job_timeout``); never raises for a failed job (see ``JobRun.reason``).
     """
     limit = config.job_timeout if timeout is None else timeout
     run_dir = config.out_dir / "jobs" / f"{job.label}-r{round_index}"
