@@ -13,7 +13,6 @@ __all__ = ["format_table", "format_markdown", "results_json", "strategy_markdown
 
 _HEADERS = ("comparison", "ratio median [IQR]", "n", "goal", "met", "figures")
 
-
 _VERDICT_CELLS = {
     Verdict.MET: "yes",
     Verdict.NOT_MET: "NO",
@@ -118,8 +117,6 @@ def strategy_markdown(strategies_raw: dict[str, Any]) -> str:
             ]) + " |")
         out.append("")
     return "\n".join(out)
-
-
 
 
 def results_json(results: Sequence[MeasurementResult], machine: dict[str, Any], date: str, duration: float,

@@ -153,8 +153,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-
-
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
     """Builds the validated job from :func:`build_parser`'s arguments (the demo job when no entry point is given).
 
