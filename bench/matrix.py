@@ -159,12 +159,9 @@ class Cell:
 
 
 def declared_not_runnable(cell: Cell) -> tuple[str, str] | None:
-    """Why ``cell`` cannot work, and the fix, without running it (None: it runs).
-
-    - Parameter-server training on Keras 3: Keras 3 does not support it (keras-team/keras#18624).
-    - MWMS, DTensor and parameter server under ``smddprun``: smddprun starts Horovod ranks; it sets Horovod's
-      variables (rank, size, rendezvous), never ``TF_CONFIG`` or ``DTENSOR_JOBS``, so each process would train alone.
-    """
+    """Why ``cell`` cannot work, and the fix, without running it (None: it runs): parameter-server training on
+    Keras 3, and MWMS, DTensor or parameter server under ``smddprun`` (it sets Horovod's rank, size and rendezvous,
+    never ``TF_CONFIG`` or ``DTENSOR_JOBS``)."""
     if cell.strategy == "parameter_server" and cell.keras == "keras3":
         return ("Keras 3 does not support parameter-server training (keras-team/keras#18624)", _TF_KERAS_FIX)
     if cell.launcher == "smddprun" and cell.strategy in ("mwms", "dtensor", "parameter_server"):
