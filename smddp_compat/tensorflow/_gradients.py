@@ -6,6 +6,7 @@ bucket one grouped Horovod all-reduce, so many small gradients cost a few messag
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import Any, Sequence
 
@@ -116,10 +117,13 @@ class GradientReducer:
             prescale = 1.0 / self.gradient_predivide_factor
             postscale = self.gradient_predivide_factor / _hvd.size()
         groups = self._buckets(dense, grads) + ([sparse] if sparse else [])
-        with collective_errors("gradient allreduce", f"{len(present)} gradients"):
-            for group in groups:
-                reduced = _hvd.grouped_allreduce([grads[i] for i in group], compression=self.compression, op=op,
-                                                 prescale_factor=prescale, postscale_factor=postscale)
+        with collective_errors("gradient allreduce", f"{len(present)} gradients") as watched:
+            for number, group in enumerate(groups, 1):
+                inputs = [grads[i] for i in group]
+                bucket = f"{len(present)} gradients, bucket {number} of {len(groups)}"
+                reduce_bucket = functools.partial(_hvd.grouped_allreduce, inputs, compression=self.compression, op=op,
+                                                  prescale_factor=prescale, postscale_factor=postscale)
+                reduced = watched(inputs, reduce_bucket, detail=bucket)
                 for index, value in zip(group, reduced):
                     out[index] = value
         return out

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from typing import Any, Iterator, Sequence
+import functools
+from typing import Any, Callable, Iterator, Sequence
 
 import horovod.tensorflow as _hvd
 import tensorflow as tf
 from horovod.tensorflow.compression import Compressor as _Compressor
+from tensorflow.python.ops import control_flow_util  # GraphOrParentsInXlaContext: TF has no public equivalent
 
 from smddp_compat.errors import CollectiveError, NotSupportedError, UsageError
 from smddp_compat.tensorflow import _stall
@@ -112,21 +114,74 @@ def check_device_arguments(device_dense: str = "", device_sparse: str = "") -> N
             )
 
 
+def _built_now(inputs: Any, build: Callable[[], Any], detail: str = "") -> Any:
+    return build()
+
+
+def _horovod_op_name(outputs: Any) -> str | None:
+    """The name of the one Horovod op whose results ``outputs`` are (Horovod's name for the collective when the
+    caller gave none), or None when they come from several."""
+    names = set()
+    for output in tf.nest.flatten(outputs, expand_composites=True):
+        op = output.op
+        for _ in range(6):  # what Horovod adds after its op: decompression, averaging, an identity
+            if op.type.startswith("Horovod") or not op.inputs:
+                break
+            op = op.inputs[0].op
+        names.add(op.name if op.type.startswith("Horovod") else None)
+    return names.pop() if len(names) == 1 else None
+
+
+def _watched_in_graph(operation: str, tensor: str | None, inputs: Any, build: Callable[[], Any],
+                      detail: str = "") -> Any:
+    """Builds a collective traced in a ``tf.function`` between two run-time calls of the stall watchdog.
+
+    The first runs once ``inputs`` are computed, just before the collective, and registers it as the eager path
+    does; the second, once its outputs are, ends it. Both are independent of the function's other stateful ops
+    (concurrent collectives stay concurrent, as Horovod fuses them). Left out when the watchdog is off (nothing is
+    added), under XLA (it compiles no Python call) and outside ``tf.function`` (no automatic control dependencies).
+    """
+    graph = tf.compat.v1.get_default_graph()
+    automatic_dependencies = graph.experimental_acd_manager
+    if (automatic_dependencies is None or _stall.active_watchdog() is None
+            or control_flow_util.GraphOrParentsInXlaContext(graph)):
+        return build()
+    description = [_stall.describe(operation, detail, tensor)]
+    # Tensors computed in this graph (values from outside it are there when the function starts).
+    ready = [t for t in tf.nest.flatten(inputs, expand_composites=True) if getattr(t, "graph", None) is graph]
+    with tf.control_dependencies(ready):
+        token = tf.numpy_function(functools.partial(_stall.enter_traced, description), [], tf.int64,
+                                  stateful=True, name="smddp_stall_enter")
+    with tf.control_dependencies([token]):
+        outputs = build()
+    if tensor is None:
+        description[0] = _stall.describe(operation, detail, _horovod_op_name(outputs))
+    with tf.control_dependencies(tf.nest.flatten(outputs, expand_composites=True)):
+        done = tf.numpy_function(_stall.leave_traced, [token], tf.int64, stateful=True, name="smddp_stall_leave")
+    automatic_dependencies.run_independently(token.op)
+    automatic_dependencies.run_independently(done.op)
+    return outputs
+
+
 @contextlib.contextmanager
-def collective_errors(operation: str, detail: str = "", *, tensor: str | None = None) -> Iterator[None]:
+def collective_errors(operation: str, detail: str = "", *, tensor: str | None = None) -> Iterator[Callable[..., Any]]:
     """Turns TensorFlow errors raised by a Horovod collective into CollectiveError with a readable reason.
 
     Eager collectives are also registered with the stall watchdog (:mod:`smddp_compat.tensorflow._stall`), which
-    reports and ends a rank that waits too long in one. Inside ``tf.function`` this only wraps graph building.
+    reports and ends a rank that waits too long in one. Inside ``tf.function`` this only wraps graph building;
+    the collective is built by the function it yields, ``watched(inputs, build, detail="")``, which calls ``build()``
+    and, in a ``tf.function``, makes the graph tell the watchdog when the collective runs (see
+    :func:`_watched_in_graph`; ``detail`` there names one of several collectives).
 
     Args:
         operation: The collective's name, e.g. "allreduce".
         detail: What it works on, e.g. "3 gradients".
         tensor: The tensor's name when the caller gave one (named in stall reports).
     """
-    token = _stall.enter(operation, detail, tensor) if tf.executing_eagerly() else None
+    eager = tf.executing_eagerly()
+    token = _stall.enter(operation, detail, tensor) if eager else None
     try:
-        yield
+        yield _built_now if eager else functools.partial(_watched_in_graph, operation, tensor, detail=detail)
     except tf.errors.OpError as exc:
         message = exc.message if hasattr(exc, "message") else str(exc)
         fix = "every rank must call the same collectives, in the same order, with the same shapes and dtypes"
@@ -198,9 +253,10 @@ def allreduce(
     check_device_arguments(device_dense, device_sparse)
     resolved_op = resolve_op(op, average)
     codec = resolve_compression(compression)
-    with collective_errors("allreduce", tensor=name):
-        return _hvd.allreduce(tensor, compression=codec, op=int(resolved_op), prescale_factor=prescale_factor,
-                              postscale_factor=postscale_factor, name=name, **horovod_kwargs)
+    with collective_errors("allreduce", tensor=name) as watched:
+        return watched(tensor, lambda: _hvd.allreduce(
+            tensor, compression=codec, op=int(resolved_op), prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor, name=name, **horovod_kwargs))
 
 
 def grouped_allreduce(
@@ -226,8 +282,9 @@ def grouped_allreduce(
     codec = resolve_compression(compression)
     if not tensors:
         return []
-    with collective_errors("grouped_allreduce", f"{len(tensors)} tensors"):
-        return list(_hvd.grouped_allreduce(list(tensors), compression=codec, op=int(resolved_op), **horovod_kwargs))
+    with collective_errors("grouped_allreduce", f"{len(tensors)} tensors") as watched:
+        return watched(tensors, lambda: list(
+            _hvd.grouped_allreduce(list(tensors), compression=codec, op=int(resolved_op), **horovod_kwargs)))
 
 
 def oob_allreduce(tensor: Any, compression: Any = Compression.none, op: Any = ReduceOp.AVERAGE) -> tf.Tensor:
@@ -242,8 +299,8 @@ def oob_allreduce(tensor: Any, compression: Any = Compression.none, op: Any = Re
     require_init("oob_allreduce")
     resolved_op = resolve_op(op, allowed=(ReduceOp.AVERAGE,))
     codec = resolve_compression(compression)
-    with collective_errors("oob_allreduce"):
-        return _hvd.allreduce(tensor, compression=codec, op=int(resolved_op), name=None)
+    with collective_errors("oob_allreduce") as watched:
+        return watched(tensor, lambda: _hvd.allreduce(tensor, compression=codec, op=int(resolved_op), name=None))
 
 
 def allgather(tensor: Any, name: str | None = None, **horovod_kwargs: Any) -> tf.Tensor:
@@ -253,8 +310,8 @@ def allgather(tensor: Any, name: str | None = None, **horovod_kwargs: Any) -> tf
         NotInitializedError, CollectiveError.
     """
     require_init("allgather")
-    with collective_errors("allgather", tensor=name):
-        return _hvd.allgather(tensor, name=name, **horovod_kwargs)
+    with collective_errors("allgather", tensor=name) as watched:
+        return watched(tensor, lambda: _hvd.allgather(tensor, name=name, **horovod_kwargs))
 
 
 def _check_root_rank(root_rank: Any) -> int:
@@ -274,8 +331,8 @@ def broadcast(tensor: Any, root_rank: int, name: str | None = None, **horovod_kw
     """
     require_init("broadcast")
     root = _check_root_rank(root_rank)
-    with collective_errors("broadcast", f"root rank {root}", tensor=name):
-        return _hvd.broadcast(tensor, root, name=name, **horovod_kwargs)
+    with collective_errors("broadcast", f"root rank {root}", tensor=name) as watched:
+        return watched(tensor, lambda: _hvd.broadcast(tensor, root, name=name, **horovod_kwargs))
 
 
 def _broadcast_values(values: list[tf.Tensor], root_rank: int) -> list[tf.Tensor]:
@@ -311,8 +368,9 @@ def broadcast_variables(variables: Sequence[Any], root_rank: int) -> None:
     if not targets:
         return
     values = [tf.convert_to_tensor(t) for t in targets]
-    with collective_errors("broadcast_variables", f"{len(targets)} variables from rank {root}"):
-        received = _broadcast_values_fn(values, root) if tf.executing_eagerly() else _broadcast_values(values, root)
+    with collective_errors("broadcast_variables", f"{len(targets)} variables from rank {root}") as watched:
+        broadcast_values = _broadcast_values_fn if tf.executing_eagerly() else _broadcast_values
+        received = watched(values, lambda: broadcast_values(values, root))
         for target, value in zip(targets, received):
             target.assign(value)
 

@@ -40,7 +40,8 @@ from smddp_compat.errors import UsageError
 
 __all__ = [
     "STALL_EXIT_CODE", "DEFAULT_WARNING_SECONDS", "DIR_VARIABLE", "WARNING_VARIABLE", "TIMEOUT_VARIABLE", "StallConfig",
-    "Identity", "StallWatchdog", "status_path", "describe_missing_ranks", "enter", "leave", "watch", "active_watchdog",
+    "Identity", "StallWatchdog", "status_path", "describe_missing_ranks", "describe", "enter", "leave", "enter_traced",
+    "leave_traced", "watch", "active_watchdog",
 ]
 
 #: Exit code of a rank ended by the watchdog (EX_SOFTWARE: "internal software error").
@@ -406,23 +407,41 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def enter(operation: str, detail: str = "", tensor: str | None = None) -> int | None:
-    """Registers an eager collective with the process's watchdog; returns a token for :func:`leave` (None if off)."""
-    watchdog = _watchdog if _configured else active_watchdog()
-    if watchdog is None:
-        return None
+def describe(operation: str, detail: str = "", tensor: str | None = None) -> str:
+    """How reports name a collective, e.g. ``allreduce of tensor 'grad_0' (3 gradients)``."""
     description = operation
     if tensor:
         description += f" of tensor {tensor!r}"
     if detail:
         description += f" ({detail})"
-    return watchdog.enter(description)
+    return description
+
+
+def enter(operation: str, detail: str = "", tensor: str | None = None) -> int | None:
+    """Registers an eager collective with the process's watchdog; returns a token for :func:`leave` (None if off)."""
+    watchdog = _watchdog if _configured else active_watchdog()
+    if watchdog is None:
+        return None
+    return watchdog.enter(describe(operation, detail, tensor))
 
 
 def leave(token: int | None) -> None:
     """Ends what :func:`enter` registered."""
     if token is not None and _watchdog is not None:
         _watchdog.leave(token)
+
+
+def enter_traced(description: list[str]) -> int:
+    """Run-time start of a collective traced in a ``tf.function`` (called by the graph, see ``_ops``): registers
+    ``description[0]``, set once the trace named the collective; returns the token for :func:`leave_traced`."""
+    token = _watchdog.enter(description[0]) if _watchdog is not None else None
+    return -1 if token is None else token
+
+
+def leave_traced(token: object) -> int:
+    """Run-time end of what :func:`enter_traced` registered; returns 0 (a graph op needs an output)."""
+    leave(int(token))  # type: ignore[call-overload]
+    return 0
 
 
 @contextlib.contextmanager
