@@ -35,8 +35,9 @@ def with_shim_on_path(env: dict[str, str], *, enabled: bool = True, stream=sys.s
 
 
 #: Seconds Horovod's own stall shutdown waits beyond smddp_compat's watchdog: the watchdog ends a rank stalled in
-#: an eager collective first (naming the collective and the missing ranks, writing the failure file); Horovod's
-#: inspector, which works under the MPI controller only, still ends a rank stalled in a ``tf.function`` step.
+#: one of the kit's collectives first (naming the collective and the missing ranks, writing the failure file);
+#: Horovod's inspector, which works under the MPI controller only, still ends one stalled elsewhere (a collective
+#: called through Horovod's own API, or compiled by XLA).
 HOROVOD_SHUTDOWN_MARGIN_SECONDS = 5
 
 

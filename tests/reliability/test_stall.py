@@ -221,13 +221,15 @@ def test_watch_is_a_no_op_when_the_watchdog_is_off() -> None:
 # -- real ranks under smddprun --------------------------------------------------------------------------------------
 
 @pytest.mark.processes
+@pytest.mark.parametrize("mode", ["eager", "graph"])
 @pytest.mark.parametrize("engine", ["gloo", "mpi"])
-def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp: Path, engine: str) -> None:
+def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp: Path, engine: str, mode: str) -> None:
+    """Eagerly, or inside a ``tf.function`` (where Horovod's own inspector is inert under Gloo too)."""
     entered: list[float] = []
     output_dir = tmp_path / "output"
     job = launch(
         smddprun("-np", "2", f"--{engine}", "--timeout", "150", "--grace", "3", "--stall-check-seconds", "2",
-                 "--stall-shutdown-seconds", "6", sys.executable, str(PROGRAMS / "stall.py")),
+                 "--stall-shutdown-seconds", "6", sys.executable, str(PROGRAMS / "stall.py"), mode),
         env=quiet_env(SM_OUTPUT_DIR=str(output_dir)),
         timeout=200,
         on_line=lambda line: entered.extend(float(m) for m in re.findall(r"^\[0\] ENTERING ([0-9.]+)$", line)),
@@ -236,7 +238,7 @@ def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp
     assert job.returncode == _stall.STALL_EXIT_CODE, output
     assert entered, output
     stall_to_end = job.ended - entered[0]
-    print(f"stall: rank 0 entered the collective {stall_to_end:.1f} s before smddprun ended (limit 6 s)")
+    print(f"stall ({mode}): rank 0 entered the collective {stall_to_end:.1f} s before smddprun ended (limit 6 s)")
     assert 6.0 <= stall_to_end < 6.0 + 8.0, output
     assert "[0] smddp_compat: WARNING: rank 0 (host localhost) has waited 2." in output
     assert re.search(r"\[0\] smddp_compat: ERROR: Stalled collective: rank 0 \(host localhost\) has waited 6\.\d s in "
@@ -247,4 +249,88 @@ def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp
     failure = (output_dir / "failure").read_text()
     assert failure.startswith("Stalled collective: rank 0 (host localhost)") and "ranks not in it: 1." in failure
     assert alive(job.descendants) == []
-    assert list(private_tmp.iterdir()) == []  # smddprun removed its status directory
+    # smddprun removed its status directory (TensorFlow's autograph files of the ended ranks may stay).
+    assert [p for p in private_tmp.iterdir() if not p.name.startswith("__autograph_generated_file")] == []
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("flavour", ["keras", "tf_keras"])
+def test_collectives_in_tf_function_are_watched_and_finished_ones_are_no_stall(tmp_path: Path, flavour: str) -> None:
+    """Each collective that can be traced (single, in a loop, DistributedGradientTape, DistributedOptimizer, Keras
+    ``fit``) registers with the watchdog when it runs and leaves it when done, with the names the eager path uses;
+    collectives built in a different order on each rank still run concurrently; sleeping past the limit after them
+    is no stall."""
+    job = launch(
+        smddprun("-np", "2", "--gloo", "--timeout", "150", "--stall-check-seconds", "4", "--stall-shutdown-seconds",
+                 "8", sys.executable, str(PROGRAMS / "graph_collectives.py")),
+        env=quiet_env(RESULT_DIR=str(tmp_path), SLEEP_SECONDS="9",
+                      **({"TF_USE_LEGACY_KERAS": "1"} if flavour == "tf_keras" else {})),
+        timeout=200,
+    )
+    assert job.returncode == 0, job.output  # (a warning may come while the other rank still traces a step)
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    for phases in ranks:
+        assert phases.pop("keras") == flavour
+        assert {name: (p["completed"], p["open"]) for name, p in phases.items()} == {
+            "singles": (5, 0), "loop": (3, 0), "tape": (2, 0), "optimizer": (1, 0), "fit": (4, 0)}
+        singles = sorted(phases["singles"]["seen"])
+        assert singles[:3] == ["allgather of tensor 'gathered'", "allreduce of tensor 'named'",
+                               "broadcast of tensor 'broadcasted' (root rank 0)"]
+        assert re.fullmatch(r"grouped_allreduce of tensor 'HorovodGroupedAllreduce_\w+' \(2 tensors\)", singles[3])
+        assert re.fullmatch(r"oob_allreduce of tensor 'HorovodAllreduce_\w+'", singles[4])
+        assert phases["loop"]["seen"] == ["allreduce of tensor 'looped'"] * 3
+        gradients = r"gradient allreduce of tensor '[\w/]*HorovodGroupedAllreduce_\w+' \(4 gradients, bucket 1 of 1\)"
+        assert re.fullmatch(gradients, phases["tape"]["seen"][0])
+        assert phases["tape"]["seen"][1] == "broadcast_variables (4 variables from rank 0)"
+        assert all(re.fullmatch(gradients, seen) for seen in phases["optimizer"]["seen"] + phases["fit"]["seen"])
+    assert {k: sorted(p["seen"]) for k, p in ranks[0].items()} == {k: sorted(p["seen"]) for k, p in ranks[1].items()}
+
+
+def _traced_step(watched_by: list[list[str]]):
+    """A ``tf.function`` around one collective of the kit's kind; the collective (a Python call standing for the
+    Horovod op) records what the watchdog holds while it runs."""
+    import tensorflow as tf
+
+    from smddp_compat.tensorflow import _ops
+
+    def collective(value):
+        watchdog = _stall.active_watchdog()
+        watched_by.append(sorted(d for d, _ in watchdog.active.values()) if watchdog is not None else [])
+        return value
+
+    @tf.function
+    def step(x):
+        with _ops.collective_errors("allreduce", tensor="grad") as watched:
+            return watched(x * 2, lambda: tf.numpy_function(collective, [x * 2], tf.float32))
+
+    return step
+
+
+def test_a_traced_collective_is_watched_each_time_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tensorflow as tf
+
+    dog, exits, out = _watchdog(tmp_path)
+    monkeypatch.setattr(_stall, "_watchdog", dog)
+    monkeypatch.setattr(_stall, "_configured", True)
+    watched_by: list[list[str]] = []
+    step = _traced_step(watched_by)
+    for _ in range(2):
+        assert step(tf.ones([2])).numpy().tolist() == [2.0, 2.0]
+    assert watched_by == [["allreduce of tensor 'grad'"]] * 2  # registered before it ran, as the eager path does
+    assert dog.active == {} and dog.completed == 2 and dog.last_completed[0] == "allreduce of tensor 'grad'"
+    assert exits == [] and out.getvalue() == ""
+    jit = tf.function(step.python_function, jit_compile=True)  # XLA compiles no Python call: left unwatched
+    types = [op.type for op in jit.get_concrete_function(tf.ones([2])).graph.get_operations()]
+    assert types.count("PyFunc") == 1  # the stand-in collective only
+
+
+def test_collectives_traced_without_the_watchdog_add_nothing_to_the_graph() -> None:
+    if _stall.active_watchdog() is not None:
+        pytest.skip("this test process runs with SMDDP_STALL_* set")
+    import tensorflow as tf
+
+    watched_by: list[list[str]] = []
+    step = _traced_step(watched_by)
+    assert step(tf.ones([2])).numpy().tolist() == [2.0, 2.0] and watched_by == [[]]
+    types = [op.type for op in step.get_concrete_function(tf.ones([2])).graph.get_operations()]
+    assert types.count("PyFunc") == 1  # the stand-in collective only
