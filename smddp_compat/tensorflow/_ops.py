@@ -136,10 +136,11 @@ def _watched_in_graph(operation: str, tensor: str | None, inputs: Any, build: Ca
                       detail: str = "") -> Any:
     """Builds a collective traced in a ``tf.function`` between two run-time calls of the stall watchdog.
 
-    The first runs once ``inputs`` are computed, just before the collective, and registers it as the eager path
-    does; the second, once its outputs are, ends it. Both are independent of the function's other stateful ops
-    (concurrent collectives stay concurrent, as Horovod fuses them). Left out when the watchdog is off (nothing is
-    added), under XLA (it compiles no Python call) and outside ``tf.function`` (no automatic control dependencies).
+    The first runs once ``inputs`` are computed, beside the collective (which does not wait for Python), and
+    registers it as the eager path does; the second, once its outputs are, ends it. Both are independent of the
+    function's other stateful ops (concurrent collectives stay concurrent, as Horovod fuses them). Left out when the
+    watchdog is off (nothing is added), under XLA (it compiles no Python call) and outside ``tf.function`` (no
+    automatic control dependencies).
     """
     graph = tf.compat.v1.get_default_graph()
     automatic_dependencies = graph.experimental_acd_manager
@@ -152,8 +153,7 @@ def _watched_in_graph(operation: str, tensor: str | None, inputs: Any, build: Ca
     with tf.control_dependencies(ready):
         token = tf.numpy_function(functools.partial(_stall.enter_traced, description), [], tf.int64,
                                   stateful=True, name="smddp_stall_enter")
-    with tf.control_dependencies([token]):
-        outputs = build()
+    outputs = build()
     if tensor is None:
         description[0] = _stall.describe(operation, detail, _horovod_op_name(outputs))
     with tf.control_dependencies(tf.nest.flatten(outputs, expand_composites=True)):

@@ -437,8 +437,7 @@ def leave(token: int | None) -> None:
 def enter_traced(description: list[str]) -> int:
     """Run-time start of a collective traced in a ``tf.function`` (called by the graph, see ``_ops``): registers
     ``description[0]``, set once the trace named the collective; returns the token for :func:`leave_traced`."""
-    token = _watchdog.enter(description[0]) if _watchdog is not None else None
-    return -1 if token is None else token
+    return _watchdog.enter(description[0]) if _watchdog is not None else -1
 
 
 def leave_traced(token: object) -> int:

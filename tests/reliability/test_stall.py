@@ -16,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 
 from tests.reliability.conftest import PROGRAMS, alive, launch, quiet_env, smddprun
 
 from smddp_compat.errors import UsageError
-from smddp_compat.tensorflow import _stall
+from smddp_compat.tensorflow import _ops, _stall
 
 
 def _me(rank: int = 0, size: int = 3) -> "_stall.Identity":
@@ -286,51 +287,33 @@ def test_collectives_in_tf_function_are_watched_and_finished_ones_are_no_stall(t
     assert {k: sorted(p["seen"]) for k, p in ranks[0].items()} == {k: sorted(p["seen"]) for k, p in ranks[1].items()}
 
 
-def _traced_step(watched_by: list[list[str]]):
-    """A ``tf.function`` around one collective of the kit's kind; the collective (a Python call standing for the
-    Horovod op) records what the watchdog holds while it runs."""
-    import tensorflow as tf
+@tf.function
+def _traced_step(x):
+    """One collective of the kit's kind in a ``tf.function`` (``x * 2`` stands for the Horovod op)."""
+    with _ops.collective_errors("allreduce", tensor="grad") as watched:
+        return watched(x, lambda: x * 2)
 
-    from smddp_compat.tensorflow import _ops
 
-    def collective(value):
-        watchdog = _stall.active_watchdog()
-        watched_by.append(sorted(d for d, _ in watchdog.active.values()) if watchdog is not None else [])
-        return value
-
-    @tf.function
-    def step(x):
-        with _ops.collective_errors("allreduce", tensor="grad") as watched:
-            return watched(x * 2, lambda: tf.numpy_function(collective, [x * 2], tf.float32))
-
-    return step
+def _python_calls(function: Callable) -> int:
+    return sum(op.type == "PyFunc" for op in function.get_concrete_function(tf.ones([2])).graph.get_operations())
 
 
 def test_a_traced_collective_is_watched_each_time_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tensorflow as tf
-
     dog, exits, out = _watchdog(tmp_path)
     monkeypatch.setattr(_stall, "_watchdog", dog)
     monkeypatch.setattr(_stall, "_configured", True)
-    watched_by: list[list[str]] = []
-    step = _traced_step(watched_by)
-    for _ in range(2):
+    step = tf.function(_traced_step.python_function)
+    for calls in (1, 2):
         assert step(tf.ones([2])).numpy().tolist() == [2.0, 2.0]
-    assert watched_by == [["allreduce of tensor 'grad'"]] * 2  # registered before it ran, as the eager path does
-    assert dog.active == {} and dog.completed == 2 and dog.last_completed[0] == "allreduce of tensor 'grad'"
+        assert dog.active == {} and dog.completed == calls  # entered and left at run time, once per call
+    assert dog.last_completed[0] == "allreduce of tensor 'grad'"  # named as the eager path names it
     assert exits == [] and out.getvalue() == ""
-    jit = tf.function(step.python_function, jit_compile=True)  # XLA compiles no Python call: left unwatched
-    types = [op.type for op in jit.get_concrete_function(tf.ones([2])).graph.get_operations()]
-    assert types.count("PyFunc") == 1  # the stand-in collective only
+    assert _python_calls(step) == 2
+    assert _python_calls(tf.function(_traced_step.python_function, jit_compile=True)) == 0  # XLA runs no Python
 
 
 def test_collectives_traced_without_the_watchdog_add_nothing_to_the_graph() -> None:
     if _stall.active_watchdog() is not None:
         pytest.skip("this test process runs with SMDDP_STALL_* set")
-    import tensorflow as tf
-
-    watched_by: list[list[str]] = []
-    step = _traced_step(watched_by)
-    assert step(tf.ones([2])).numpy().tolist() == [2.0, 2.0] and watched_by == [[]]
-    types = [op.type for op in step.get_concrete_function(tf.ones([2])).graph.get_operations()]
-    assert types.count("PyFunc") == 1  # the stand-in collective only
+    assert _traced_step(tf.ones([2])).numpy().tolist() == [2.0, 2.0]
+    assert _python_calls(_traced_step) == 0
