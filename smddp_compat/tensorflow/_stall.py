@@ -8,7 +8,7 @@ for the collectives entered through smddp_compat, on any controller.
   (``pytest tests/reliability/test_stall.py -k hot_path -s`` prints it; the test fails above 5 us).
 * Every collective traced in a ``tf.function`` (the same ones, a DistributedOptimizer's and Keras ``fit``'s
   included) does the same at run time, through two Python calls the trace adds around it (:func:`enter_traced`,
-  :func:`leave_traced`): about 35 us per collective and step; nothing is added when the watchdog is off.
+  :func:`leave_traced`): about 40 us of CPU per collective and step; nothing is added when the watchdog is off.
 * A daemon thread per process publishes this rank's state to ``$SMDDP_STALL_DIR/rank-<N>.json`` (the collective it
   waits in and since when, or how many it completed and the last one; at least every second as a heartbeat). At
   ``SMDDP_STALL_WARNING_SECONDS`` in one collective it warns, naming the collective and the ranks not in it (from
