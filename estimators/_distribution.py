@@ -68,12 +68,13 @@ def host_capacity(spec: InstanceSpec, instance_count: int = 1) -> HostCapacity:
 
 
 def plan_distribution(
-    distribution: Mapping[str, Any] | None, *, spec: InstanceSpec, instance_count: int
+    distribution: Mapping[str, Any] | DistributionConfig | None, *, spec: InstanceSpec, instance_count: int
 ) -> DistributionPlan:
     """Checks ``distribution`` against the instance type and count, and plans the launch.
 
     The checks are those of :class:`smddp_compat.distribution_config.DistributionConfig`, shared with local mode and
-    the CLIs.
+    the CLIs. ``distribution`` is the SDK's dictionary (SDK v2's ``distribution=``), or a config another entry built
+    (an SDK v3 plug-in's), whose field names the errors keep.
 
     ``distribution`` None or empty: a single process per host; ``instance_count`` already checked >= 1.
 
@@ -82,7 +83,8 @@ def plan_distribution(
             process count the instance cannot hold, or a DTensor mesh that does not match the devices.
     """
     original = dict(distribution) if isinstance(distribution, Mapping) else {}
-    given = DistributionConfig.from_sdk_dict(distribution)
+    given = distribution if isinstance(distribution, DistributionConfig) else DistributionConfig.from_sdk_dict(
+        distribution)
     config = given.resolve(host_capacity(spec, instance_count), instance_count)
     strategy = config.strategy
     return DistributionPlan(config.kind, config.processes_per_host or 1, config.custom_mpi_options,

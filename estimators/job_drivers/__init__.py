@@ -5,8 +5,11 @@ place of (or around) the user's script, for what SageMaker's toolkit does not la
 - ``dtensor_launch``: the entry point of ``distribution={"dtensor": ...}`` jobs (SDK v2). Sets DTENSOR_JOBS,
   DTENSOR_CLIENT_ID and DTENSOR_JOB_NAME from SM_HOSTS / SM_CURRENT_HOST and starts the user's script.
 - ``dtensor_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.DTensor` (reuses ``dtensor_launch``).
-- ``smddp_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.SMDDPCompat`.
+- ``smddp_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.SMDDPCompat`, and through
+  ``horovod_driver`` of :class:`~smddp_compat.estimators.sdk3.Horovod`.
+- ``mwms_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.MultiWorkerMirrored`.
 - ``ps_driver``: the SDK v3 driver of :class:`smddp_compat.estimators.sdk3.ParameterServer`.
+- ``hyperparameter_args``: what every SDK v3 driver reads (SM_ENTRY_SCRIPT, SM_HPS, SM_DISTRIBUTED_CONFIG).
 
 They are run as scripts (``python dtensor_launch.py ...``), never imported by the estimators package itself.
 """

@@ -7,7 +7,6 @@ user's script and SM_HPS its hyperparameters. The client environment is derived 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -21,9 +20,7 @@ def main() -> int:
     """Reads the v3 environment and launches the clients of this host."""
     environ = dict(os.environ)
     try:
-        config = json.loads(environ.get("SM_DISTRIBUTED_CONFIG") or "{}")
-        script = environ["SM_ENTRY_SCRIPT"]
-        args = hyperparameter_args.from_environment(environ)
+        script, args, config = hyperparameter_args.job_entry(environ)
         return dtensor_launch.launch(config, script, args, environ)
     except (KeyError, ValueError) as exc:
         print(f"[smddp-compat dtensor driver] error: bad container environment: {exc!r}", file=sys.stderr, flush=True)

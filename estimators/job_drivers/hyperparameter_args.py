@@ -1,6 +1,6 @@
 """Hyperparameters (SM_HPS) as the command-line arguments SageMaker passes to a training script.
 
-Standard library only; imported by the job drivers that sit beside it.
+Standard library only; imported by the job drivers that sit beside it (with what every SDK v3 driver reads).
 """
 
 from __future__ import annotations
@@ -35,3 +35,18 @@ def from_environment(environ: Mapping[str, str]) -> list[str]:
     if not isinstance(hyperparameters, dict):
         raise ValueError(f"SM_HPS={raw!r} is not a JSON object")
     return to_cli_args(hyperparameters)
+
+
+def job_entry(environ: Mapping[str, str]) -> tuple[str, list[str], dict[str, Any]]:
+    """What every SDK v3 driver reads first: the user's script (SM_ENTRY_SCRIPT), its arguments (SM_HPS) and the
+    config's fields (SM_DISTRIBUTED_CONFIG; empty when unset).
+
+    Raises:
+        KeyError: SM_ENTRY_SCRIPT is not set.
+        ValueError: SM_HPS or SM_DISTRIBUTED_CONFIG is not a JSON object.
+    """
+    raw = environ.get("SM_DISTRIBUTED_CONFIG") or "{}"
+    config = json.loads(raw)
+    if not isinstance(config, dict):
+        raise ValueError(f"SM_DISTRIBUTED_CONFIG={raw!r} is not a JSON object")
+    return environ["SM_ENTRY_SCRIPT"], from_environment(environ), config

@@ -34,8 +34,7 @@ def main() -> int:
     """Reads the v3 environment and runs this host's parameter server and script."""
     environ = dict(os.environ)
     try:
-        script = environ["SM_ENTRY_SCRIPT"]
-        args = hyperparameter_args.from_environment(environ)
+        script, args, _ = hyperparameter_args.job_entry(environ)
         cluster = Cluster.from_environ(environ, required=True)
     except (KeyError, ValueError) as exc:  # ConfigurationError is a ValueError
         print(f"{_TAG} error: bad container environment: {exc}", file=sys.stderr, flush=True)

@@ -1,9 +1,11 @@
-"""SageMaker SDK v3 driver of ``smddp_compat.estimators.sdk3.SMDDPCompat``: runs an unchanged SMDDP script on smddp-compat.
+"""SageMaker SDK v3 driver of ``smddp_compat.estimators.sdk3.SMDDPCompat`` (an unchanged SMDDP script) and, run by
+``horovod_driver.py``, of ``Horovod`` (a Horovod script): H x P Horovod ranks on smddp-compat.
 
 ModelTrainer copies the driver directory (this script, ``smddp_compat/`` and the ``smdistributed`` alias beside it)
 to ``/opt/ml/input/data/sm_drivers/distributed_drivers/`` and runs this script on every host from the code
-directory. SM_DISTRIBUTED_CONFIG holds ``processes_per_host`` (default: SM_NUM_GPUS, else SM_NUM_CPUS) and
-``custom_mpi_options``; SM_ENTRY_SCRIPT is the user's script, SM_HPS its hyperparameters.
+directory. SM_DISTRIBUTED_CONFIG holds ``processes_per_host`` (default: the strategy's, as for SDK v2: SMDDP one per
+GPU, else per vCPU; Horovod one per GPU, else one) and ``custom_mpi_options``; SM_ENTRY_SCRIPT is the user's script,
+SM_HPS its hyperparameters.
 
 - One host: ``smddprun -np P python SCRIPT ARGS`` (Horovod over Gloo, the alias on PYTHONPATH).
 - Several hosts: mpirun over SSH from the first host, as SageMaker ran SMDDP (hosts, and so ranks, in SM_HOSTS
@@ -14,7 +16,6 @@ directory. SM_DISTRIBUTED_CONFIG holds ``processes_per_host`` (default: SM_NUM_G
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -24,15 +25,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import hyperparameter_args  # noqa: E402  (a sibling script, found through the line above)
-from smddp_compat.cluster import Cluster  # noqa: E402  (shipped beside this script)
+from smddp_compat.cluster import Cluster, HostCapacity  # noqa: E402  (shipped beside this script)
 from smddp_compat.launcher import main as smddprun  # noqa: E402
+from smddp_compat.strategies import strategy_named  # noqa: E402
 
 
-def _processes_per_host(config: dict, environ: dict) -> int:
+def _processes_per_host(kind: str, config: dict, environ: dict) -> int:
+    """The configured count, else the strategy's default for this host (its GPUs and vCPUs)."""
     configured = config.get("processes_per_host")
     if configured:
         return int(configured)
-    return int(environ.get("SM_NUM_GPUS") or 0) or int(environ.get("SM_NUM_CPUS") or 0) or 1
+    host = HostCapacity.instance(environ.get("SM_CURRENT_HOST", ""), int(environ.get("SM_NUM_CPUS") or 0),
+                                 int(environ.get("SM_NUM_GPUS") or 0))
+    return strategy_named(kind).default_processes_per_host(host)
 
 
 def _python_path(environ: dict) -> str:
@@ -76,26 +81,23 @@ def _multi_host(hosts: list[str], current: str, pph: int, options: list[str], sc
     return returncode
 
 
-def main() -> int:
-    """Reads the v3 environment and launches the ranks."""
-    environ = dict(os.environ)
+def main(kind: str = "smddp") -> int:
+    """Reads the v3 environment and launches the ranks of distribution ``kind`` (``smddp`` or ``mpi``)."""
+    environ, tag = dict(os.environ), f"[smddp-compat {kind} driver]"
     try:
-        config = json.loads(environ.get("SM_DISTRIBUTED_CONFIG") or "{}")
-        script = environ["SM_ENTRY_SCRIPT"]
+        script, args, config = hyperparameter_args.job_entry(environ)
         cluster = Cluster.from_environ(environ)  # hosts in SageMaker's order: mpirun numbers ranks in it
         hosts, current = list(cluster.hosts), cluster.current_host
-        args = hyperparameter_args.from_environment(environ)
-        pph = _processes_per_host(config, environ)
+        pph = _processes_per_host(kind, config, environ)
         options = shlex.split(config.get("custom_mpi_options") or "")
     except (KeyError, ValueError) as exc:
-        print(f"[smddp-compat smddp driver] error: bad container environment: {exc!r}", file=sys.stderr, flush=True)
+        print(f"{tag} error: bad container environment: {exc!r}", file=sys.stderr, flush=True)
         return 2
     os.environ["PYTHONPATH"] = _python_path(environ)
-    print(f"[smddp-compat smddp driver] {len(hosts)} host(s) x {pph} process(es): {script}", flush=True)
+    print(f"{tag} {len(hosts)} host(s) x {pph} process(es): {script}", flush=True)
     if len(hosts) == 1:
         if options:
-            print(f"[smddp-compat smddp driver] custom_mpi_options {options} apply to mpirun (multi-host) only",
-                  flush=True)
+            print(f"{tag} custom_mpi_options {options} apply to mpirun (multi-host) only", flush=True)
         return _single_host(pph, script, args)
     return _multi_host(hosts, current, pph, options, script, args)
 

@@ -1,9 +1,12 @@
 """SageMaker SDK v3 plug-ins: ``DistributedConfig`` subclasses for ``sagemaker.train.ModelTrainer``.
 
-Pass one as ``ModelTrainer(..., distributed=SMDDPCompat())`` (or :class:`DTensor`, :class:`ParameterServer`). Each
-names its own driver (``driver_dir``/``driver_script``); ModelTrainer ships that directory as the ``sm_drivers``
-channel and runs the driver on every host with the config's fields in SM_DISTRIBUTED_CONFIG. What each driver does,
-with an example: ``estimators/README.md`` and ``docs/estimators.md``.
+Pass one as ``ModelTrainer(..., distributed=SMDDPCompat())``: one config per distribution SDK v2's
+``TensorFlow(distribution=...)`` takes (:class:`SMDDPCompat`, :class:`Horovod`, :class:`MultiWorkerMirrored`,
+:class:`DTensor`, :class:`ParameterServer`; no distribution is ``distributed=None``, SDK v3's own one script per
+host), built and checked by the same rules, the errors naming the config's fields. Each names its own driver
+(``driver_dir``/``driver_script``); ModelTrainer ships that directory as the ``sm_drivers`` channel and runs the
+driver on every host with the config's fields in SM_DISTRIBUTED_CONFIG. What each driver does, with an example:
+``estimators/README.md`` and ``docs/estimators.md``.
 
 Install with the ``sdk3`` extra (``pip install 'smddp-compat[sdk3]'``, i.e. ``sagemaker>=3``). This module
 imports only when SDK v3 is installed; importing it elsewhere raises :class:`~estimators.errors.MissingDependencyError`
@@ -29,10 +32,12 @@ except ImportError as _exc:  # SDK v2 (or no SDK) here
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
 from smddp_compat.estimators import (
-    DEFAULT_SOURCE_EXCLUDES, check_image_for_instance_type, instance_spec, plan_distribution, stage_driver_dir,
+    DEFAULT_SOURCE_EXCLUDES, DistributionPlan, check_image_for_instance_type, instance_spec, plan_distribution,
+    stage_driver_dir,
 )
+from smddp_compat.estimators._validation import check_instance_count  # not re-exported by the package
 
-__all__ = ["SMDDPCompat", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS"]
+__all__ = ["SMDDPCompat", "Horovod", "MultiWorkerMirrored", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS"]
 
 #: ``SourceCode(ignore_patterns=...)`` that leaves secrets, VCS, caches and virtual environments out of the upload.
 SOURCE_IGNORE_PATTERNS: list[str] = list(DEFAULT_SOURCE_EXCLUDES)
@@ -42,8 +47,13 @@ _PLUG_IN_NAMES = FieldNames(kind="distributed", mesh="mesh")
 
 
 class _KitDriven(DistributedConfig):
-    """A config whose driver is one of the kit's job drivers, shipped with ``smddp_compat/`` beside it."""
+    """A config whose driver is one of the kit's job drivers, shipped with ``smddp_compat/`` beside it.
 
+    Its fields are settings of :class:`~smddp_compat.distribution_config.DistributionConfig` under the same names, so
+    the config is checked by that one model when it is built and by :func:`plan_distribution` in :meth:`check`.
+    """
+
+    _kind: ClassVar[str]  # the distribution's name (smddp_compat.strategies)
     _driver_files: ClassVar[tuple[str, ...]] = ()  # the driver first, then the sibling scripts it imports
     _driver_dir: Optional[str] = PrivateAttr(default=None)
 
@@ -59,50 +69,84 @@ class _KitDriven(DistributedConfig):
         """The driver's file name."""
         return self._driver_files[0]
 
-    def _distribution(self) -> dict[str, Any]:
-        """The SDK v2 ``distribution`` this config stands for (checked by the estimators' rules)."""
-        raise NotImplementedError
-
-    def check(self, instance_type: str, instance_count: int = 1, training_image: Optional[str] = None) -> None:
-        """Checks the config against a cluster (call it before ``train()``; ModelTrainer has no hook for it).
+    def distribution_config(self) -> DistributionConfig:
+        """The kit's model of this config (its SDK v2 twin is ``distribution_config().to_sdk_dict()``).
 
         Raises:
-            ConfigurationError: Unknown instance type; for :class:`SMDDPCompat` more processes per host than it has
-                devices; for :class:`DTensor` clients that cannot share the GPUs evenly, or a mesh that does not
-                match the clients' devices (the rules of ``smddp_compat.distribution_config``).
+            ConfigurationError: A value the distribution refuses, named as this config's field.
+        """
+        given = {name: value for name, value in self.model_dump().items() if value is not None}
+        return DistributionConfig(self._kind, names=_PLUG_IN_NAMES, **given)
+
+    @model_validator(mode="after")
+    def _checked(self) -> "_KitDriven":
+        self.distribution_config()
+        return self
+
+    def check(self, instance_type: str, instance_count: int = 1,
+              training_image: Optional[str] = None) -> DistributionPlan:
+        """Checks the config against a cluster (call it before ``train()``; ModelTrainer has no hook for it) by the
+        rules SDK v2's ``distribution=`` is checked by, and returns the plan, every default filled in.
+
+        Raises:
+            ConfigurationError: Unknown instance type, a count below 1; for :class:`SMDDPCompat` and
+                :class:`Horovod` more processes per host than it has devices; for :class:`DTensor` clients that
+                cannot share the GPUs evenly, or a mesh that does not match the clients' devices (the rules of
+                ``smddp_compat.distribution_config``).
 
         Warns:
             CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
                 every rank would train on the CPU (the rule of ``smddp_compat.image.cuda.image_cuda``).
         """
-        plan_distribution(self._distribution(), spec=instance_spec(instance_type), instance_count=instance_count)
+        spec = instance_spec(instance_type)
+        plan = plan_distribution(self.distribution_config(), spec=spec, instance_count=check_instance_count(
+            instance_count))
         check_image_for_instance_type(training_image, instance_type, instance_count)
+        return plan
 
 
-class SMDDPCompat(_KitDriven):
-    """Runs an SMDDP (``smdistributed.dataparallel.tensorflow``) or Horovod script on smddp-compat.
+class _HorovodRanks(_KitDriven):
+    """H x P Horovod ranks, started by ``smddp_driver.py`` (the fields are :class:`Horovod`'s)."""
+
+    processes_per_host: Optional[int] = None
+    custom_mpi_options: Optional[str] = None
+
+
+class SMDDPCompat(_HorovodRanks):
+    """Runs an SMDDP (``smdistributed.dataparallel.tensorflow``) script on smddp-compat, as SDK v2's
+    ``distribution={"smdistributed": {"dataparallel": {...}}}``: one rank per GPU of a host, else per vCPU (as SMDDP
+    did), the ``smdistributed`` alias on every rank's path. Parameters: those of :class:`Horovod` (here
+    ``processes_per_host`` defaults to the host's GPUs, else its vCPUs).
+    """
+
+    _kind = "smddp"
+    _driver_files = ("smddp_driver.py",)
+
+
+class Horovod(_HorovodRanks):
+    """Runs a Horovod script (Horovod's API, or the kit's Horovod face ``smddp_compat.horovod``) as SDK v2's
+    ``distribution={"mpi": {...}}``: one rank per GPU of a host, else one per host. SDK v3's own ``MPI`` is not the
+    same launch (docs/estimators.md says why).
 
     Parameters:
-        processes_per_host: Ranks per host (default: the host's GPUs, else its vCPUs, as SMDDP did).
+        processes_per_host: Ranks per host (default: the host's GPUs, else 1).
         custom_mpi_options: Extra mpirun options for multi-host jobs, split like a shell would split them but never
             given to a shell.
     """
 
-    processes_per_host: Optional[int] = None
-    custom_mpi_options: Optional[str] = None
-    _driver_files: ClassVar[tuple[str, ...]] = ("smddp_driver.py",)
+    _kind = "mpi"
+    _driver_files = ("horovod_driver.py", "smddp_driver.py")
 
-    @model_validator(mode="after")
-    def _checked(self) -> "SMDDPCompat":
-        DistributionConfig.from_flat("smddp", processes_per_host=self.processes_per_host,
-                                     custom_mpi_options=self.custom_mpi_options, names=_PLUG_IN_NAMES)
-        return self
 
-    def _distribution(self) -> dict[str, Any]:
-        config: dict[str, Any] = {"enabled": True}
-        if self.processes_per_host is not None:
-            config["processes_per_host"] = self.processes_per_host
-        return {"smdistributed": {"dataparallel": config}}
+class MultiWorkerMirrored(_KitDriven):
+    """Runs a ``MultiWorkerMirroredStrategy`` script as SageMaker's TensorFlow toolkit runs SDK v2's
+    ``distribution={"multi_worker_mirrored_strategy": {"enabled": True}}``: one worker per host, whose ``TF_CONFIG``
+    lists every host's worker on port 8890 in SM_HOSTS order, this host's index its task (worker 0 the chief). It
+    has no settings (as the toolkit's strategy has none).
+    """
+
+    _kind = "mwms"
+    _driver_files = ("mwms_driver.py",)
 
 
 class DTensor(_KitDriven):
@@ -124,7 +168,8 @@ class DTensor(_KitDriven):
     mesh: Optional[dict[str, int]] = None
     port: int = DEFAULT_DTENSOR_PORT
     job_name: str = "worker"
-    _driver_files: ClassVar[tuple[str, ...]] = ("dtensor_driver.py", "dtensor_launch.py")
+    _kind = "dtensor"
+    _driver_files = ("dtensor_driver.py", "dtensor_launch.py")
 
     @field_validator("mesh", mode="before")
     @classmethod
@@ -132,18 +177,6 @@ class DTensor(_KitDriven):
         """The mesh as a mapping, or (name, size) pairs whose names must then be distinct."""
         parsed = parse_mesh(mesh, _PLUG_IN_NAMES.mesh)
         return None if parsed is None else dict(parsed)
-
-    @model_validator(mode="after")
-    def _checked(self) -> "DTensor":
-        DistributionConfig(
-            "dtensor", self.processes_per_host, "", self.mesh, self.devices_per_process, self.device_type, self.port,
-            self.job_name, names=_PLUG_IN_NAMES,
-        )
-        return self
-
-    def _distribution(self) -> dict[str, Any]:
-        """Checked against a cluster, the clients share the devices and the mesh fills them."""
-        return {"dtensor": {"enabled": True, **{k: v for k, v in self.model_dump().items() if v is not None}}}
 
 
 class ParameterServer(_KitDriven):
@@ -154,7 +187,5 @@ class ParameterServer(_KitDriven):
     It has no settings (as the toolkit's strategy has none).
     """
 
-    _driver_files: ClassVar[tuple[str, ...]] = ("ps_driver.py",)
-
-    def _distribution(self) -> dict[str, Any]:
-        return {"parameter_server": {"enabled": True}}
+    _kind = "parameter_server"
+    _driver_files = ("ps_driver.py",)

@@ -47,7 +47,7 @@ SDK3_CASES = [
     ("sdk3-smddp-processes-per-host-0", _smddp(processes_per_host=0), "ValidationError",
      ("processes_per_host=0",), ("use a positive integer",)),
     ("sdk3-smddp-processes-per-host-beyond-the-gpus", _checked(_smddp(processes_per_host=9), "ml.p4d.24xlarge"),
-     "ConfigurationError", ("processes_per_host']=9", "ml.p4d.24xlarge has only 8 GPU"),
+     "ConfigurationError", ("processes_per_host=9: ml.p4d.24xlarge has only 8 GPU",),
      ("use processes_per_host <= 8",)),
     ("sdk3-smddp-unknown-instance-type", _checked(_smddp(), "ml.zz9.huge"), "UnknownInstanceTypeError",
      ("instance_type='ml.zz9.huge'",), ("known_instance_types()",)),
