@@ -165,6 +165,102 @@ def test_sdk3_smddp_driver_runs_an_smddp_script_on_one_host(tmp_path):
     assert not os.path.exists(marker)
 
 
+HOROVOD_PROBE = """
+import json, os, sys
+import smddp_compat.horovod.tensorflow as hvd
+import tensorflow as tf
+hvd.init()
+total = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum)
+with open(os.path.join(os.environ["PROBE_DIR"], f"probe-{hvd.rank()}.json"), "w") as f:
+    json.dump({"rank": hvd.rank(), "size": hvd.size(), "sum": float(total.numpy()[0]), "argv": sys.argv[1:],
+               "face": hvd.__file__}, f)
+"""
+
+
+@pytest.mark.processes
+@pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="needs Horovod (the main .venv)")
+@pytest.mark.parametrize("config, ranks", [({"processes_per_host": 2, "custom_mpi_options": None}, 2),
+                                           ({"processes_per_host": None, "custom_mpi_options": None}, 1)])
+def test_sdk3_horovod_driver_runs_a_horovod_script_on_one_host(tmp_path, config, ranks):
+    """The v3 Horovod driver from its staged directory: a real allreduce through the kit's Horovod face; without
+    processes_per_host a CPU host runs one rank (the ``mpi`` distribution's default; SMDDP's would be its 2 vCPUs)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(HOROVOD_PROBE)
+    drivers = stage_driver_dir(("horovod_driver.py", "smddp_driver.py", "hyperparameter_args.py"), with_compat=True)
+    env = _container_env(tmp_path, SM_HOSTS='["algo-1"]', SM_CURRENT_HOST="algo-1", SM_ENTRY_SCRIPT="train.py",
+                         SM_HPS=json.dumps({"epochs": 1}), TF_CPP_MIN_LOG_LEVEL="2",
+                         SM_DISTRIBUTED_CONFIG=json.dumps(config))
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([sys.executable, os.path.join(drivers, "horovod_driver.py")],
+                         cwd=str(code), env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"[smddp-compat mpi driver] 1 host(s) x {ranks} process(es): train.py" in out.stdout
+    seen = _probes(tmp_path)
+    assert [p["rank"] for p in seen] == list(range(ranks))
+    assert {p["size"] for p in seen} == {ranks} and {p["sum"] for p in seen} == {ranks * (ranks + 1) / 2}
+    assert all(p["argv"] == ["--epochs", "1"] and p["face"].startswith(drivers) for p in seen), seen
+
+
+MWMS_PROBE = """
+import json, os, sys
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+task = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+step = tf.function(lambda: strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
+    tf.distribute.ReduceOp.SUM, tf.constant(float(task + 1)))))
+total = strategy.experimental_local_results(step())[0]
+with open(os.path.join(os.environ["PROBE_DIR"], f"probe-{task}.json"), "w") as f:
+    json.dump({"replicas": strategy.num_replicas_in_sync, "sum": float(total.numpy()), "argv": sys.argv[1:],
+               "tf_config": json.loads(os.environ["TF_CONFIG"])}, f)
+"""
+
+
+def _mwms_tf_config(index):
+    """What SageMaker's TF toolkit gives worker ``index`` of 2 hosts sharing 127.0.0.1 (8890, then the next port)."""
+    return {"cluster": {"worker": ["127.0.0.1:8890", "127.0.0.1:8891"]}, "environment": "cloud",
+            "task": {"index": index, "type": "worker"}}
+
+
+@pytest.mark.processes
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow (the main .venv)")
+def test_sdk3_mwms_driver_runs_a_two_host_job(tmp_path):
+    """The v3 MultiWorkerMirrored driver on 2 hosts (2 drivers, as ModelTrainer starts one per host): TF_CONFIG as
+    the toolkit builds it, and a real all-reduce between the two workers."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(MWMS_PROBE)
+    drivers = stage_driver_dir(("mwms_driver.py", "hyperparameter_args.py"), with_compat=True)
+    addresses = json.dumps({"algo-1": "127.0.0.1", "algo-2": "127.0.0.1"})
+    hosts = [subprocess.Popen(
+        [sys.executable, os.path.join(drivers, "mwms_driver.py")], cwd=str(code), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+        env=_container_env(tmp_path, SM_CURRENT_HOST=host, SM_ENTRY_SCRIPT="train.py", SM_HPS='{"epochs": 1}',
+                           SM_DISTRIBUTED_CONFIG="{}", SMDDP_HOST_ADDRESSES=addresses, TF_CPP_MIN_LOG_LEVEL="2"),
+    ) for host in ("algo-1", "algo-2")]
+    try:
+        outputs = [host.communicate(timeout=240)[0] for host in hosts]
+    finally:
+        for host in hosts:
+            host.kill()
+    assert [host.returncode for host in hosts] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+    assert "[smddp-compat mwms driver] worker 1 of 2: 127.0.0.1:8890,127.0.0.1:8891" in outputs[1]
+    seen = _probes(tmp_path)
+    assert [p["tf_config"] for p in seen] == [_mwms_tf_config(0), _mwms_tf_config(1)]
+    assert all(p["replicas"] == 2 and p["sum"] == 3.0 and p["argv"] == ["--epochs", "1"] for p in seen), seen
+
+
+@pytest.mark.processes
+def test_sdk3_mwms_driver_outside_a_job_explains_itself(tiny_script, tmp_path):
+    drivers = stage_driver_dir(("mwms_driver.py", "hyperparameter_args.py"), with_compat=True)
+    env = _container_env(tmp_path, SM_ENTRY_SCRIPT="train.py")
+    del env["SM_HOSTS"]
+    out = subprocess.run([sys.executable, os.path.join(drivers, "mwms_driver.py")], cwd=os.path.dirname(tiny_script),
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "[smddp-compat mwms driver] error: bad container environment: SM_HOSTS=None: is not set" in out.stderr
+
+
 def test_instance_spec_of_local_types():
     assert instance_spec("local_process").gpus == 0
     assert instance_spec("ml.p4d.24xlarge").devices == 8
