@@ -1,6 +1,7 @@
-"""The SDK v3 plug-in ``DTensor`` answers the meshes of ``tests/test_distribution_rules.py`` as every other entry does
-(run in .venv-sdk3): ``{"batch": 8}`` on 2 CPU hosts is accepted with 4 devices per client; ``bätch``, a dimension
-given twice and a mesh the clients cannot split are refused with the same problem and fix."""
+"""The SDK v3 plug-ins answer as SDK v2's ``distribution=`` does (one rule, two faces: the last test), and ``DTensor``
+the meshes of ``tests/test_distribution_rules.py`` as every other entry does (run in .venv-sdk3): ``{"batch": 8}`` on
+2 CPU hosts is accepted with 4 devices per client; ``bätch``, a dimension given twice and a mesh the clients cannot
+split are refused with the same problem and fix."""
 
 from __future__ import annotations
 
@@ -50,3 +51,34 @@ def test_given_devices_per_process_must_match_the_mesh() -> None:
     with pytest.raises(ConfigurationError) as caught:
         DTensor(mesh={"batch": 8}, devices_per_process=2).check("ml.c5.xlarge", HOSTS)
     assert (caught.value.problem, caught.value.fix) == GIVEN_DEVICES_PROBLEM
+
+
+# (config, its bad fields, the SDK v2 distribution with the same values, the instance type, the v2 field's name)
+TWO_FACES = [
+    ("SMDDPCompat", {"processes_per_host": 9}, {"smdistributed": {"dataparallel": {"enabled": True,
+                                                                                   "processes_per_host": 9}}},
+     "ml.p4d.24xlarge", "distribution['smdistributed']['dataparallel']['processes_per_host']"),
+    ("Horovod", {"processes_per_host": 9}, {"mpi": {"enabled": True, "processes_per_host": 9}}, "ml.p4d.24xlarge",
+     "distribution['mpi']['processes_per_host']"),
+    ("DTensor", {"port": 80}, {"dtensor": {"enabled": True, "port": 80}}, "ml.c5.xlarge",
+     "distribution['dtensor']['port']"),
+    ("DTensor", {"device_type": "TPU"}, {"dtensor": {"enabled": True, "device_type": "TPU"}}, "ml.c5.xlarge",
+     "distribution['dtensor']['device_type']"),
+]
+
+
+@pytest.mark.parametrize("name, fields, v2_distribution, instance_type, v2_field", TWO_FACES,
+                         ids=[f"{c[0]}-{next(iter(c[1]))}" for c in TWO_FACES])
+def test_one_rule_two_faces(name: str, fields: dict, v2_distribution: dict, instance_type: str, v2_field: str) -> None:
+    """A value SDK v2's ``distribution=`` refuses, each v3 config refuses with the same problem and fix, naming its own
+    field (at construction, or in ``check()`` when the rule needs the cluster)."""
+    from smddp_compat.estimators import instance_spec, plan_distribution
+    from smddp_compat.estimators import sdk3
+
+    with pytest.raises(ConfigurationError) as v2:
+        plan_distribution(v2_distribution, spec=instance_spec(instance_type), instance_count=2)
+    with pytest.raises((ValidationError, ConfigurationError)) as v3:
+        getattr(sdk3, name)(**fields).check(instance_type, 2)
+    v3_error = _refusal(v3.value)
+    assert (v3_error.problem, v3_error.fix) == (v2.value.problem, v2.value.fix)
+    assert (v2.value.field, v3_error.field) == (v2_field, next(iter(fields)))

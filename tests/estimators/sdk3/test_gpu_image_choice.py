@@ -12,7 +12,7 @@ pytest.importorskip("sagemaker.train", reason="SageMaker SDK v3 is not installed
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 
 
-@pytest.mark.parametrize("plug_in", ["SMDDPCompat", "DTensor", "ParameterServer"])
+@pytest.mark.parametrize("plug_in", ["SMDDPCompat", "Horovod", "MultiWorkerMirrored", "DTensor", "ParameterServer"])
 def test_check_warns_about_a_cpu_image_on_a_gpu_type(plug_in: str) -> None:
     from smddp_compat.estimators import CpuImageWarning
     from smddp_compat.estimators import sdk3

@@ -1,4 +1,4 @@
-"""smddp_compat.estimators.sdk3 (SMDDPCompat, DTensor) in ModelTrainer, against moto's server. Runs in .venv-sdk3 only:
+"""smddp_compat.estimators.sdk3 (every config) in ModelTrainer, against moto's server. Runs in .venv-sdk3 only:
 
     bash estimators/sdk3/setup_venv.sh && .venv-sdk3/bin/python -m pytest tests/estimators/sdk3 -q
 """
@@ -140,3 +140,46 @@ def test_configs_are_checked(aws):
         SMDDPCompat(processes_per_host=9).check("ml.p4d.24xlarge")
     DTensor(mesh={"batch": 16}).check("ml.p4d.24xlarge", 2)
     assert aws.training_jobs() == []
+
+
+# (config, its fields, the driver and the scripts shipped beside it, SM_DISTRIBUTED_CONFIG, its SDK v2 distribution)
+KIT_CONFIGS = [
+    ("Horovod", {"processes_per_host": 4}, ("horovod_driver.py", "smddp_driver.py"),
+     {"processes_per_host": 4, "custom_mpi_options": None}, {"mpi": {"enabled": True, "processes_per_host": 4}}),
+    ("MultiWorkerMirrored", {}, ("mwms_driver.py",), {}, {"multi_worker_mirrored_strategy": {"enabled": True}}),
+    ("ParameterServer", {}, ("ps_driver.py",), {}, {"parameter_server": {"enabled": True}}),
+]
+
+
+@pytest.mark.parametrize("name, fields, scripts, sm_distributed_config, v2_distribution", KIT_CONFIGS,
+                         ids=[c[0] for c in KIT_CONFIGS])
+def test_kit_config_request(aws, tiny_script, name, fields, scripts, sm_distributed_config, v2_distribution):
+    """The request each config makes ModelTrainer send: the code and the driver channels, the kit's driver run by
+    sm_train.sh with ``smddp_compat/`` beside it, the config's fields as SM_DISTRIBUTED_CONFIG, the hyperparameters."""
+    from smddp_compat.estimators import sdk3
+
+    config = getattr(sdk3, name)(**fields)
+    assert config.distribution_config().to_sdk_dict() == v2_distribution
+    config.check("ml.c5.xlarge", 2)
+    _trainer(os.path.dirname(tiny_script), config, instance_type="ml.c5.xlarge").train(wait=False)
+    job = _only_job(aws)
+    description = aws.client("sagemaker").describe_training_job(TrainingJobName=job)
+    assert sorted(c["ChannelName"] for c in description["InputDataConfig"]) == ["code", "sm_drivers"]
+    assert description["HyperParameters"] == {"epochs": "3"}
+    assert description["ResourceConfig"]["InstanceCount"] == 2
+    drivers = _channel_files(aws, job, "sm_drivers")
+    for script in (*scripts, "hyperparameter_args.py", "smddp_compat/cluster.py"):
+        assert f"distributed_drivers/{script}" in drivers, script
+    assert f"/opt/ml/input/data/sm_drivers/distributed_drivers/{scripts[0]}".encode() in drivers["sm_train.sh"]
+    assert json.loads(drivers["distributed.json"]) == sm_distributed_config  # the container's SM_DISTRIBUTED_CONFIG
+    assert "train.py" in _channel_files(aws, job, "code")
+
+
+def test_no_distribution_is_sdk3s_own_script_driver(aws, tiny_script):
+    """SDK v2 without ``distribution`` runs the script once per host; so does ModelTrainer without ``distributed``
+    (its basic script driver): no config of the kit's is needed."""
+    _trainer(os.path.dirname(tiny_script), None, instance_type="ml.c5.xlarge").train(wait=False)
+    drivers = _channel_files(aws, _only_job(aws), "sm_drivers")
+    assert b"sm_drivers/distributed_drivers/basic_script_driver.py" in drivers["sm_train.sh"]
+    assert json.loads(drivers["distributed.json"]) == {}
+    assert not any("smddp_compat" in name for name in drivers)
