@@ -23,8 +23,7 @@ def main() -> int:
         script, args, config = hyperparameter_args.job_entry(environ)
         return dtensor_launch.launch(config, script, args, environ)
     except (KeyError, ValueError) as exc:
-        print(f"[smddp-compat dtensor driver] error: bad container environment: {exc!r}", file=sys.stderr, flush=True)
-        return 2
+        return hyperparameter_args.bad_environment("[smddp-compat dtensor driver]", repr(exc))
 
 
 if __name__ == "__main__":

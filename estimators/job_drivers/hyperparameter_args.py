@@ -1,11 +1,13 @@
 """Hyperparameters (SM_HPS) as the command-line arguments SageMaker passes to a training script.
 
-Standard library only; imported by the job drivers that sit beside it (with what every SDK v3 driver reads).
+Standard library only; imported by the job drivers that sit beside it (with what every SDK v3 driver reads, and
+how each reports an environment it cannot run in).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, Mapping
 
 
@@ -50,3 +52,9 @@ def job_entry(environ: Mapping[str, str]) -> tuple[str, list[str], dict[str, Any
     if not isinstance(config, dict):
         raise ValueError(f"SM_DISTRIBUTED_CONFIG={raw!r} is not a JSON object")
     return environ["SM_ENTRY_SCRIPT"], from_environment(environ), config
+
+
+def bad_environment(tag: str, problem: object) -> int:
+    """Reports, after the driver's ``tag``, a container environment it cannot run in; returns the exit code, 2."""
+    print(f"{tag} error: bad container environment: {problem}", file=sys.stderr, flush=True)
+    return 2

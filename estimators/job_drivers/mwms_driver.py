@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Mapping
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,22 +26,28 @@ WORKER_PORT = 8890
 _TAG = "[smddp-compat mwms driver]"
 
 
+def worker_environment(environ: Mapping[str, str]) -> tuple[int, list[str], dict[str, str]]:
+    """This host's worker index, every worker's ``address:port``, and the worker's ``TF_CONFIG``.
+
+    Raises:
+        ConfigurationError: SM_HOSTS / SM_CURRENT_HOST missing or inconsistent, SMDDP_HOST_ADDRESSES malformed.
+    """
+    cluster = Cluster.from_environ(environ, required=True)
+    placements = uniform_placements(cluster.hosts, 1)
+    workers = endpoints(placements, cluster.addresses, base_port=WORKER_PORT)
+    return cluster.host_index, workers, mwms_environments(placements, workers)[cluster.host_index]
+
+
 def main() -> int:
     """Reads the v3 environment and runs this host's worker."""
     environ = dict(os.environ)
     try:
         script, args, _ = hyperparameter_args.job_entry(environ)
-        cluster = Cluster.from_environ(environ, required=True)
-        placements = uniform_placements(cluster.hosts, 1)
-        workers = endpoints(placements, cluster.addresses, base_port=WORKER_PORT)
+        index, workers, worker_env = worker_environment(environ)
     except (KeyError, ValueError) as exc:  # ConfigurationError is a ValueError
-        print(f"{_TAG} error: bad container environment: {exc}", file=sys.stderr, flush=True)
-        return 2
-    index = cluster.host_index
+        return hyperparameter_args.bad_environment(_TAG, exc)
     print(f"{_TAG} worker {index} of {len(workers)}: {','.join(workers)}", flush=True)
-    worker_env = mwms_environments(placements, workers)[index]
     os.execve(sys.executable, [sys.executable, script, *args], {**environ, **worker_env})
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -37,8 +37,7 @@ def main() -> int:
         script, args, _ = hyperparameter_args.job_entry(environ)
         cluster = Cluster.from_environ(environ, required=True)
     except (KeyError, ValueError) as exc:  # ConfigurationError is a ValueError
-        print(f"{_TAG} error: bad container environment: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return hyperparameter_args.bad_environment(_TAG, exc)
     argv = [sys.executable, script, *args]
     hosts, current = list(cluster.hosts), cluster.current_host
     if len(hosts) == 1:

@@ -91,8 +91,7 @@ def main(kind: str = "smddp") -> int:
         pph = _processes_per_host(kind, config, environ)
         options = shlex.split(config.get("custom_mpi_options") or "")
     except (KeyError, ValueError) as exc:
-        print(f"{tag} error: bad container environment: {exc!r}", file=sys.stderr, flush=True)
-        return 2
+        return hyperparameter_args.bad_environment(tag, repr(exc))
     os.environ["PYTHONPATH"] = _python_path(environ)
     print(f"{tag} {len(hosts)} host(s) x {pph} process(es): {script}", flush=True)
     if len(hosts) == 1:
