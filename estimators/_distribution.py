@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, KINDS, DistributionConfig, HostCapacity
+from smddp_compat.estimators._validation import check_instance_count
 from smddp_compat.instance_types import InstanceSpec
 from smddp_compat.strategies import Strategy
 
@@ -76,12 +77,13 @@ def plan_distribution(
     the CLIs. ``distribution`` is the SDK's dictionary (SDK v2's ``distribution=``), or a config another entry built
     (an SDK v3 plug-in's), whose field names the errors keep.
 
-    ``distribution`` None or empty: a single process per host; ``instance_count`` already checked >= 1.
+    ``distribution`` None or empty: a single process per host.
 
     Raises:
-        ConfigurationError: Not a dictionary, an unknown or second strategy, an unknown key, a bad value, a
+        ConfigurationError: ``instance_count`` not an integer >= 1; ``distribution`` not a dictionary, an unknown or second strategy, an unknown key, a bad value, a
             process count the instance cannot hold, or a DTensor mesh that does not match the devices.
     """
+    check_instance_count(instance_count)
     original = dict(distribution) if isinstance(distribution, Mapping) else {}
     given = distribution if isinstance(distribution, DistributionConfig) else DistributionConfig.from_sdk_dict(
         distribution)

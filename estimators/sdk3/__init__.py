@@ -35,7 +35,6 @@ from smddp_compat.estimators import (
     DEFAULT_SOURCE_EXCLUDES, DistributionPlan, check_image_for_instance_type, instance_spec, plan_distribution,
     stage_driver_dir,
 )
-from smddp_compat.estimators._validation import check_instance_count  # not re-exported by the package
 
 __all__ = ["SMDDPCompat", "Horovod", "MultiWorkerMirrored", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS"]
 
@@ -98,9 +97,8 @@ class _KitDriven(DistributedConfig):
             CpuImageWarning: ``training_image`` (ModelTrainer's, when given) has no CUDA and the type has GPUs:
                 every rank would train on the CPU (the rule of ``smddp_compat.image.cuda.image_cuda``).
         """
-        spec = instance_spec(instance_type)
-        plan = plan_distribution(self.distribution_config(), spec=spec, instance_count=check_instance_count(
-            instance_count))
+        plan = plan_distribution(self.distribution_config(), spec=instance_spec(instance_type),
+                                 instance_count=instance_count)
         check_image_for_instance_type(training_image, instance_type, instance_count)
         return plan
 
