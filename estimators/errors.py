@@ -52,7 +52,8 @@ class MissingDependencyError(EstimatorError, ImportError):
 #: The kit's API for each major version of the SageMaker Python SDK, and the install that brings that SDK.
 SDK_APIS: dict[int, tuple[str, str]] = {
     2: ("smddp_compat.estimators.TensorFlow (the estimator; also smddp submit)", "pip install 'smddp-compat[sdk2]'"),
-    3: ("smddp_compat.estimators.sdk3 (ModelTrainer's SMDDPCompat, DTensor and ParameterServer configs)",
+    3: ("smddp_compat.estimators.sdk3 (ModelTrainer's SMDDPCompat, Horovod, MultiWorkerMirrored, DTensor and "
+        "ParameterServer configs)",
         "pip install 'smddp-compat[sdk3]'"),
 }
 

@@ -8,7 +8,7 @@ host), built and checked by the same rules, the errors naming the config's field
 driver on every host with the config's fields in SM_DISTRIBUTED_CONFIG. What each driver does, with an example:
 ``estimators/README.md`` and ``docs/estimators.md``.
 
-Install with the ``sdk3`` extra (``pip install 'smddp-compat[sdk3]'``, i.e. ``sagemaker>=3``). This module
+Install with the ``sdk3`` extra (``pip install 'smddp-compat[sdk3]'``, i.e. ``sagemaker>=3.27,<4``). This module
 imports only when SDK v3 is installed; importing it elsewhere raises :class:`~estimators.errors.MissingDependencyError`
 with the install command.
 """
@@ -18,17 +18,13 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar, Optional
 
-from smddp_compat.estimators.errors import MissingDependencyError
+from smddp_compat.estimators.errors import missing_sdk_error
 
 try:
     from pydantic import PrivateAttr, field_validator, model_validator
     from sagemaker.train.distributed import DistributedConfig
 except ImportError as _exc:  # SDK v2 (or no SDK) here
-    raise MissingDependencyError(
-        f"estimators.sdk3 needs the SageMaker Python SDK v3 ({_exc}): pip install 'smddp-compat[sdk3]' "
-        "(sagemaker>=3) in an environment of its own (v2 and v3 cannot share one; see estimators/sdk3/setup_venv.sh)."
-        " With SDK v2 use smddp_compat.estimators.TensorFlow."
-    ) from _exc
+    raise missing_sdk_error(3, _exc) from _exc
 
 from smddp_compat.distribution_config import DEFAULT_DTENSOR_PORT, DistributionConfig, FieldNames, parse_mesh
 from smddp_compat.estimators import (
