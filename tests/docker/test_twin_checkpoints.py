@@ -33,7 +33,7 @@ def test_a_spot_job_keeping_its_last_checkpoints_is_interrupted_restarts_from_th
 
     est = _estimator(
         aws, kit_image, entry_point="rotating_checkpoints.py", source_dir=str(SCRIPTS), instance_type=CPU_TYPE,
-        hyperparameters={"steps": 100, "delay": 0.4, "keep": 3}, checkpoint_s3_uri=CHECKPOINTS,
+        hyperparameters={"steps": 150, "delay": 0.4, "keep": 3}, checkpoint_s3_uri=CHECKPOINTS,
         use_spot_instances=True, max_run=600, max_wait=1200,
         tensorboard_output_config=TensorBoardOutputConfig(s3_output_path="s3://twin-spot/tensorboard"),
     )
@@ -43,10 +43,10 @@ def test_a_spot_job_keeping_its_last_checkpoints_is_interrupted_restarts_from_th
     request = TrainingJobRequest.from_params(aws.requests[-1])
     assert request.spot and request.max_wait == 1200
     stream = io.StringIO()
-    # 25 s after the containers start: the toolkit has started the script, which has saved a few checkpoints and
-    # cannot have finished (100 steps at 0.4 s). 15 s was too short with 3 pytest-xdist workers on 2 cores: the
-    # script on algo-1 had not yet printed its start.
-    result = SageMakerTwin(request, stream=stream, checkpoint_sync_seconds=1, stop_grace=20, interrupt_after=25,
+    # 40 s after the containers start: the toolkit has started the script, which has saved a few checkpoints and
+    # cannot have finished (150 steps at 0.4 s). 15 s, then 25 s, were too short with 3 pytest-xdist workers on 2
+    # cores: the script on algo-1 had not yet saved its first checkpoint (the containers took ~24 s to start it).
+    result = SageMakerTwin(request, stream=stream, checkpoint_sync_seconds=1, stop_grace=20, interrupt_after=40,
                            checkpoints=CHECKPOINTS, **_as_the_service(request)).run()
     printed = stream.getvalue()
     assert (result.status, result.secondary_status) == ("Completed", "Completed"), printed[-4000:]
@@ -64,7 +64,7 @@ def test_a_spot_job_keeping_its_last_checkpoints_is_interrupted_restarts_from_th
     assert sorted(finals) == ["algo-1", "algo-2"]
     for host, final in finals.items():
         assert final["resumed_from"] >= 1, f"{host} restarted without its synced checkpoints: {printed[-4000:]}"
-        assert final["checkpoints"] == [f"{host}-step-{step}" for step in (98, 99, 100)]
+        assert final["checkpoints"] == [f"{host}-step-{step}" for step in (148, 149, 150)]
         assert final["checkpointconfig"] == {"LocalPath": "/opt/ml/checkpoints", "S3Uri": CHECKPOINTS}
     # What each host deleted was deleted in S3: exactly every host's last three are left.
     stored = sorted(item["Key"] for item in s3.list_objects_v2(Bucket="twin-spot", Prefix="checkpoints/")["Contents"])
