@@ -313,9 +313,10 @@ def _file_and_folder(archive: str, name: str, member: str) -> UnsafeJobFileError
 
 def _free_bytes(folder: str) -> int | None:
     try:
-        return os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+        usage = os.statvfs(folder)
     except OSError:
         return None
+    return usage.f_bavail * usage.f_frsize
 
 
 def extract_tarball(archive: str | os.PathLike[str], destination: str | os.PathLike[str]) -> list[str]:
