@@ -1,5 +1,7 @@
 """Keras 3 and tf-keras models trained on 2 ranks end with identical weights and a falling loss."""
 
+import re
+
 import pytest
 
 pytestmark = pytest.mark.processes
@@ -20,11 +22,13 @@ def test_training_converges_to_identical_weights(run_ranks, flavour, mode):
     assert losses[-1] < 0.7 * losses[0], losses
 
 
-def test_seed_004_example_runs_unchanged(run_ranks, tmp_path):
+def test_seed_004_example_runs_unchanged_and_learns(run_ranks, tmp_path):
     job = run_ranks("seed004_example.py", 2)
     assert job.returncode == 0, job.output
     assert "[0] Step #0" in job.output and "[1] Step" not in job.output
     assert list(tmp_path.glob("results-seed004_example.py-2/checkpoints-1.index")), job.output
+    accuracy, classes = re.search(r"\[0\] Held-out accuracy: ([0-9.]+) over (\d+) classes", job.output).groups()
+    assert int(classes) == 10 and float(accuracy) > 0.5, job.output  # chance is 0.1
 
 
 def test_model_with_distributed_optimizer_saves_and_loads(tmp_path):
