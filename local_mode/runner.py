@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from smddp_compat import contract, known_limits
 from smddp_compat.cluster import encode_host_addresses
-from smddp_compat.contract import cmd_args, encode_hyperparameters, read_failure_reason
+from smddp_compat.contract import ARGUMENT_RULES, encode_hyperparameters, read_failure_reason
 from smddp_compat.job_files import iter_regular_files
 from smddp_compat.launcher import (
     ConsoleStream,
@@ -421,7 +421,7 @@ def _process_spec(
         **host_layers, distribution=plan.env, stall_watchdog=stall_watchdog_env(None, None, str(stall_dir)),
         python_path=[*plan.python_path, str(layout.code_dir), known_limits.startup_path()],
     )
-    argv = [spec.python, "-m", plan.module] if plan.module else _argv(spec, layout, cmd_args(spec.hyperparameters))
+    argv = [spec.python, "-m", plan.module] if plan.module else _argv(spec, layout, ARGUMENT_RULES[spec.argument_rule](spec.hyperparameters))
     return ProcessSpec(
         argv=argv,
         env=env,

@@ -243,6 +243,9 @@ class JobSpec:
             ``{"Name": ..., "Regex": ...}`` (each regex's first group captures the value); the result's
             ``final_metrics`` holds each one's last value. Stored as a tuple of read-only mappings.
         python: Interpreter for ``.py`` entry points (the current one by default).
+        argument_rule: How the hyperparameters become the script's arguments, named after the upstream whose rule
+            it is (:data:`smddp_compat.contract.ARGUMENT_RULES`): ``sagemaker-training`` (SDK v2 jobs, SageMaker's
+            TensorFlow containers) or ``sdk-v3-driver`` (a ``ModelTrainer``'s job).
         distribution_config: The checked distribution (:class:`~smddp_compat.distribution_config.DistributionConfig`,
             every default filled in); set when the spec is built.
     """
@@ -264,6 +267,7 @@ class JobSpec:
     work_dir: str | None = None
     metric_definitions: Sequence[Mapping[str, str]] = ()
     python: str = sys.executable
+    argument_rule: str = "sagemaker-training"
     distribution_config: DistributionConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -323,6 +327,9 @@ class JobSpec:
             MappingProxyType(definition.as_request()) for definition in check_metric_definitions(self.metric_definitions)
         ))
 
+        if self.argument_rule not in contract.ARGUMENT_RULES:
+            raise ConfigurationError("argument_rule", self.argument_rule, "is not a rule the kit knows",
+                                     f"use one of {sorted(contract.ARGUMENT_RULES)}")
         if not isinstance(self.python, str) or not os.access(self.python, os.X_OK):
             raise ConfigurationError("python", self.python, "is not an executable interpreter", "give sys.executable")
 

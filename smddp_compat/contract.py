@@ -43,7 +43,7 @@ __all__ = [
     "MWMS_ENABLED", "PARAMETER_SERVER_ENABLED", "PYTORCH_DDP_ENABLED", "PYTORCH_XLA_MULTI_WORKER_ENABLED",
     "DISTRIBUTION_FLAGS", "DISTRIBUTION_INSTANCE_GROUPS", "INSTANCE_TYPE", "HYPERPARAMETER_VALUE_LIMIT",
     # encoders
-    "env_value", "encode_hyperparameter", "encode_hyperparameters", "cmd_args",
+    "env_value", "encode_hyperparameter", "encode_hyperparameters", "cmd_args", "driver_args", "ARGUMENT_RULES",
     # the failure file
     "FAILURE_REASON_LIMIT", "failure_file", "truncate_failure_reason", "write_atomically", "write_failure_file",
     "read_failure_reason",
@@ -309,6 +309,25 @@ def cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
         args.append(f"--{name}" if len(name) > 1 else f"-{name}")
         args.append(_argument_text(hyperparameters[name]))
     return args
+
+
+def driver_args(hyperparameters: Mapping[str, Any]) -> list[str]:
+    """The script's arguments for its hyperparameters: SDK v3's rule (its drivers pass SM_HPS on as ``--name value``),
+    which the kit's v3 job drivers apply and the process backend applies to a ``ModelTrainer``'s job.
+
+    Returns:
+        ``["--name", "value", ...]`` in the hyperparameters' order; a string as it is, any other value as JSON
+        (``true``, ``3``, ``{"a": 1}``).
+    """
+    args: list[str] = []
+    for name, value in hyperparameters.items():
+        args += [f"--{name}", value if isinstance(value, str) else json.dumps(value)]
+    return args
+
+
+ARGUMENT_RULES = {"sagemaker-training": cmd_args, "sdk-v3-driver": driver_args}
+"""How a job's hyperparameters become its script's arguments, by the upstream whose rule it is: the training toolkit
+(SageMaker's TensorFlow containers, SDK v2 jobs) or SDK v3's drivers (``ModelTrainer`` jobs)."""
 
 
 # --- the failure file ------------------------------------------------------------------------------------------------

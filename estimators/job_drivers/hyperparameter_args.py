@@ -1,7 +1,7 @@
 """Hyperparameters (SM_HPS) as the command-line arguments SageMaker passes to a training script.
 
-Standard library only; imported by the job drivers that sit beside it (with what every SDK v3 driver reads, and
-how each reports an environment it cannot run in).
+Imported by the job drivers that sit beside it (with what every SDK v3 driver reads, and how each reports an
+environment it cannot run in); the rule itself is :func:`smddp_compat.contract.driver_args`, shipped beside them.
 """
 
 from __future__ import annotations
@@ -10,20 +10,7 @@ import json
 import sys
 from typing import Any, Mapping
 
-
-def to_cli_args(hyperparameters: Mapping[str, Any]) -> list[str]:
-    """``{"epochs": 3, "name": "x"}`` -> ``["--epochs", "3", "--name", "x"]`` (strings as is, others as JSON).
-
-    Args:
-        hyperparameters: Names and values, as SM_HPS holds them.
-
-    Returns:
-        The argument list, one ``--name value`` pair per hyperparameter, in order.
-    """
-    args: list[str] = []
-    for name, value in hyperparameters.items():
-        args += [f"--{name}", value if isinstance(value, str) else json.dumps(value)]
-    return args
+from smddp_compat.contract import driver_args
 
 
 def from_environment(environ: Mapping[str, str]) -> list[str]:
@@ -36,7 +23,7 @@ def from_environment(environ: Mapping[str, str]) -> list[str]:
     hyperparameters = json.loads(raw)
     if not isinstance(hyperparameters, dict):
         raise ValueError(f"SM_HPS={raw!r} is not a JSON object")
-    return to_cli_args(hyperparameters)
+    return driver_args(hyperparameters)
 
 
 def job_entry(environ: Mapping[str, str]) -> tuple[str, list[str], dict[str, Any]]:

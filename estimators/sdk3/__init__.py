@@ -11,6 +11,8 @@ driver on every host with the config's fields in SM_DISTRIBUTED_CONFIG. What eac
 Install with the ``sdk3`` extra (``pip install 'smddp-compat[sdk3]'``, i.e. ``sagemaker>=3.27,<4``). This module
 imports only when SDK v3 is installed; importing it elsewhere raises :class:`~estimators.errors.MissingDependencyError`
 with the install command.
+
+:func:`train_local` runs a ``ModelTrainer``'s job on this machine with local mode's process backend (no Docker).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from smddp_compat.estimators import (
     stage_driver_dir,
 )
 
-__all__ = ["SMDDPCompat", "Horovod", "MultiWorkerMirrored", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS"]
+__all__ = [
+    "SMDDPCompat", "Horovod", "MultiWorkerMirrored", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS", "train_local",
+]
 
 #: ``SourceCode(ignore_patterns=...)`` that leaves secrets, VCS, caches and virtual environments out of the upload.
 SOURCE_IGNORE_PATTERNS: list[str] = list(DEFAULT_SOURCE_EXCLUDES)
@@ -183,3 +187,6 @@ class ParameterServer(_KitDriven):
 
     _kind = "parameter_server"
     _driver_files = ("ps_driver.py",)
+
+
+from smddp_compat.estimators.sdk3._local import train_local  # noqa: E402  (after the configs it checks)

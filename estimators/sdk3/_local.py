@@ -1,0 +1,190 @@
+"""A ``ModelTrainer``'s job run on this machine by local mode's process backend (no Docker, no AWS).
+
+:func:`train_local` reads the job from the trainer (its source code, compute, distributed config, hyperparameters,
+environment, stopping condition, checkpoint folder, metric definitions) and the channels given to it, runs it as
+the process backend runs an SDK v2 ``local_process`` job, with SDK v3's rule for the script's arguments, then gives
+the trainer the view of the finished job SageMaker gives: ``trainer._latest_training_job`` is a
+``sagemaker.core.resources.TrainingJob`` built from local mode's DescribeTrainingJob answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import IO, Any
+
+from smddp_compat.estimators import ConfigurationError, DistributionPlan, instance_spec, plan_distribution
+from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, build_job_spec, run_job
+from smddp_compat.local_mode.outcome import JobResult
+from smddp_compat.local_mode.spec import JobSpec
+
+__all__ = ["train_local", "build_local_spec", "local_job_description"]
+
+#: The instance type a local job's description names: it ran on this machine (as SDK v2's ``local_process``).
+LOCAL_INSTANCE_TYPE = "local_process"
+
+
+def _decoded(value: str) -> Any:
+    """A hyperparameter as SDK v3's container reads it back: JSON when it parses, else the string."""
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _channels(input_data_config: Sequence[Any] | None) -> dict[str, str]:
+    """``InputData``/``Channel`` items as channel name -> local path or ``s3://`` URI."""
+    channels: dict[str, str] = {}
+    for item in input_data_config or ():
+        name = getattr(item, "channel_name", None)
+        source = getattr(item, "data_source", None)
+        uri = getattr(source, "s3_uri", source)  # an S3DataSource names its URI
+        if not isinstance(name, str) or not isinstance(uri, (str, os.PathLike)):
+            raise ConfigurationError(
+                "input_data_config", item, "local runs take InputData(channel_name=..., data_source=<local path, "
+                "file:// or s3:// URI, or S3DataSource>)", "e.g. InputData(channel_name='train', data_source='./data')",
+            )
+        channels[name] = os.fspath(uri)
+    return channels
+
+
+def _plan(trainer: Any) -> DistributionPlan:
+    """The trainer's distribution, checked against its compute by the kit's rules."""
+    compute = trainer.compute
+    distributed = trainer.distributed
+    if distributed is None:
+        return plan_distribution(None, spec=instance_spec(compute.instance_type),
+                                 instance_count=compute.instance_count or 1)
+    check = getattr(distributed, "check", None)
+    if check is None:
+        raise ConfigurationError(
+            "distributed", type(distributed).__name__, "is not one of the kit's configs, which local runs need",
+            "use SMDDPCompat, Horovod, MultiWorkerMirrored, DTensor or ParameterServer from "
+            "smddp_compat.estimators.sdk3, or distributed=None",
+        )
+    return check(compute.instance_type, compute.instance_count or 1, trainer.training_image)
+
+
+def _output_path(trainer: Any, output_path: str | None) -> str:
+    """Where the job's ``<job_name>/`` folder goes: ``output_path``, else the trainer's output path when it is not in
+    S3 (a default S3 path is the user's real bucket: never written to unless asked), else the local default."""
+    if output_path is not None:
+        return output_path
+    configured = getattr(trainer.output_data_config, "s3_output_path", None)
+    if isinstance(configured, str) and configured and not configured.startswith("s3://"):
+        return configured
+    return DEFAULT_LOCAL_OUTPUT
+
+
+def build_local_spec(trainer: Any, input_data_config: Sequence[Any] | None = None, *, output_path: str | None = None,
+                     job_name: str | None = None) -> JobSpec:
+    """The local mode job of a ``ModelTrainer`` (see :func:`train_local` for the arguments).
+
+    Raises:
+        ConfigurationError: A trainer local runs cannot express (no ``source_code.entry_script``, a ``command``, a
+            distributed config that is not the kit's), or a value the kit's checks refuse.
+    """
+    from sagemaker.train.utils import safe_serialize  # SDK v3's own serialisation of hyperparameters
+
+    source = trainer.source_code
+    if source is None or not source.entry_script:
+        raise ConfigurationError("source_code", source, "local runs need SourceCode(entry_script=...)",
+                                 "e.g. SourceCode(source_dir='src', entry_script='train.py')")
+    if getattr(source, "command", None):
+        raise ConfigurationError("source_code.command", source.command, "is not run by local runs",
+                                 "give entry_script (and source_dir) instead")
+    stopping = trainer.stopping_condition
+    checkpoint = trainer.checkpoint_config
+    metrics = [{"Name": definition.name, "Regex": definition.regex}
+               for definition in trainer._metric_definitions or ()]  # no public reader in SDK v3
+    hyperparameters = {name: _decoded(safe_serialize(value)) for name, value in (trainer.hyperparameters or {}).items()}
+    spec = build_job_spec(
+        entry_point=source.entry_script, source_dir=source.source_dir,
+        instance_count=trainer.compute.instance_count or 1, plan=_plan(trainer), hyperparameters=hyperparameters,
+        inputs=_channels(input_data_config), output_path=_output_path(trainer, output_path),
+        max_run=getattr(stopping, "max_runtime_in_seconds", None),
+        job_name=job_name or _unique_name(trainer.base_job_name or "model-trainer"),
+        environment=trainer.environment, checkpoint_local_path=getattr(checkpoint, "local_path", None),
+        metric_definitions=metrics,
+    )
+    return replace(spec, argument_rule="sdk-v3-driver")
+
+
+def _unique_name(base: str) -> str:
+    from sagemaker.train.utils import _get_unique_name  # SDK v3's own job-name rule (the base and a time stamp)
+
+    return _get_unique_name(base)
+
+
+def local_job_description(result: JobResult, trainer: Any) -> dict[str, Any]:
+    """DescribeTrainingJob for a finished local job of ``trainer``: local mode's one builder, with what the trainer
+    sends besides the job (role, image, hyperparameters as SDK v3 serialises them) and ``local_process`` as the
+    instance type."""
+    from sagemaker.train.utils import safe_serialize  # SDK v3's own serialisation of hyperparameters
+
+    params = copy.deepcopy(dict(result.request_params))
+    if trainer.role:
+        params["RoleArn"] = trainer.role
+    if trainer.training_image:
+        params["AlgorithmSpecification"]["TrainingImage"] = trainer.training_image
+    params["HyperParameters"] = {name: safe_serialize(value) for name, value in (trainer.hyperparameters or {}).items()}
+    params["ResourceConfig"]["InstanceType"] = LOCAL_INSTANCE_TYPE
+    return replace(result, request_params=params).describe()
+
+
+def train_local(
+    trainer: Any,
+    input_data_config: Sequence[Any] | None = None,
+    *,
+    output_path: str | None = None,
+    job_name: str | None = None,
+    logs: bool = True,
+    stream: IO[str] | None = None,
+) -> Any:
+    """Runs ``trainer``'s job on this machine, one local host per instance (algo-1..algo-N), with the process backend.
+
+    The script gets what SDK v3's drivers give it on SageMaker: its hyperparameters as ``--name value`` arguments
+    (strings as they are, other values as JSON, in order), the ``SM_*`` variables of its host, its channels, and the
+    ranks of the kit's config (``distributed=``). Compute's instance type sizes the ranks as on SageMaker; the ranks
+    run on this machine's CPUs.
+
+    Args:
+        trainer: A ``sagemaker.train.ModelTrainer`` with ``source_code.entry_script`` (either training mode; a
+            ``Mode.LOCAL_CONTAINER`` trainer needs no AWS session or role).
+        input_data_config: ``InputData`` items, as ``trainer.train()`` takes them (local folders, ``file://`` or
+            ``s3://`` URIs).
+        output_path: Folder (or ``s3://`` URI) that receives ``<job_name>/`` with ``output/model.tar.gz``,
+            ``output/output.tar.gz`` and the logs. Default: the trainer's output path when it is local, else
+            ``./smddp_local_output`` (an S3 output path is used only when given here).
+        job_name: The job's name (default: SDK v3's, the base job name and a time stamp).
+        logs: Print the processes' prefixed output as they run (the logs are kept with the job either way).
+        stream: Where that output goes (default: standard output).
+
+    Returns:
+        The finished job as a ``sagemaker.core.resources.TrainingJob`` (also ``trainer._latest_training_job``):
+        status, secondary status and transitions, ``model_artifacts``, ``final_metric_data_list``, times.
+
+    Raises:
+        ConfigurationError: A setting local runs cannot run (named, with the fix).
+        sagemaker.core.utils.exceptions.FailedStatusError: The job failed or was stopped, as ``train()`` raises it
+            for a SageMaker job; the job's description is on the trainer all the same.
+    """
+    from sagemaker.core.resources import TrainingJob  # SDK v3's job view
+    from sagemaker.core.utils.code_injection.codec import transform
+    from sagemaker.core.utils.exceptions import FailedStatusError
+
+    spec = build_local_spec(trainer, input_data_config, output_path=output_path, job_name=job_name)
+    with contextlib.ExitStack() as stack:
+        result = run_job(spec, stream=stream if logs else stack.enter_context(open(os.devnull, "w")))
+    description = local_job_description(result, trainer)
+    job = TrainingJob(**transform(description, "DescribeTrainingJobResponse"))
+    trainer._latest_training_job = job
+    if not result.ok:
+        raise FailedStatusError(resource_type="TrainingJob", status=result.status,
+                                reason=description.get("FailureReason", result.secondary_status))
+    return job
+
