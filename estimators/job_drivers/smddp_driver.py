@@ -50,6 +50,20 @@ def _single_host(pph: int, script: str, args: list[str]) -> int:
     return smddprun(["-np", str(pph), sys.executable, script, *args])
 
 
+def _check_interface(tag: str) -> None:
+    """Points SM_NETWORK_INTERFACE_NAME (the interface mpirun's traffic is kept to) at one this host has: SDK v3's
+    local mode names ``ethwe``, which its containers do not have (mpirun then finds no network); the first interface
+    other than ``lo`` stands in, and the console says so."""
+    named = os.environ.get("SM_NETWORK_INTERFACE_NAME", "eth0")
+    present = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
+    if not present or named in present:
+        return
+    usable = [name for name in present if name != "lo"] or present
+    print(f"{tag} this host has no network interface {named!r} (SM_NETWORK_INTERFACE_NAME): mpirun uses "
+          f"{usable[0]!r}", flush=True)
+    os.environ["SM_NETWORK_INTERFACE_NAME"] = usable[0]
+
+
 def _multi_host(hosts: list[str], current: str, pph: int, options: list[str], script: str, args: list[str]) -> int:
     sys.path.insert(0, os.path.dirname(HERE))  # the SDK's drivers: distributed_drivers.*, common.*
     from distributed_drivers.mpi_utils import (  # type: ignore[import-not-found]
@@ -98,6 +112,7 @@ def main(kind: str = "smddp") -> int:
         if options:
             print(f"{tag} custom_mpi_options {options} apply to mpirun (multi-host) only", flush=True)
         return _single_host(pph, script, args)
+    _check_interface(tag)
     return _multi_host(hosts, current, pph, options, script, args)
 
 

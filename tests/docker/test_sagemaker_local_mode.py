@@ -137,3 +137,49 @@ def test_sdk_local_mode_two_hosts(
         assert sorted(r["rank"] for r in records) == [0, 1], records
         assert {r["size"] for r in records} == {2} and {r["allreduce_sum"] for r in records} == {2.0}
         assert records[0]["weights"] == pytest.approx(records[1]["weights"], abs=1e-6)
+
+
+SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"
+#: SDK v3 ``ModelTrainer`` jobs: the kit config (class name and fields) and the script's hyperparameters.
+SDK3_CASES = {
+    "SMDDPCompat": ("world_probe.py", ["SMDDPCompat", {"processes_per_host": 1}], {"kind": "smddp"}),
+    "Horovod": ("world_probe.py", ["Horovod", {}], {"kind": "horovod"}),
+    "MultiWorkerMirrored": ("world_probe.py", ["MultiWorkerMirrored", {}], {"kind": "mwms"}),
+    "DTensor": ("dtensor_sum.py", ["DTensor", {"mesh": {"batch": 4}, "devices_per_process": 2}], {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SDK3_CASES))
+def test_sdk3_local_container_two_hosts(
+    case: str, tmp_path: Path, kit_image: str, sdk_environment: None, sdk_network: None
+) -> None:
+    """SDK v3's own ``Mode.LOCAL_CONTAINER`` runs the kit's image with each kit config on 2 hosts (the job built and
+    started in .venv-sdk3 by the matrix's SDK v3 runner, as a user's ModelTrainer code does)."""
+    import os
+    import subprocess
+
+    if not SDK3_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{SDK3_PYTHON} is missing: CI builds it with estimators/sdk3/setup_venv.sh")
+        pytest.skip(f"{SDK3_PYTHON} is missing (bash estimators/sdk3/setup_venv.sh)")
+    entry_point, distributed, hyperparameters = SDK3_CASES[case]
+    spec = {"entry_point": entry_point, "source_dir": str(SCRIPTS), "hosts": 2, "distributed": distributed,
+            "hyperparameters": hyperparameters, "environment": {}, "image": kit_image, "output": str(tmp_path / "out"),
+            "job_name": f"sdk3-local-{case.lower()}", "max_run": 600}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    done = subprocess.run([str(SDK3_PYTHON), "-m", "smddp_compat.bench._matrix_sdk3", "sdk3-container", "--spec",
+                           str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=800,
+                          cwd=tmp_path, env=dict(os.environ))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    records: list[dict[str, Any]] = []
+    with tarfile.open(tmp_path / "out" / "output.tar.gz") as archive:
+        for member in archive.getmembers():
+            if member.isfile() and Path(member.name).name.startswith(("world-", "dtensor-")):
+                records.append(json.loads(archive.extractfile(member).read()))  # type: ignore[union-attr]
+    if case == "DTensor":
+        assert sorted(r["client"] for r in records) == [0, 1], records
+        assert {(r["clients"], r["devices"], r["sum"]) for r in records} == {(2, 4, 12.0)}
+    else:
+        assert sorted(r["rank"] for r in records) == [0, 1], records
+        assert {r["size"] for r in records} == {2} and {r["allreduce_sum"] for r in records} == {2.0}
+        assert records[0]["weights"] == pytest.approx(records[1]["weights"], abs=1e-6)
