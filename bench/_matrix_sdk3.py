@@ -23,6 +23,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sagemaker.core.training.configs import Compute, SourceCode, StoppingCondition
+from sagemaker.core.utils.exceptions import FailedStatusError
+from sagemaker.train import ModelTrainer
+from sagemaker.train.model_trainer import Mode
+
+from smddp_compat.estimators import sdk3  # SDK v3 is this module's environment: it runs in .venv-sdk3 only
+
 __all__ = ["main", "CPU_INSTANCE_TYPE"]
 
 #: The instance type the jobs name (4 vCPUs): the ranks run on this machine's CPUs.
@@ -30,13 +37,6 @@ CPU_INSTANCE_TYPE = "ml.c5.xlarge"
 
 
 def _trainer(spec: dict[str, Any], *, instance_type: str, container_root: str | None = None) -> Any:
-    # SDK v3 and the kit's configs: loaded here, in the SDK v3 environment only.
-    from sagemaker.core.training.configs import Compute, SourceCode, StoppingCondition
-    from sagemaker.train import ModelTrainer
-    from sagemaker.train.model_trainer import Mode
-
-    from smddp_compat.estimators import sdk3
-
     distributed = None
     if spec.get("distributed"):
         name, fields = spec["distributed"]
@@ -53,13 +53,9 @@ def _trainer(spec: dict[str, Any], *, instance_type: str, container_root: str | 
 
 
 def _sdk3_local(spec: dict[str, Any]) -> int:
-    from sagemaker.core.utils.exceptions import FailedStatusError  # SDK v3: see _trainer
-
-    from smddp_compat.estimators.sdk3 import train_local
-
     trainer = _trainer(spec, instance_type=CPU_INSTANCE_TYPE)
     try:
-        job = train_local(trainer, output_path=spec["output"], job_name=spec["job_name"])
+        job = sdk3.train_local(trainer, output_path=spec["output"], job_name=spec["job_name"])
     except FailedStatusError as exc:
         print(f"matrix: the local job failed: {exc}", flush=True)
         return 1
