@@ -2,8 +2,10 @@
 
 - :class:`TensorFlow` (SageMaker SDK v2, extra ``smddp-compat[sdk2]``): ``from smddp_compat.estimators import
   TensorFlow`` in place of ``from sagemaker.tensorflow import TensorFlow``.
-- :mod:`smddp_compat.estimators.sdk3` (SageMaker SDK v3, extra ``smddp-compat[sdk3]``): ``SMDDPCompat``, ``DTensor``
-  and ``ParameterServer`` distributed configs for ``ModelTrainer``.
+- :mod:`smddp_compat.estimators.sdk3` (SageMaker SDK v3, extra ``smddp-compat[sdk3]``): ``SMDDPCompat``,
+  ``Horovod``, ``MultiWorkerMirrored``, ``DTensor`` and ``ParameterServer`` distributed configs for ``ModelTrainer``,
+  and ``train_local`` (a trainer's job on this machine).
+- :func:`build_job_spec` and :func:`run_job`: an estimator's or trainer's job as a local_mode job, run here.
 - :mod:`smddp_compat.estimators.cli`: ``smddp submit|status|logs|wait|fetch``.
 
 Importing this package imports neither TensorFlow nor the SageMaker SDK: :class:`TensorFlow` is loaded on first
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
+from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, build_job_spec, run_job
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 from smddp_compat.estimators._validation import check_channel_names, check_job_name, instance_spec
 from smddp_compat.estimators.errors import (
@@ -31,7 +34,8 @@ __all__ = [
     "TensorFlow", "DEFAULT_SOURCE_EXCLUDES", "DistributionPlan", "InstanceSpec", "plan_distribution", "instance_spec",
     "known_instance_types", "CpuImageWarning", "check_image_for_instance_type", "image_cuda", "check_channel_names",
     "check_job_name", "stage_driver_dir", "ConfigurationError", "EstimatorError", "JobError", "JobTimeoutError",
-    "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError",
+    "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError", "DEFAULT_LOCAL_OUTPUT",
+    "build_job_spec", "run_job",
 ]
 
 

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import IO, Any
 
-from smddp_compat.estimators import ConfigurationError, DistributionPlan, instance_spec, plan_distribution
-from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, build_job_spec, run_job
+from smddp_compat.estimators import (
+    DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, build_job_spec, instance_spec, plan_distribution, run_job,
+)
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 
