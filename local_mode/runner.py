@@ -429,4 +429,5 @@ def _process_spec(
         cwd=str(layout.code_dir),
         log_path=str(log_files[plan.host]),
         host=plan.host,
+        serves=plan.serves,
     )

@@ -13,7 +13,9 @@ a job named ``master``; its workers and parameter servers only serve, never retu
 connects); :func:`serve` runs a worker or parameter server until the coordinator is done; :func:`wait_for_tasks` and
 :class:`ClusterWatch` bound the coordinator's waits, naming the task at fault (the strategy waits for ever for a task
 down at the start, and retries a lost worker for ever); ``python -m smddp_compat.parameter_server`` runs
-``TF_CONFIG``'s ``ps`` task as the toolkit's ``_run_ps`` does.
+``TF_CONFIG``'s ``ps`` task as the toolkit's ``_run_ps`` does: it serves until the coordinator came and went, or until
+it is stopped, as the toolkit's server ends with its host once the host's script has ended (a script that trains
+without the servers never contacts them, which is no failure).
 
 Standard library only at import time (TensorFlow is imported inside the functions that need it): the module ships
 inside ``sourcedir.tar.gz``.
@@ -51,8 +53,8 @@ __all__ = [
 TF_CONFIG_VARIABLE = "TF_CONFIG"
 START_TIMEOUT_VARIABLE = "SMDDP_PS_START_TIMEOUT_SECONDS"
 #: How long a parameter server (``python -m smddp_compat.parameter_server``) waits for the coordinator to accept
-#: connections: SageMaker starts hosts minutes apart at worst, and the coordinator imports TensorFlow and loads its
-#: data before it listens.
+#: connections before it says so in its log (naming the coordinator) and serves on: SageMaker starts hosts minutes
+#: apart at worst, and the coordinator imports TensorFlow and loads its data before it listens.
 DEFAULT_START_TIMEOUT_SECONDS = 900.0
 
 #: TF_CONFIG's names for the coordinator: SageMaker's toolkit calls it ``master``, TensorFlow 2.21 ``chief``.
@@ -419,7 +421,8 @@ def wait_for_tasks(config: ParameterServerConfig, *, timeout: float, timeout_fie
 
 def wait_for_coordinator(config: ParameterServerConfig, *, start_timeout: float, timeout_field: str,
                          poll_seconds: float = 1.0, should_stop: Callable[[], bool] | None = None,
-                         silent_limit: float | None = None, silent_field: str = "the time limit") -> str:
+                         silent_limit: float | None = None, silent_field: str = "the time limit",
+                         on_start_timeout: Callable[[CoordinatorUnreachableError], None] | None = None) -> str:
     """On a worker or parameter server: waits until the coordinator has accepted connections and then stopped.
 
     The coordinator listens from the moment it connects to the cluster until its process ends; so the first
@@ -434,28 +437,35 @@ def wait_for_coordinator(config: ParameterServerConfig, *, start_timeout: float,
         should_stop: Checked between probes; True ends the wait at once (e.g. SIGTERM received).
         silent_limit: Seconds the coordinator may go without answering once it has started (None: no limit).
         silent_field: The setting `silent_limit` came from, named in the error.
+        on_start_timeout: Called once with the start timeout's error instead of raising it; the wait then goes on
+            until the coordinator came and went or `should_stop` (a server its job may never use).
 
     Returns:
         ``"finished"`` (the coordinator came and went) or ``"stopped"`` (`should_stop` said so).
 
     Raises:
-        CoordinatorUnreachableError: The coordinator did not accept a connection within `start_timeout` seconds.
+        CoordinatorUnreachableError: The coordinator did not accept a connection within `start_timeout` seconds
+            (without `on_start_timeout`).
         TaskLostError: The coordinator accepted connections without answering for `silent_limit` seconds.
     """
     _require_cluster(config, "wait_for_coordinator()")
     coordinator = config.coordinator
     assert coordinator is not None  # read_tf_config guarantees one
     stop = should_stop or (lambda: False)
-    deadline = time.monotonic() + start_timeout
+    deadline: float | None = time.monotonic() + start_timeout
     while not accepts_connections(coordinator.address, timeout=min(_PROBE_SECONDS, poll_seconds)):
         if stop():
             return "stopped"
-        if time.monotonic() >= deadline:
+        if deadline is not None and time.monotonic() >= deadline:
             me = config.task.describe() if config.task else "this task"
-            raise CoordinatorUnreachableError(
+            error = CoordinatorUnreachableError(
                 f"{me}: the {coordinator.describe()} did not accept connections within {start_timeout:g} s "
                 f"({timeout_field}). Fix: check that the training script runs on that host and look at its log for "
                 f"an error, or raise {timeout_field}.", task=coordinator)
+            if on_start_timeout is None:
+                raise error
+            on_start_timeout(error)
+            deadline = None
         time.sleep(poll_seconds)
     misses = 0
     silent_since: float | None = None
@@ -481,7 +491,8 @@ def wait_for_coordinator(config: ParameterServerConfig, *, start_timeout: float,
 
 def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field: str, poll_seconds: float = 1.0,
           should_stop: Callable[[], bool] | None = None, log: Callable[[str], None] | None = None,
-          silent_limit: float | None = None, silent_field: str = "the time limit") -> str:
+          silent_limit: float | None = None, silent_field: str = "the time limit",
+          on_start_timeout: Callable[[CoordinatorUnreachableError], None] | None = None) -> str:
     """Runs this worker or parameter server until the coordinator is done (:func:`start_server`, then
     :func:`wait_for_coordinator`).
 
@@ -497,7 +508,7 @@ def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field:
         "to start)")
     outcome = wait_for_coordinator(config, start_timeout=start_timeout, timeout_field=timeout_field,
                                    poll_seconds=poll_seconds, should_stop=should_stop, silent_limit=silent_limit,
-                                   silent_field=silent_field)
+                                   silent_field=silent_field, on_start_timeout=on_start_timeout)
     say(f"{task.describe()}: " + ("the coordinator has finished; exiting" if outcome == "finished"
                                   else "asked to stop; exiting"))
     return outcome
@@ -644,20 +655,28 @@ class ClusterWatch:
 # ----------------------------------------------------------------------------------------------------- command
 
 
+def _serve_on(error: CoordinatorUnreachableError) -> None:
+    """The parameter server's start timeout: the coordinator is named, and the server serves on."""
+    print(f"parameter server: {error} It serves on until stopped: a script that trains without the parameter "
+          "servers never connects, which is no failure.", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """``python -m smddp_compat.parameter_server``: the parameter server of ``TF_CONFIG``'s ``ps`` task.
 
-    Starts the server as the toolkit's ``_run_ps`` does (GPUs hidden), waits (at most
-    ``SMDDP_PS_START_TIMEOUT_SECONDS``) for the coordinator to accept connections, and returns 0 once it has stopped
-    accepting them. SIGTERM or SIGINT end the wait (exit code 143 / 130).
+    Starts the server as the toolkit's ``_run_ps`` does (GPUs hidden) and serves until the coordinator has accepted
+    connections and stopped again (exit code 0), or until SIGTERM or SIGINT (exit code 143 / 130: how local mode and
+    the SDK v3 driver stop it once the scripts have ended, as the toolkit's server ends with its host). A coordinator
+    that has not connected within ``SMDDP_PS_START_TIMEOUT_SECONDS`` is named in one line, and the server serves on:
+    a script that trains without the parameter servers never connects.
 
     Args:
         argv: Command-line arguments (none are accepted; ``-h``/``--help`` prints this text).
         environ: The environment (default: ``os.environ``).
 
     Returns:
-        0 when the coordinator came and went; 1 on a configuration error or an unreachable coordinator (the reason
-        on standard error); 128 + the signal when stopped.
+        0 when the coordinator came and went; 1 on a configuration error (the reason on standard error); 128 + the
+        signal when stopped.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
@@ -684,7 +703,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                 "give it the TF_CONFIG of the host's ps task ('task': {'type': 'ps', 'index': <host index>}); run "
                 "the training script itself for the master and worker tasks")
         timeout = start_timeout_from_environ(environ)
-        serve(config, start_timeout=timeout, timeout_field=START_TIMEOUT_VARIABLE, should_stop=lambda: bool(received))
+        serve(config, start_timeout=timeout, timeout_field=START_TIMEOUT_VARIABLE, should_stop=lambda: bool(received),
+              on_start_timeout=_serve_on)
     except SmddpError as exc:
         print(f"parameter server: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1

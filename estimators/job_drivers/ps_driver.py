@@ -11,7 +11,8 @@ user's script and SM_HPS its hyperparameters. As the toolkit does:
   ``i`` on host ``i``, port 2223) beside the script, whose ``TF_CONFIG`` names the first host's task ``master`` and
   the others' ``worker`` (port 2222), hosts in SM_HOSTS order. Both run supervised
   (``smddp_compat.launcher.run_process_group``): a failure of either stops the other and this host's job fails
-  with its code; the parameter server and a worker's script end once the master is done.
+  with its code; a worker's script ends once the master is done, and the parameter server is stopped once the
+  script has ended (exit 0: the host's job is done, whether or not the script used the servers).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def main() -> int:
     print(f"{_TAG} {current}: parameter server {hosts.index(current)} and the {role}'s script", flush=True)
     specs = [
         ProcessSpec([sys.executable, "-m", "smddp_compat.parameter_server"], {**shared, **ps_env},
-                    label=f"{current},ps", host=current),
+                    label=f"{current},ps", host=current, serves=True),
         ProcessSpec(argv, {**shared, **script_env}, label=f"{current},{role}", host=current),
     ]
     result = run_process_group(specs)

@@ -104,6 +104,9 @@ class ProcessSpec:
             file replace ``label`` and ``log_path``); None for a process that is one rank.
         console_hides: Lines for which it returns True go to the log file but not to the console (e.g.
             :func:`~smddp_compat.launcher.tensorflow_log_filter`); None shows every line.
+        serves: A server beside the job's programs (a parameter server): once every other process has exited 0,
+            it is stopped and the job has succeeded, whether or not anything used it (SageMaker's TensorFlow
+            toolkit ends a host when its script ends). Exiting non-zero before that still fails the job.
     """
 
     argv: list[str]
@@ -114,6 +117,7 @@ class ProcessSpec:
     host: str = "localhost"
     route_output: OutputRoute | None = None
     console_hides: Callable[[str], bool] | None = None
+    serves: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.argv, (list, tuple)) or not self.argv or not all(isinstance(a, str) for a in self.argv):
@@ -141,7 +145,8 @@ class GroupResult:
 
     Attributes:
         results: One result per spec, in the order given.
-        ok: True when every process exited with code 0.
+        ok: True when every process exited with code 0 (a server, :attr:`ProcessSpec.serves`, also when it was
+            stopped after the others had).
         reason: Empty when ok; otherwise what went wrong first, naming the process and host.
         failed: The process that failed first, or None (success, timeout or interruption).
         duration: Seconds from the first start to the last exit.
@@ -537,7 +542,7 @@ def run_process_group(
                 for running in group:
                     code = running.popen.poll()
                     if code is None:
-                        live += 1
+                        live += not running.spec.serves
                         continue
                     if running.ended is None:
                         running.ended = time.monotonic()
@@ -587,6 +592,7 @@ def run_process_group(
         reason = f"the job was interrupted by {signal.Signals(interrupted).name} and stopped"
     if cut is not None:
         reason += f"; {signal.Signals(cut).name} during the stop: what was left was killed at once (SIGKILL)"
-    ok = failed is None and not timed_out and interrupted is None and all(r.returncode == 0 for r in results)
+    ok = failed is None and not timed_out and interrupted is None and all(
+        r.returncode == 0 for r in results if not r.spec.serves)
     return GroupResult(results, ok, reason, failed_result, end - start, timed_out=timed_out, interrupted=interrupted,
                        oom_kills=oom_kills)

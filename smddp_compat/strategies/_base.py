@@ -74,6 +74,8 @@ class ProcessPlan:
         role: What the process is, when the strategy's processes differ (``master``, ``worker``, ``ps``); it
             replaces the index in the label, so a failure names it.
         module: For a process that is not the job's script: the Python module it runs (``python -m MODULE``).
+        serves: A server beside the scripts (a parameter server), stopped once they have all ended
+            (:attr:`smddp_compat.launcher.ProcessSpec.serves`).
     """
 
     host: str
@@ -84,6 +86,7 @@ class ProcessPlan:
     python_path: tuple[str, ...] = ()
     role: str = ""
     module: str | None = None
+    serves: bool = False
 
     @property
     def label(self) -> str:

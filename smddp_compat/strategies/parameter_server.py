@@ -4,7 +4,8 @@ first host's task ``master`` and the others' ``worker`` (with one host the toolk
 
 TensorFlow 2's ``ParameterServerStrategy`` calls the master a ``chief``, and its workers and parameter servers
 serve until the chief is done: :mod:`smddp_compat.parameter_server` bridges both for a script, and runs a host's
-parameter server here as the toolkit runs it in a container."""
+parameter server here as the toolkit runs it in a container. As with the toolkit, the job ends when the scripts end,
+whether or not they used the servers (which are then stopped)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ class ParameterServer(Strategy):
         for placement in cluster.uniform_placements(hosts, 1):
             role, ps_env, script_env = cluster.parameter_server_host_environments(
                 hosts, placement.host, addresses=job.addresses, ports=ports)
-            plans.append(ProcessPlan.at(placement, ps_env, role="ps", module=PS_MODULE))
+            plans.append(ProcessPlan.at(placement, ps_env, role="ps", module=PS_MODULE, serves=True))
             plans.append(ProcessPlan.at(placement, script_env, role=role))
         yield LocalLaunch(plans, note=f"parameter servers on {len(hosts)} hosts; the master is {hosts[0]}, its "
-                          "script coordinates, the workers' scripts serve until it is done")
+                          "script coordinates, the workers' scripts serve until it is done; the job ends when the scripts end")

@@ -52,6 +52,26 @@ def test_one_failure_stops_the_others_quickly(tmp_path):
 
 
 @pytest.mark.processes
+def test_a_server_is_stopped_once_the_programs_have_succeeded_and_fails_the_job_only_while_they_run():
+    """A server beside the programs (a parameter server nothing uses) ends the job's success, not its wait; its exit
+    code after that stop is no failure. A server that fails while the programs run still fails the job."""
+    server = spec("ps", "import time; print('serving', flush=True); time.sleep(600)", serves=True)
+    out = io.StringIO()
+    result = run_process_group([server, spec("0", "print('trained')"), spec("1", "print('trained')")],
+                               stream=out, timeout=60, grace=3)
+    assert result.ok and result.exit_code == 0 and result.reason == "", result.reason
+    assert result.results[0].returncode == -signal.SIGTERM  # stopped, once both programs had exited 0
+    assert [r.returncode for r in result.results[1:]] == [0, 0]
+
+    failing = spec("ps", "import sys; sys.exit(3)", serves=True, host="algo-2")
+    result = run_process_group([failing, spec("0", "import time; time.sleep(600)")], stream=io.StringIO(),
+                               timeout=60, grace=3)
+    assert not result.ok and result.exit_code == 3
+    assert "process [ps] on host algo-2 exited with code 3" in result.reason
+    assert result.results[1].returncode == -signal.SIGTERM
+
+
+@pytest.mark.processes
 def test_sigterm_ignoring_process_is_killed_after_grace():
     code = """
         import signal, time
