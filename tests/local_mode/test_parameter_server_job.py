@@ -1,6 +1,7 @@
 """``smddp local --distribution parameter_server``: the bundled parameter-server entry point trains on 2 simulated
 hosts with SageMaker's toolkit layout (a parameter server and the script per host), reaches its held-out target,
-resumes from its checkpoints, and a lost process ends the job naming its host and role."""
+resumes from its checkpoints, and a lost process ends the job naming its host and role; a job whose scripts never
+use the parameter servers (plain Keras ``fit`` on each host) completes when the scripts end."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TARGET_ACCURACY = 0.90  # held-out accuracy after two epochs (0.95-0.97 measured; one epoch gives 0.91-0.94)
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 
@@ -103,3 +105,26 @@ def _pid_of_the_worker() -> int:
             if entry.startswith(b"TF_CONFIG=") and json.loads(entry[10:])["task"]["type"] == "worker":
                 return int(proc.name)
     raise AssertionError("no worker process found")
+
+
+@pytest.mark.timeout(300)
+def test_a_job_whose_scripts_never_use_the_servers_completes_when_they_end(tmp_path: Path) -> None:
+    """AWS's parameter_server example trains with plain Keras fit on each host: as with SageMaker's toolkit, the job
+    ends when the scripts end. The servers' start timeout (an hour here) is far beyond this test's limit: a server
+    that waited for a coordinator would make the test fail."""
+    done = subprocess.run(
+        [sys.executable, "-m", "smddp_compat.cli", "local", "keras_fit_per_host.py", "--source-dir", str(SCRIPTS),
+         "--distribution", "parameter_server", "--instance-count", "2", "--output", str(tmp_path / "out"),
+         "--job-name", "ps-unused", "--hp", "epochs=3", "--env", "SMDDP_PS_START_TIMEOUT_SECONDS=3600"],
+        capture_output=True, text=True, timeout=280, cwd=tmp_path,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out[-4000:] + done.stderr[-2000:]
+    assert "local job ps-unused: Completed" in out, out[-2000:]
+    for label in ("algo-1,ps", "algo-2,ps"):
+        assert f"[{label}]" in out, label
+    accuracies = {host: float(value) for host, value in
+                  re.findall(r"^\[(algo-[12]),(?:master|worker)\] accuracy=([0-9.]+);", out, flags=re.MULTILINE)}
+    assert sorted(accuracies) == ["algo-1", "algo-2"] and min(accuracies.values()) >= 0.8, accuracies
+    with tarfile.open(tmp_path / "out" / "ps-unused" / "output" / "model.tar.gz") as archive:
+        assert "model.keras" in [Path(name).name for name in archive.getnames()]
