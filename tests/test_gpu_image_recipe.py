@@ -112,3 +112,27 @@ def test_a_gpu_hosts_nccl_wheel_is_reused(tmp_path: Path, monkeypatch: pytest.Mo
     assert (context / "stack/.wheels" / nccl.parent.name / nccl.name).read_bytes() == b"wheel"
     gpu = (REPO / "image/Dockerfile.gpu").read_text(encoding="utf-8")
     assert "COPY stack/ /opt/smddp-compat/\nRUN SMDDP_WHEEL_CACHE=/opt/smddp-compat/.wheels SMDDP_GPU=1" in gpu
+
+
+def test_both_images_and_the_venv_install_tensorboard_pinned_with_tensorflow(tmp_path: Path) -> None:
+    """TF 2.21 no longer installs tensorboard, which tf.keras.callbacks.TensorBoard needs: the kit's dependencies
+    (setup.sh's venv, and each image's stack, which setup.sh installs) pin it at TensorFlow's version, and
+    constraints.txt pins it and every requirement it brings."""
+    import tomllib
+
+    pins = _pins(REPO / "constraints.txt")
+    assert pins["tensorboard"] == pins["tensorflow"] == "2.21.0"
+    for flavor in ("cpu", "gpu"):
+        context = tmp_path / flavor
+        context.mkdir()
+        build.assemble_context(REPO, context, wheel=None, flavor=flavor)
+        dependencies = tomllib.loads((context / "stack/pyproject.toml").read_text(encoding="utf-8"))["project"][
+            "dependencies"]
+        assert "tensorboard==2.21.0" in dependencies and "tensorflow==2.21.0" in dependencies, dependencies
+        assert _pins(context / "stack/constraints.txt")["tensorboard"] == "2.21.0"
+    for requirement in (Requirement(r) for r in distribution("tensorboard").requires or []):
+        if requirement.marker is None or requirement.marker.evaluate():
+            name = requirement.name.lower()
+            assert name in pins or name == "setuptools", f"{name} (a tensorboard requirement) is not pinned"
+            assert name == "setuptools" or requirement.specifier.contains(pins[name]), (name, pins.get(name))
+    assert distribution("tensorboard").version == pins["tensorboard"]  # this venv, by setup.sh

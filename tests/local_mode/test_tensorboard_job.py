@@ -1,7 +1,8 @@
 """TensorBoard in the process backend: each host's tensorboardoutputconfig.json points at its tree's
 output/tensorboard (where SageMaker's LocalPath would be), the first host's folder is kept as
 <output>/<job>/tensorboard/ for ``tensorboard --logdir`` whatever the job's end, and a short smddp_mnist.py job on 2
-hosts writes its summaries there from rank 0 only."""
+hosts writes its summaries there from rank 0 only; a script with ``tf.keras.callbacks.TensorBoard`` in ``fit`` (which needs
+the ``tensorboard`` package the kit installs) leaves its event files there, on Keras 3 and on tf-keras."""
 
 from __future__ import annotations
 
@@ -93,3 +94,25 @@ def test_smddp_mnist_job_keeps_the_summaries_rank_0_wrote(tmp_path: Path, no_lef
         assert config == {"LocalPath": str(hosts / host / contract.TENSORBOARD_DIR)}
     assert [p.name for p in (hosts / "algo-1" / contract.TENSORBOARD_DIR).iterdir()] == [events.name]
     assert not (hosts / "algo-2" / contract.TENSORBOARD_DIR).exists()  # rank 1 wrote nothing
+
+
+@pytest.mark.parametrize("legacy, keras_module", [("0", "keras."), ("1", "tf_keras.")], ids=["keras3", "tf-keras"])
+def test_the_keras_tensorboard_callback_writes_its_events_in_the_jobs_folder(
+    tmp_path: Path, no_leftover_job_dirs: None, legacy: str, keras_module: str
+) -> None:
+    spec = JobSpec(entry_point=str(Path(__file__).parent / "scripts" / "keras_fit_per_host.py"),
+                   hyperparameters={"epochs": 2, "tensorboard": "true"}, environment={"TF_USE_LEGACY_KERAS": legacy},
+                   output_path=str(tmp_path / "out"), job_name="tb-callback", max_run=300)
+    stream = io.StringIO()
+    result = run(spec, stream=stream)
+    printed = stream.getvalue()
+    assert result.ok, printed[-4000:]
+    assert f"keras={keras_module}" in printed, printed[-2000:]  # the flavour asked for
+    kept = tmp_path / "out" / "tb-callback" / "tensorboard"
+    events = sorted(kept.glob("train/events.out.tfevents.*"))
+    assert events, sorted(str(p.relative_to(kept)) for p in kept.rglob("*"))
+    import tensorflow as tf
+
+    tags = [(value.tag, event.step) for path in events for event in tf.compat.v1.train.summary_iterator(str(path))
+            for value in event.summary.value]
+    assert [step for tag, step in tags if tag == "epoch_loss"] == [0, 1], tags  # the callback's scalar, per epoch
