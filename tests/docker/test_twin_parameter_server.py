@@ -1,45 +1,84 @@
 """The estimator's ``parameter_server`` request, replayed by the twin on 2 hosts in the kit's image: SageMaker's
 TensorFlow toolkit starts a parameter server on every host and runs the script with its own ``TF_CONFIG`` (the
 master on algo-1, a worker on algo-2); the bundled entry point trains under TF 2.21's ParameterServerStrategy to its
-held-out target, and its artifacts and metrics are the job's answer."""
+held-out target, and its artifacts and metrics are the job's answer. SDK v3's plug-in runs it the same way through
+the kit's driver. A script that never uses the servers (plain Keras ``fit`` on each host, as AWS's
+``parameter_server`` example trains) completes when it ends, under either."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import json
+import os
+import re
+import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from smddp_compat.local_mode.docker import SageMakerTwin, TrainingJobRequest
+from smddp_compat.local_mode.outcome import JobResult
 from tests.fake_aws import ROLE, Aws
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("no_leftovers")]
 
 ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
+SCRIPTS = Path(__file__).resolve().parents[1] / "local_mode" / "scripts"
 TARGET_ACCURACY = 0.90
 METRICS = [{"Name": "test_accuracy", "Regex": r"test_accuracy=([0-9.]+);"}]
+SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"
 
 
-def test_the_estimators_parameter_server_request_trains_on_two_hosts(aws: Aws, kit_image: str,
-                                                                      tmp_path: Path) -> None:
+def _sdk2_request(aws: Aws, kit_image: str, source_dir: Path, entry_point: str, hyperparameters: dict[str, object],
+                  job_name: str) -> TrainingJobRequest:
+    """The request the kit's estimator sends for a 2-host parameter_server job."""
     from smddp_compat.estimators import TensorFlow
 
     est = TensorFlow(
-        entry_point="parameter_server_mnist.py", source_dir=str(ENTRY_POINTS), role=ROLE,
+        entry_point=entry_point, source_dir=str(source_dir), role=ROLE,
         instance_type="ml.c5.xlarge", instance_count=2, framework_version="2.21", py_version="py311",
         image_uri=kit_image, sagemaker_session=aws.sagemaker_session(), disable_profiler=True,
-        debugger_hook_config=False, hyperparameters={"epochs": 2}, metric_definitions=METRICS,
+        debugger_hook_config=False, hyperparameters=hyperparameters, metric_definitions=METRICS,
         distribution={"parameter_server": {"enabled": True}},
     )
-    est.fit(wait=False, job_name="twin-ps")
+    est.fit(wait=False, job_name=job_name)
     request = TrainingJobRequest.from_params(aws.requests[-1])
     assert request.hyperparameters["sagemaker_parameter_server_enabled"] == "true"
-    import io
+    return request
 
+
+def _sdk3_request(kit_image: str, tmp_path: Path, source_dir: Path, entry_point: str,
+                  hyperparameters: dict[str, object]) -> TrainingJobRequest:
+    """The request SDK v3's ModelTrainer with ParameterServer() sends (built in .venv-sdk3)."""
+    if not SDK3_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{SDK3_PYTHON} is missing: CI builds it with estimators/sdk3/setup_venv.sh")
+        pytest.skip(f"{SDK3_PYTHON} is missing (bash estimators/sdk3/setup_venv.sh)")
+    out = tmp_path / "request.json"
+    done = subprocess.run([str(SDK3_PYTHON), str(Path(__file__).with_name("sdk3_request.py")), str(out), kit_image,
+                           "parameter_server", str(source_dir), entry_point, json.dumps(hyperparameters)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    request = TrainingJobRequest.from_file(out)
+    assert request.entrypoint  # SDK v3 starts its own driver script, not `train`
+    return request
+
+
+def _replay(request: TrainingJobRequest) -> tuple[JobResult, str]:
+    """The twin's run of the request, and what it printed; the job must have completed."""
     stream = io.StringIO()
     result = SageMakerTwin(request, stream=stream, job_name=request.job_name, output=request.output_path.uri).run()
     printed = stream.getvalue()
     assert result.status == "Completed", printed[-5000:]
+    return result, printed
+
+
+def test_the_estimators_parameter_server_request_trains_on_two_hosts(aws: Aws, kit_image: str,
+                                                                      tmp_path: Path) -> None:
+    request = _sdk2_request(aws, kit_image, ENTRY_POINTS, "parameter_server_mnist.py", {"epochs": 2}, "twin-ps")
+    result, printed = _replay(request)
     # The toolkit's own launch: a parameter server per host, the master's script coordinating.
     assert "Launching parameter server process" in printed, printed[-5000:]
     assert "1 worker(s), 2 parameter server(s)" in printed
@@ -50,33 +89,28 @@ def test_the_estimators_parameter_server_request_trains_on_two_hosts(aws: Aws, k
         assert any(name.endswith("saved_model.pb") for name in archive.getnames())
 
 
-SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"
-
-
 def test_the_sdk_v3_plug_in_runs_it_as_the_toolkit_does(aws: Aws, kit_image: str, tmp_path: Path) -> None:
     """SDK v3's ModelTrainer with ParameterServer() (its request built in .venv-sdk3): the kit's driver starts the
     toolkit's layout on each of 2 hosts, and the entry point trains to its target."""
-    import io
-    import json
-    import os
-    import re
-    import subprocess
-
-    if not SDK3_PYTHON.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{SDK3_PYTHON} is missing: CI builds it with estimators/sdk3/setup_venv.sh")
-        pytest.skip(f"{SDK3_PYTHON} is missing (bash estimators/sdk3/setup_venv.sh)")
-    out = tmp_path / "request.json"
-    done = subprocess.run([str(SDK3_PYTHON), str(Path(__file__).with_name("sdk3_request.py")), str(out), kit_image,
-                           "parameter_server", str(ENTRY_POINTS), "parameter_server_mnist.py",
-                           json.dumps({"epochs": 2})], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
-    request = TrainingJobRequest.from_file(out)
-    assert request.entrypoint  # SDK v3 starts its own driver script, not `train`
-    stream = io.StringIO()
-    result = SageMakerTwin(request, stream=stream, job_name=request.job_name, output=request.output_path.uri).run()
-    printed = stream.getvalue()
-    assert result.status == "Completed", printed[-5000:]
+    request = _sdk3_request(kit_image, tmp_path, ENTRY_POINTS, "parameter_server_mnist.py", {"epochs": 2})
+    _, printed = _replay(request)
     assert "parameter server 1 and the worker's script" in printed, printed[-5000:]
     accuracy = [float(v) for v in re.findall(r"test_accuracy=([0-9.]+);", printed)]
     assert accuracy and accuracy[-1] >= TARGET_ACCURACY, printed[-3000:]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("sdk", ["v2", "v3"])
+def test_scripts_that_never_use_the_servers_complete_when_they_end(aws: Aws, kit_image: str, tmp_path: Path,
+                                                                   sdk: str) -> None:
+    """Plain Keras fit on each host (AWS's parameter_server example): the toolkit (v2) and the kit's driver (v3) end
+    each host when its script ends; an hour's start timeout for the servers would outlast this test."""
+    hyperparameters = {"epochs": 3}
+    if sdk == "v2":
+        request = _sdk2_request(aws, kit_image, SCRIPTS, "keras_fit_per_host.py", hyperparameters, "twin-ps-unused")
+    else:
+        request = _sdk3_request(kit_image, tmp_path, SCRIPTS, "keras_fit_per_host.py", hyperparameters)
+    _, printed = _replay(dataclasses.replace(
+        request, environment={**request.environment, "SMDDP_PS_START_TIMEOUT_SECONDS": "3600"}))
+    accuracies = [float(v) for v in re.findall(r"accuracy=([0-9.]+);", printed)]
+    assert len(accuracies) == 2 and min(accuracies) >= 0.8, printed[-3000:]
