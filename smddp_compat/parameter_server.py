@@ -504,8 +504,9 @@ def serve(config: ParameterServerConfig, *, start_timeout: float, timeout_field:
     start_server(config)
     task, coordinator = config.task, config.coordinator
     assert task is not None and coordinator is not None
-    say(f"{task.describe()}: serving; waiting for the {coordinator.describe()} (at most {start_timeout:g} s for it "
-        "to start)")
+    limit = (f"named if it has not started in {start_timeout:g} s" if on_start_timeout else
+             f"at most {start_timeout:g} s for it to start")
+    say(f"{task.describe()}: serving; waiting for the {coordinator.describe()} ({limit})")
     outcome = wait_for_coordinator(config, start_timeout=start_timeout, timeout_field=timeout_field,
                                    poll_seconds=poll_seconds, should_stop=should_stop, silent_limit=silent_limit,
                                    silent_field=silent_field, on_start_timeout=on_start_timeout)

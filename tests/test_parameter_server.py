@@ -359,7 +359,8 @@ def test_parameter_server_command_serves_until_the_coordinator_is_gone() -> None
         assert process.stdout is not None
         first = process.stdout.readline()
         assert first.startswith(f"ps 1 at 127.0.0.3:{ports[3]} (host algo-2): serving; waiting for the coordinator "
-                                f"(master 0) at 127.0.0.2:{ports[0]} (host algo-1) (at most 60 s for it to start)")
+                                f"(master 0) at 127.0.0.2:{ports[0]} (host algo-1) (named if it has not started in "
+                                "60 s)")
         assert ps.probe(f"127.0.0.3:{ports[3]}") == ps.ANSWERS  # TensorFlow's gRPC server is up
         with _listening(f"127.0.0.2:{ports[0]}"):
             time.sleep(2.5)

@@ -107,24 +107,44 @@ def _pid_of_the_worker() -> int:
     raise AssertionError("no worker process found")
 
 
-@pytest.mark.timeout(300)
-def test_a_job_whose_scripts_never_use_the_servers_completes_when_they_end(tmp_path: Path) -> None:
-    """AWS's parameter_server example trains with plain Keras fit on each host: as with SageMaker's toolkit, the job
-    ends when the scripts end. The servers' start timeout (an hour here) is far beyond this test's limit: a server
-    that waited for a coordinator would make the test fail."""
+def _script_job(tmp_path: Path, script: str, job_name: str) -> tuple[str, dict[str, float]]:
+    """A 2-host parameter_server job of a script in tests/local_mode/scripts (the servers' start timeout an hour, far
+    beyond the tests' limits): its output, once Completed, and the accuracy each host printed."""
     done = subprocess.run(
-        [sys.executable, "-m", "smddp_compat.cli", "local", "keras_fit_per_host.py", "--source-dir", str(SCRIPTS),
+        [sys.executable, "-m", "smddp_compat.cli", "local", script, "--source-dir", str(SCRIPTS),
          "--distribution", "parameter_server", "--instance-count", "2", "--output", str(tmp_path / "out"),
-         "--job-name", "ps-unused", "--hp", "epochs=3", "--env", "SMDDP_PS_START_TIMEOUT_SECONDS=3600"],
+         "--job-name", job_name, "--env", "SMDDP_PS_START_TIMEOUT_SECONDS=3600"],
         capture_output=True, text=True, timeout=280, cwd=tmp_path,
     )
     out = done.stdout
     assert done.returncode == 0, out[-4000:] + done.stderr[-2000:]
-    assert "local job ps-unused: Completed" in out, out[-2000:]
+    assert f"local job {job_name}: Completed" in out, out[-2000:]
     for label in ("algo-1,ps", "algo-2,ps"):
         assert f"[{label}]" in out, label
     accuracies = {host: float(value) for host, value in
                   re.findall(r"^\[(algo-[12]),(?:master|worker)\] accuracy=([0-9.]+);", out, flags=re.MULTILINE)}
+    return out, accuracies
+
+
+@pytest.mark.timeout(300)
+def test_a_job_whose_scripts_never_use_the_servers_completes_when_they_end(tmp_path: Path) -> None:
+    """AWS's parameter_server example trains with plain Keras fit on each host: as with SageMaker's toolkit, the job
+    ends when the scripts end; a server that waited for a coordinator would outlast this test."""
+    _, accuracies = _script_job(tmp_path, "keras_fit_per_host.py", "ps-unused")
     assert sorted(accuracies) == ["algo-1", "algo-2"] and min(accuracies.values()) >= 0.8, accuracies
     with tarfile.open(tmp_path / "out" / "ps-unused" / "output" / "model.tar.gz") as archive:
         assert "model.keras" in [Path(name).name for name in archive.getnames()]
+    with tarfile.open(tmp_path / "out" / "ps-unused" / "output" / "model.tar.gz") as archive:
+        assert "model.keras" in [Path(name).name for name in archive.getnames()]
+
+
+@pytest.mark.timeout(300)
+def test_a_script_in_the_tutorials_pattern_trains_with_keras_fit_under_the_strategy(tmp_path: Path) -> None:
+    """TensorFlow's parameter-server tutorial's start (TFConfigClusterResolver, a branch on the task type) with
+    Keras fit under ParameterServerStrategy on the coordinator: the servers are used, and end with the
+    coordinator."""
+    out, accuracies = _script_job(tmp_path, "ps_strategy_fit.py", "ps-tutorial")
+    assert "[algo-1,master] task=master:0" in out and "[algo-2,worker] task=worker:0" in out, out[-3000:]
+    assert list(accuracies) == ["algo-1"] and accuracies["algo-1"] >= 0.8, accuracies
+    for task in ("ps 0", "ps 1", "worker 0"):
+        assert re.search(rf"\] {task} at .*: the coordinator has finished; exiting$", out, flags=re.MULTILINE), task
