@@ -146,6 +146,8 @@ SDK3_CASES = {
     "Horovod": ("world_probe.py", ["Horovod", {}], {"kind": "horovod"}),
     "MultiWorkerMirrored": ("world_probe.py", ["MultiWorkerMirrored", {}], {"kind": "mwms"}),
     "DTensor": ("dtensor_sum.py", ["DTensor", {"mesh": {"batch": 4}, "devices_per_process": 2}], {}),
+    # Scripts that never use the servers: the job ends when they do (each host's record is world-0.json).
+    "ParameterServer": ("world_probe.py", ["ParameterServer", {}], {"kind": "none"}),
 }
 
 
@@ -179,6 +181,8 @@ def test_sdk3_local_container_two_hosts(
     if case == "DTensor":
         assert sorted(r["client"] for r in records) == [0, 1], records
         assert {(r["clients"], r["devices"], r["sum"]) for r in records} == {(2, 4, 12.0)}
+    elif case == "ParameterServer":  # the SDK's local mode merges the hosts' outputs: one world-0.json is kept
+        assert [(r["size"], r["sm_current_host"] in ("algo-1", "algo-2")) for r in records] == [(1, True)], records
     else:
         assert sorted(r["rank"] for r in records) == [0, 1], records
         assert {r["size"] for r in records} == {2} and {r["allreduce_sum"] for r in records} == {2.0}

@@ -91,6 +91,17 @@ def test_each_kit_config_runs_its_ranks_on_two_hosts(tmp_path: Path, config: str
     assert {r["sum"] for r in records} == {total}, records
 
 
+def test_a_parameter_server_job_ends_when_its_scripts_end(tmp_path: Path) -> None:
+    """Scripts that train with plain ``fit`` on each host, never using the servers (AWS's example's pattern)."""
+    from smddp_compat.estimators import sdk3
+
+    trainer = _trainer("keras_fit_per_host.py", sdk3.ParameterServer(), hyperparameters={"epochs": 1},
+                       environment={"SMDDP_PS_START_TIMEOUT_SECONDS": "3600"})
+    job = sdk3.train_local(trainer, output_path=str(tmp_path), logs=False)
+    assert job.training_job_status == "Completed"
+    assert Path(job.model_artifacts.s3_model_artifacts).is_file()
+
+
 def test_a_failed_script_raises_as_train_does_and_keeps_the_description(tmp_path: Path) -> None:
     from sagemaker.core.utils.exceptions import FailedStatusError
 
