@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 from smddp_compat.estimators._sdk_notices import sdk_v2_notices_quieted
 
 with sdk_v2_notices_quieted():  # the kit's own import of SDK v2: its notice is the kit's doing, not the user's
+    from sagemaker.deprecations import renamed_kwargs
     from sagemaker.tensorflow import TensorFlow as _SdkTensorFlow
     from sagemaker.utils import name_from_base
 
@@ -37,7 +38,7 @@ from smddp_compat.estimators.errors import ConfigurationError, JobError, raised_
 from smddp_compat.image.cuda import check_image_for_instance_type
 from smddp_compat.instance_types import is_local
 
-__all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE", "sdk_config_without_telemetry"]
+__all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE", "SDK_V1_ARGUMENT_NAMES", "sdk_config_without_telemetry"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,21 @@ DISTRIBUTION_ENV = "SMDDP_COMPAT_DISTRIBUTION"
 _LOCAL_PROCESS_REGION = "us-east-1"
 #: The estimator's whole-number fields the SDK sends unchecked (seconds, GB), with an example for the fix.
 _POSITIVE_INT_FIELDS = {"max_run": "max_run=86400", "max_wait": "max_wait=172800", "volume_size": "volume_size=30"}
+#: The SDK v1 argument names SDK v2's TensorFlow estimator still accepts (old -> new). The SDK holds no table of
+#: them: its constructors rename each with ``sagemaker.deprecations.renamed_kwargs``, in
+#: ``sagemaker.estimator.EstimatorBase.__init__`` (the ``train_*`` names), ``sagemaker.estimator.Framework.__init__``
+#: (``image_name``) and ``sagemaker.tensorflow.estimator.TensorFlow.__init__`` (``distributions``). This mirrors them.
+SDK_V1_ARGUMENT_NAMES = {
+    "train_instance_count": "instance_count",
+    "train_instance_type": "instance_type",
+    "train_max_run": "max_run",
+    "train_use_spot_instances": "use_spot_instances",
+    "train_max_wait": "max_wait",
+    "train_volume_size": "volume_size",
+    "train_volume_kms_key": "volume_kms_key",
+    "image_name": "image_uri",
+    "distributions": "distribution",
+}
 
 
 class TensorFlow(_SdkTensorFlow):
@@ -71,6 +87,10 @@ class TensorFlow(_SdkTensorFlow):
         **kwargs: Any,
     ) -> None:
         """Checks every field, then builds the SDK estimator.
+
+        SDK v1 argument names (``train_instance_type``, ``distributions``, ... :data:`SDK_V1_ARGUMENT_NAMES`) are
+        renamed first, by the SDK's own ``renamed_kwargs`` (its deprecation warning included; given with the new
+        name too, the old name's value wins, as in the SDK), so every check below sees the new names.
 
         Args:
             entry_point: The training script (relative to ``source_dir`` when given), as in the SDK.
@@ -96,6 +116,8 @@ class TensorFlow(_SdkTensorFlow):
             CpuImageWarning: A GPU instance type with an image without CUDA (every rank would train on the CPU),
                 by :func:`smddp_compat.estimators.check_image_for_instance_type`'s rule; before any upload.
         """
+        kwargs = _renamed_sdk_v1_arguments({**kwargs, "distribution": distribution})
+        distribution = kwargs.pop("distribution")
         if kwargs.get("instance_groups"):
             raise ConfigurationError(
                 "instance_groups", kwargs["instance_groups"], "heterogeneous clusters are not supported",
@@ -409,6 +431,15 @@ class TensorFlow(_SdkTensorFlow):
         estimator._current_job_name = training_job_name
         estimator.local_result = None
         return estimator
+
+
+def _renamed_sdk_v1_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with every SDK v1 name renamed by the SDK's ``renamed_kwargs`` (which warns) and then dropped."""
+    for old, new in SDK_V1_ARGUMENT_NAMES.items():
+        if old in kwargs:
+            renamed_kwargs(old, new, kwargs.get(new), kwargs)
+            del kwargs[old]
+    return kwargs
 
 
 def sdk_config_without_telemetry(boto_session: Any = None) -> dict[str, Any]:
