@@ -3,7 +3,8 @@
 The estimator's fields map onto :class:`smddp_compat.local_mode.JobSpec`: ``instance_count`` -> hosts algo-1..algo-H,
 the distribution plan's kind and processes per host, hyperparameters, ``fit(inputs)`` channels (local folders,
 ``file://`` or ``s3://`` URIs), ``output_path`` (a folder, ``file://`` or ``s3://``), ``max_run``, ``environment``,
-``checkpoint_local_path``, ``metric_definitions``. A DTensor mesh and devices per client go to local_mode's own DTensor settings.
+``checkpoint_local_path``, ``metric_definitions``; the script gets the hyperparameters SageMaker would give it,
+``model_dir`` included (:func:`script_hyperparameters`). A DTensor mesh and devices per client go to local_mode's own DTensor settings.
 ``custom_mpi_options`` have no meaning there (ranks start over Gloo, or one host's ranks as the kit's own mpirun
 group, which takes none of the job's mpirun options) and are ignored with a warning.
 """
@@ -14,18 +15,21 @@ import logging
 import os
 from typing import Any, Mapping
 
+from smddp_compat import contract
 from smddp_compat.estimators._distribution import DistributionPlan
 from smddp_compat.estimators.errors import ConfigurationError
 from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 
-__all__ = ["local_channels", "build_job_spec", "run_job"]
+__all__ = ["local_channels", "script_hyperparameters", "build_job_spec", "run_job"]
 
 logger = logging.getLogger(__name__)
 
 #: Default output folder of local_process jobs when the estimator has no output_path.
 DEFAULT_LOCAL_OUTPUT = "smddp_local_output"
+#: The host's model folder as the container names it (local_mode gives each host's script its own tree's).
+CONTAINER_MODEL_DIR = f"{contract.OPT_ML}/{contract.MODEL_DIR}"
 
 
 def local_channels(inputs: object) -> dict[str, str]:
@@ -61,6 +65,26 @@ def local_channels(inputs: object) -> dict[str, str]:
     return channels
 
 
+def script_hyperparameters(hyperparameters: Mapping[str, Any], model_dir: Any) -> dict[str, Any]:
+    """The hyperparameters SageMaker gives the script of the SDK's TensorFlow job (its ``sagemaker_*`` ones aside):
+    the user's and ``model_dir`` as ``sagemaker.tensorflow.TensorFlow.hyperparameters`` sends it (none for
+    ``model_dir=False``; the one given; else ``/opt/ml/model`` for an MPI job, ``s3://<output_path>/<job>/model``
+    for the others).
+
+    The script of a local job writes no S3: an ``s3://`` model_dir, given or the SDK's default, is
+    ``/opt/ml/model``, the host's model folder (``SM_MODEL_DIR``), whose files end in the job's model.tar.gz.
+    """
+    hyperparameters = dict(hyperparameters)
+    if model_dir is False:
+        return hyperparameters
+    if isinstance(model_dir, str) and model_dir.startswith("s3://"):
+        logger.info("model_dir %r is each host's model folder (SM_MODEL_DIR) in a local_process job: what the "
+                    "script saves there goes into the job's model.tar.gz", model_dir)
+    local = isinstance(model_dir, str) and bool(model_dir) and not model_dir.startswith("s3://")
+    hyperparameters["model_dir"] = model_dir if local else CONTAINER_MODEL_DIR
+    return hyperparameters
+
+
 def build_job_spec(
     *,
     entry_point: str,
@@ -75,8 +99,11 @@ def build_job_spec(
     environment: Mapping[str, str] | None,
     checkpoint_local_path: str | None,
     metric_definitions: Any = None,
+    model_dir: Any = None,
 ) -> JobSpec:
     """The local_mode JobSpec of an estimator's job (validated by local_mode on construction).
+
+    ``hyperparameters`` are the user's; ``model_dir`` is the estimator's (see :func:`script_hyperparameters`).
 
     ``metric_definitions`` (the SDK's list of ``{"Name", "Regex"}``) pass through: the result's ``final_metrics``
     holds each metric's last value in the logs, as DescribeTrainingJob's ``FinalMetricDataList`` does.
@@ -105,7 +132,7 @@ def build_job_spec(
         source_dir=source_dir,
         instance_count=instance_count,
         distribution=plan.config,  # the estimator's checked distribution, as it is (never flattened to strings)
-        hyperparameters=dict(hyperparameters),
+        hyperparameters=script_hyperparameters(hyperparameters, model_dir),
         channels=local_channels(inputs),
         output_path=output,
         job_name=job_name,

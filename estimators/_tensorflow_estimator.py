@@ -231,7 +231,9 @@ class TensorFlow(_SdkTensorFlow):
         """Starts the training job, as the SDK does, with the staged code.
 
         For ``instance_type="local_process"`` the job runs here through local_mode and its result (status,
-        artifacts, failure reason) is returned; ``wait`` and ``logs`` are ignored (the run streams its output).
+        artifacts, failure reason) is returned; ``wait`` and ``logs`` are ignored (the run streams its output). Its
+        script gets the arguments SageMaker would give it, ``--model_dir`` included, paths in the host's own tree
+        (:func:`~smddp_compat.estimators._local_process.script_hyperparameters`).
 
         Args:
             inputs: Channels, as in the SDK (``s3://`` URIs, ``TrainingInput``, ``file://`` in local modes; plain
@@ -280,6 +282,7 @@ class TensorFlow(_SdkTensorFlow):
                 environment=self.environment,
                 checkpoint_local_path=self.checkpoint_local_path,
                 metric_definitions=self.metric_definitions,
+                model_dir=self.model_dir,
             )
             self._current_job_name = spec.job_name
             self.local_result = _local_process.run_job(spec)
@@ -318,6 +321,7 @@ class TensorFlow(_SdkTensorFlow):
             "dependencies": [os.path.abspath(d) for d in self.dependencies or []],
             "instance_count": self.instance_count,
             "hyperparameters": dict(self._hyperparameters or {}),
+            "model_dir": self.model_dir,
             "distribution": dict(self.compat_distribution) or None,
             "framework_version": self.framework_version,
             "py_version": self.py_version,

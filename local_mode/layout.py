@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,20 @@ class HostLayout:
     def tensorboard_config_file(self) -> Path:
         """``input/config/tensorboardoutputconfig.json``: where the container reads ``LocalPath``."""
         return self.root / contract.TENSORBOARD_CONFIG_FILE
+
+    def hyperparameters_here(self, hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
+        """``hyperparameters`` as this host's script gets them: a value naming a path of the container's tree
+        (``/opt/ml`` or below, e.g. the SDK's ``model_dir`` ``/opt/ml/model``) names the same path in this tree;
+        every other value is kept."""
+        return {name: self._here(value) for name, value in hyperparameters.items()}
+
+    def _here(self, value: Any) -> Any:
+        if not isinstance(value, str) or not value.startswith(contract.OPT_ML):
+            return value
+        path = posixpath.normpath(value)
+        if path != contract.OPT_ML and not path.startswith(contract.OPT_ML + "/"):
+            return value
+        return str(self.root / posixpath.relpath(path, contract.OPT_ML))
 
 
 def resource_config(

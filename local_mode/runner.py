@@ -382,10 +382,11 @@ def _prepare_hosts(
             **spec.distribution_config.strategy.framework_parameters(spec.distribution_config, INSTANCE_TYPE),
         }
         resource = resource_config(hosts, host, INSTANCE_TYPE, NETWORK_INTERFACE)
+        hyperparameters = HostLayout(host, host_root).hyperparameters_here(spec.hyperparameters)
         layout = create_host_tree(
             host_root,
             host,
-            encoded_hyperparameters=encode_hyperparameters({**spec.hyperparameters, **framework}),
+            encoded_hyperparameters=encode_hyperparameters({**hyperparameters, **framework}),
             resource=resource,
             data_config=data_config,
             checkpoint_path=str(checkpoints),
@@ -398,7 +399,7 @@ def _prepare_hosts(
             "inherited": base,
             "job": spec.environment,
             "training": training_environment(
-                layout, resource=resource, data_config=data_config, hyperparameters=spec.hyperparameters,
+                layout, resource=resource, data_config=data_config, hyperparameters=hyperparameters,
                 framework_parameters=framework, num_cpus=num_cpus, num_gpus=num_gpus, job_name=spec.job_name,
             ),
             "platform": platform_environment(layout, job_name=spec.job_name, region=region),
@@ -421,7 +422,8 @@ def _process_spec(
         **host_layers, distribution=plan.env, stall_watchdog=stall_watchdog_env(None, None, str(stall_dir)),
         python_path=[*plan.python_path, str(layout.code_dir), known_limits.startup_path()],
     )
-    argv = [spec.python, "-m", plan.module] if plan.module else _argv(spec, layout, ARGUMENT_RULES[spec.argument_rule](spec.hyperparameters))
+    arguments = ARGUMENT_RULES[spec.argument_rule](layout.hyperparameters_here(spec.hyperparameters))
+    argv = [spec.python, "-m", plan.module] if plan.module else _argv(spec, layout, arguments)
     return ProcessSpec(
         argv=argv,
         env=env,

@@ -220,7 +220,8 @@ class JobSpec:
             :class:`~smddp_compat.distribution_config.DistributionConfig`, as the estimator resolved it), which then
             sets the processes per host, the mesh and the devices per process.
         hyperparameters: Passed to the script as ``--name value`` arguments and ``SM_HP_*`` variables; values must be
-            JSON-serialisable.
+            JSON-serialisable. A value naming a path under ``/opt/ml`` (e.g. ``model_dir="/opt/ml/model"``) names
+            the same path in each host's tree, as in a SageMaker container.
         channels: Channel name -> local folder/file or ``s3://bucket/prefix``; each appears in every host's
             ``input/data/<name>`` and as ``SM_CHANNEL_<NAME>``.
         output_path: Local folder or ``s3://bucket/prefix``; artifacts go to ``<output_path>/<job_name>/output/``

@@ -24,6 +24,7 @@ SCRIPT = """\
 import argparse, os, time
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=1)
+parser.add_argument("--model_dir")  # the SDK's hyperparameter, which SageMaker and local_process pass
 args = parser.parse_args()
 host = os.environ["SM_CURRENT_HOST"]
 print(f"starting on {host}", flush=True)
@@ -76,7 +77,8 @@ def test_fit_shows_the_job_as_the_sdk_does_and_attach_reads_it_back(tmp_path, ca
     assert "FailureReason" not in described
     assert described["ModelArtifacts"]["S3ModelArtifacts"] == est.model_data
     assert described["OutputDataConfig"]["S3OutputPath"] == str(tmp_path / "out")
-    assert described["HyperParameters"] == {"epochs": "3"}
+    # the user's and the SDK's model_dir, local_process's own (the host's model folder; SageMaker: an s3:// URI)
+    assert described["HyperParameters"] == {"epochs": "3", "model_dir": '"/opt/ml/model"'}
     assert described["AlgorithmSpecification"]["MetricDefinitions"] == METRICS
     assert described["ResourceConfig"]["InstanceCount"] == 2
     start, end = described["TrainingStartTime"], described["TrainingEndTime"]

@@ -61,6 +61,17 @@ def test_resource_and_input_data_config() -> None:
     }
 
 
+def test_container_paths_in_hyperparameters_name_the_hosts_tree(tmp_path: Path) -> None:
+    layout = HostLayout("algo-2", tmp_path / "algo-2")
+    given = {"model_dir": "/opt/ml/model", "export": "/opt/ml/model/export/", "base": "/opt/ml",
+             "out": "/opt/ml/output/data", "elsewhere": "/opt/mlflow", "escape": "/opt/ml/../etc", "s3": "s3://b/k",
+             "epochs": 3, "flag": True, "layers": ["/opt/ml/model"]}
+    assert layout.hyperparameters_here(given) == {
+        **given, "model_dir": str(layout.model_dir), "export": str(layout.model_dir / "export"),
+        "base": str(layout.root), "out": str(layout.output_data_dir),
+    }
+
+
 def test_training_environment_for_an_smddp_host(tmp_path: Path) -> None:
     layout = HostLayout("algo-2", tmp_path / "algo-2")
     resource = resource_config(["algo-1", "algo-2"], "algo-2", "local", "lo")
