@@ -21,8 +21,8 @@ from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, build_j
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 from smddp_compat.estimators._validation import check_channel_names, check_job_name, instance_spec
 from smddp_compat.estimators.errors import (
-    ConfigurationError, EstimatorError, JobError, JobTimeoutError, MissingDependencyError, NoPublishedImageError,
-    UnknownInstanceTypeError, missing_sdk_error,
+    ConfigurationError, EstimatorError, JobError, JobTimeoutError, LocalVersionWarning, MissingDependencyError,
+    NoPublishedImageError, UnknownInstanceTypeError, missing_sdk_error,
 )
 from smddp_compat.image.cuda import CpuImageWarning, check_image_for_instance_type, image_cuda
 from smddp_compat.instance_types import InstanceSpec, known_instance_types
@@ -34,8 +34,8 @@ __all__ = [
     "TensorFlow", "DEFAULT_SOURCE_EXCLUDES", "DistributionPlan", "InstanceSpec", "plan_distribution", "instance_spec",
     "known_instance_types", "CpuImageWarning", "check_image_for_instance_type", "image_cuda", "check_channel_names",
     "check_job_name", "stage_driver_dir", "ConfigurationError", "EstimatorError", "JobError", "JobTimeoutError",
-    "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError", "DEFAULT_LOCAL_OUTPUT",
-    "build_job_spec", "run_job",
+    "LocalVersionWarning", "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError",
+    "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job",
 ]
 
 

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import warnings
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Mapping
 
 from smddp_compat import contract
 from smddp_compat.estimators._distribution import DistributionPlan
-from smddp_compat.estimators.errors import ConfigurationError
+from smddp_compat.estimators.errors import ConfigurationError, LocalVersionWarning
 from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 
-__all__ = ["local_channels", "script_hyperparameters", "build_job_spec", "run_job"]
+__all__ = ["local_channels", "script_hyperparameters", "warn_of_other_versions", "build_job_spec", "run_job"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +33,42 @@ logger = logging.getLogger(__name__)
 DEFAULT_LOCAL_OUTPUT = "smddp_local_output"
 #: The host's model folder as the container names it (local_mode gives each host's script its own tree's).
 CONTAINER_MODEL_DIR = f"{contract.OPT_ML}/{contract.MODEL_DIR}"
+
+
+def _installed_tensorflow() -> str | None:
+    """This interpreter's TensorFlow version (read from its metadata: TensorFlow itself is not imported)."""
+    for distribution in ("tensorflow", "tensorflow-cpu"):
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def warn_of_other_versions(framework_version: Any, py_version: Any, *, stacklevel: int = 2) -> None:
+    """Warns (:class:`LocalVersionWarning`, one line) when a local_process job asks for a ``framework_version``
+    (e.g. ``"2.4.1"``: its parts must match this machine's TensorFlow) or ``py_version`` (``"py37"``; ``"py3"``
+    for any 3.x) other than this machine's, which is what runs the job. None asks for nothing."""
+    here_tf = _installed_tensorflow()
+    here_py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    other = []
+    if isinstance(framework_version, str) and (
+        here_tf is None or framework_version.split(".") != here_tf.split(".")[: len(framework_version.split("."))]
+    ):
+        other.append(f"framework_version={framework_version!r}")
+    if isinstance(py_version, str) and py_version not in (here_py, f"py{sys.version_info.major}"):
+        other.append(f"py_version={py_version!r}")
+    if not other:
+        return
+    runs = f"TensorFlow {here_tf}" if here_tf else "no TensorFlow (not installed)"
+    asked_here = "framework_version='{}', py_version='{}'".format(
+        ".".join((here_tf or "?").split(".")[:2]), here_py)
+    warnings.warn(
+        f"{' and '.join(other)} cannot be honoured by instance_type='local_process': the job runs this machine's "
+        f"{runs} on Python {sys.version_info.major}.{sys.version_info.minor}; pass {asked_here}, or run that "
+        "version where it exists (instance_type='local' with its image, or SageMaker)",
+        LocalVersionWarning, stacklevel=stacklevel + 1,
+    )
 
 
 def local_channels(inputs: object) -> dict[str, str]:

@@ -115,6 +115,8 @@ class TensorFlow(_SdkTensorFlow):
         Warns:
             CpuImageWarning: A GPU instance type with an image without CUDA (every rank would train on the CPU),
                 by :func:`smddp_compat.estimators.check_image_for_instance_type`'s rule; before any upload.
+            LocalVersionWarning: A ``local_process`` job's ``framework_version`` or ``py_version`` differs from this
+                machine's TensorFlow or Python, which run it.
         """
         kwargs = _renamed_sdk_v1_arguments({**kwargs, "distribution": distribution})
         distribution = kwargs.pop("distribution")
@@ -185,6 +187,9 @@ class TensorFlow(_SdkTensorFlow):
             instance_type=instance_type,  # type: ignore[arg-type]
             region=job_region,
         )
+        if instance_type == "local_process":  # this machine's TensorFlow and Python run it, whatever was asked
+            _local_process.warn_of_other_versions(kwargs.get("framework_version"), kwargs.get("py_version"),
+                                                  stacklevel=2)
         if image is not None:
             kwargs["image_uri"] = image
             # A GPU type with an image without CUDA: every rank on the CPU. Said now, before any upload.

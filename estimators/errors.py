@@ -27,6 +27,7 @@ __all__ = [
     "missing_sdk_error",
     "JobError",
     "JobTimeoutError",
+    "LocalVersionWarning",
     "raised_as_estimator_errors",
 ]
 
@@ -43,6 +44,11 @@ class NoPublishedImageError(ConfigurationError):
     """No ``image_uri`` was given and AWS publishes no TensorFlow training image for the ``framework_version`` (with
     this ``py_version``, instance type and region). Not to be confused with
     :class:`smddp_compat.local_mode.docker.ImageNotFoundError`: a named image missing from the local Docker engine."""
+
+
+class LocalVersionWarning(UserWarning):
+    """A ``local_process`` job asked for a ``framework_version`` or ``py_version`` other than this machine's, which
+    is what runs it. Turn it into an error with ``warnings.simplefilter("error", LocalVersionWarning)``."""
 
 
 class MissingDependencyError(EstimatorError, ImportError):
