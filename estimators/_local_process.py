@@ -4,7 +4,8 @@ The estimator's fields map onto :class:`smddp_compat.local_mode.JobSpec`: ``inst
 the distribution plan's kind and processes per host, hyperparameters, ``fit(inputs)`` channels (local folders,
 ``file://`` or ``s3://`` URIs), ``output_path`` (a folder, ``file://`` or ``s3://``), ``max_run``, ``environment``,
 ``checkpoint_local_path``, ``metric_definitions``; the script gets the hyperparameters SageMaker would give it,
-``model_dir`` included (:func:`script_hyperparameters`). A DTensor mesh and devices per client go to local_mode's own DTensor settings.
+``model_dir`` included (:func:`script_hyperparameters`). A DTensor mesh and devices per client go to local_mode's
+own DTensor settings.
 ``custom_mpi_options`` have no meaning there (ranks start over Gloo, or one host's ranks as the kit's own mpirun
 group, which takes none of the job's mpirun options) and are ignored with a warning.
 """
@@ -61,12 +62,12 @@ def warn_of_other_versions(framework_version: Any, py_version: Any, *, stackleve
     if not other:
         return
     runs = f"TensorFlow {here_tf}" if here_tf else "no TensorFlow (not installed)"
-    asked_here = "framework_version='{}', py_version='{}'".format(
-        ".".join((here_tf or "?").split(".")[:2]), here_py)
+    matching = (f"pass framework_version='{'.'.join(here_tf.split('.')[:2])}', py_version='{here_py}'" if here_tf
+                else "install TensorFlow here")
     warnings.warn(
         f"{' and '.join(other)} cannot be honoured by instance_type='local_process': the job runs this machine's "
-        f"{runs} on Python {sys.version_info.major}.{sys.version_info.minor}; pass {asked_here}, or run that "
-        "version where it exists (instance_type='local' with its image, or SageMaker)",
+        f"{runs} on Python {sys.version_info.major}.{sys.version_info.minor}; {matching}, or run that version where "
+        "it exists (instance_type='local' with its image, or SageMaker)",
         LocalVersionWarning, stacklevel=stacklevel + 1,
     )
 
