@@ -139,11 +139,12 @@ def build_job_spec(
     environment: Mapping[str, str] | None,
     checkpoint_local_path: str | None,
     metric_definitions: Any = None,
-    model_dir: Any = None,
+    model_dir: Any = False,
 ) -> JobSpec:
     """The local_mode JobSpec of an estimator's job (validated by local_mode on construction).
 
-    ``hyperparameters`` are the user's; ``model_dir`` is the estimator's (see :func:`script_hyperparameters`).
+    ``hyperparameters`` are the user's; ``model_dir`` is the SDK v2 estimator's (see :func:`script_hyperparameters`;
+    the default False adds none, as SDK v3's trainers send none).
 
     ``metric_definitions`` (the SDK's list of ``{"Name", "Regex"}``) pass through: the result's ``final_metrics``
     holds each metric's last value in the logs, as DescribeTrainingJob's ``FinalMetricDataList`` does.
