@@ -44,10 +44,10 @@ def test_tf_strategies_under_smddprun_are_declared_with_the_smddp_local_fix(stra
 
 def test_every_other_cell_runs_and_the_declared_count_is_exact() -> None:
     cells = matrix.all_cells()
-    assert len(cells) == len(matrix.STRATEGIES) * len(matrix.KERAS) * len(matrix.LAUNCHERS) == 60
+    assert len(cells) == len(matrix.STRATEGIES) * len(matrix.KERAS) * len(matrix.LAUNCHERS) == 84
     declared = [cell for cell in cells if declared_not_runnable(cell)]
-    # parameter server x Keras 3 under 5 launchers, + (mwms, dtensor, ps) x 2 flavours under smddprun, less the overlap
-    assert len(declared) == 5 + 6 - 1
+    # parameter server x Keras 3 under 7 launchers, + (mwms, dtensor, ps) x 2 flavours under smddprun, less the overlap
+    assert len(declared) == 7 + 6 - 1
     for cell in cells:
         if cell.strategy in ("smddp", "horovod", "none") or cell.launcher != "smddprun":
             if not (cell.strategy == "parameter_server" and cell.keras == "keras3"):
@@ -183,3 +183,21 @@ def test_quick_matrix_runs_and_reports_the_keras3_mwms_fit_failure_with_its_fix(
             assert cell["result"] == "works" and cell["accuracy"] >= matrix.SANE_ACCURACY, cell
         assert cell["seconds"] > 0 and not cell["contradicts"], cell
     assert report["total_seconds"] > 0
+
+
+def test_sdk3_cells_run_in_the_sdk3_environment_with_the_kits_config(tmp_path: Path) -> None:
+    ctx = matrix.RunContext(work=tmp_path, job_timeout=60, image="smddp-compat:test")
+    for launcher, module in (("sdk3-local", "_matrix_sdk3"), ("sdk3-container", "_matrix_sdk3"),
+                             ("sdk-local", "_matrix_sdk")):
+        argv, _ = matrix._argv_and_env(Cell("dtensor", "keras3", launcher), tmp_path / launcher, ctx)
+        assert argv[0] == (str(matrix.SDK3_PYTHON) if module == "_matrix_sdk3" else sys.executable), argv
+        assert argv[1:4] == ["-m", f"smddp_compat.bench.{module}", launcher], argv
+        spec = json.loads(Path(argv[-1]).read_text())
+        assert spec["distributed"] == ["DTensor", {"mesh": {"batch": 4}, "devices_per_process": 2}]
+
+
+def test_sdk3_cells_without_the_sdk3_environment_say_how_to_build_it(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(matrix, "SDK3_PYTHON", tmp_path / "missing" / "python")
+    res = matrix.run_cell(Cell("none", "keras3", "sdk3-local"), matrix.RunContext(work=tmp_path, job_timeout=60))
+    assert res.result == "not run" and "setup_venv.sh" in res.fix, res
