@@ -16,17 +16,53 @@ after ``init()`` they work again on Keras 3 (nothing changes on tf-keras):
   ``tf.keras.losses`` namespace lacks): Horovod's Keras tests and examples call them there.
 - ``BatchNormalization(fused=False)``: Keras 2's choice of kernel, which Keras 3 refuses; Keras 3 has one kernel,
   so the argument is accepted and ignored (Horovod's SyncBatchNormalization recipe passes it).
+- ``model.save(path)`` (and ``tf.keras.models.save_model``) with a path without ``.keras``/``.h5``: Keras 2 wrote a
+  TensorFlow SavedModel there (what TF Serving and SageMaker's TF serving images load; SageMaker's examples end with
+  ``model.save(os.path.join(SM_MODEL_DIR, "1"))``); Keras 3 refuses the path. Such a path now gets Keras 3's
+  ``model.export(path, format="tf_saved_model")`` (a ``serving_default`` signature, no optimizer), said once on the
+  console; ``SMDDP_KERAS3_SAVEDMODEL=0`` restores Keras 3's refusal. ``overwrite=False`` on an existing path raises
+  FileExistsError instead of asking on the terminal.
+- ``jit_compile``: Keras 3 resolves ``"auto"`` (its default) to XLA when a GPU is present, and Horovod's ops (in
+  the distributed optimizer, the tape, a ``train_step``) cannot be compiled by XLA. ``"auto"`` now resolves to no
+  XLA, as Keras 2 always did; ``jit_compile=True`` with the kit's distributed optimizer raises a UsageError
+  naming ``jit_compile=False``.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
+
+from smddp_compat.errors import UsageError
 
 __all__ = [
     "CallableList", "adapt_keras3_for_keras2_scripts", "make_optimizer_variables_callable", "keras3_module",
     "tf_keras_module", "is_keras3_variable", "keras_layer_types", "is_keras3_optimizer", "optimizer_variables",
-    "unwrap_variable",
+    "unwrap_variable", "mark_distributed_optimizer", "is_distributed_optimizer", "SAVEDMODEL_OPT_OUT",
+    "SAVEDMODEL_NOTE", "XLA_REFUSED", "HOROVOD_XLA_OPS", "horovod_xla_ops_enabled",
 ]
+
+#: Set to ``0`` in a job's environment, Keras 3's ``model.save`` refuses extension-less paths again.
+SAVEDMODEL_OPT_OUT = "SMDDP_KERAS3_SAVEDMODEL"
+
+#: Printed once per process, at the first extension-less ``model.save``.
+SAVEDMODEL_NOTE = (
+    "smddp-compat: model.save({path!r}) has no .keras/.h5 extension: wrote a TensorFlow SavedModel for TF Serving "
+    "there (Keras 3's model.export), as Keras 2 did; {opt_out}=0 restores Keras 3's refusal"
+)
+
+#: The error of ``jit_compile=True`` where Horovod's ops would be compiled (``{where}``: which of them).
+XLA_REFUSED = (
+    "jit_compile=True: XLA cannot compile Horovod's ops ({where}). Fix: pass jit_compile=False to model.compile() "
+    "or tf.function (after init(), Keras 3's default jit_compile resolves to no XLA)"
+)
+
+#: Horovod's own switch for its experimental XLA ops (GPU builds only); set, the kit leaves ``jit_compile`` to Keras.
+HOROVOD_XLA_OPS = "HOROVOD_ENABLE_XLA_OPS"
+
+#: Attribute of the kit's distributed optimizer classes (both faces).
+_DISTRIBUTED_MARK = "_smddp_distributed"
 
 
 class CallableList(list):
@@ -80,6 +116,83 @@ def adapt_keras3_for_keras2_scripts() -> None:
     _add_variable_ref()
     _accept_batch_normalization_fused()
     _complete_tf_keras_losses()
+    _save_extensionless_paths_as_savedmodel()
+    _keep_xla_off_for_horovod()
+
+
+def mark_distributed_optimizer(optimizer_class: type) -> None:
+    """Marks `optimizer_class` as one of the kit's distributed optimizers (whose ``apply`` runs Horovod's ops)."""
+    setattr(optimizer_class, _DISTRIBUTED_MARK, True)
+
+
+def is_distributed_optimizer(optimizer: Any) -> bool:
+    """True for the kit's distributed optimizer, also inside Keras 3's ``LossScaleOptimizer``."""
+    inner = getattr(optimizer, "inner_optimizer", None)
+    return bool(getattr(optimizer, _DISTRIBUTED_MARK, False)) or (inner is not None and is_distributed_optimizer(inner))
+
+
+def horovod_xla_ops_enabled() -> bool:
+    """Whether Horovod's own XLA ops are switched on (``HOROVOD_ENABLE_XLA_OPS``), so XLA may compile its ops."""
+    return os.environ.get(HOROVOD_XLA_OPS, "0") not in ("", "0")
+
+
+def _keep_xla_off_for_horovod() -> None:
+    keras = keras3_module()
+    if keras is None or horovod_xla_ops_enabled():
+        return
+    from keras.src.trainers.trainer import Trainer  # the class that resolves jit_compile (Keras 3's private module)
+
+    prop = Trainer.__dict__["jit_compile"]
+    if getattr(prop.fset, "_smddp_checked", False):
+        return
+    keras_setter = prop.fset
+
+    def set_jit_compile(self: Any, value: Any) -> None:
+        if value and is_distributed_optimizer(getattr(self, "optimizer", None)):
+            raise UsageError(XLA_REFUSED.format(where="the distributed optimizer"))
+        keras_setter(self, value)
+
+    def resolve_auto_jit_compile(self: Any) -> bool:
+        return False
+
+    set_jit_compile._smddp_checked = True  # type: ignore[attr-defined]
+    Trainer.jit_compile = property(prop.fget, set_jit_compile, prop.fdel, prop.__doc__)
+    Trainer._resolve_auto_jit_compile = resolve_auto_jit_compile
+
+
+def _save_extensionless_paths_as_savedmodel() -> None:
+    keras = keras3_module()
+    if keras is None:
+        return
+    from keras.src.saving import saving_api  # Model.save calls this module's save_model (Keras 3's private module)
+
+    keras_save_model = saving_api.save_model
+    if getattr(keras_save_model, "_smddp_savedmodel", False):
+        return
+    printed_note = []
+
+    def save_model(model: Any, filepath: Any, overwrite: bool = True, zipped: Any = None, **kwargs: Any) -> Any:
+        path = os.fspath(filepath) if isinstance(filepath, (str, os.PathLike)) else ""
+        if (not path or zipped is not None or os.environ.get(SAVEDMODEL_OPT_OUT, "1") == "0"
+                or path.endswith((".keras", ".h5", ".hdf5")) or path.startswith("hf://")
+                or kwargs.get("save_format") not in (None, "tf", "tensorflow")
+                or set(kwargs) - {"save_format", "include_optimizer"}):
+            return keras_save_model(model, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"model.save({path!r}, overwrite=False): {path} exists; pass overwrite=True or "
+                                  "another path")
+        model.export(path, format="tf_saved_model", verbose=False)
+        if not printed_note:
+            printed_note.append(True)
+            print(SAVEDMODEL_NOTE.format(path=path, opt_out=SAVEDMODEL_OPT_OUT), file=sys.stderr, flush=True)
+        return None
+
+    save_model._smddp_savedmodel = True  # type: ignore[attr-defined]
+    save_model.__doc__ = keras_save_model.__doc__
+    saving_api.save_model = save_model
+    for public in (keras.saving, keras.models):
+        if getattr(public, "save_model", None) is keras_save_model:
+            public.save_model = save_model
 
 
 def _complete_tf_keras_losses() -> None:

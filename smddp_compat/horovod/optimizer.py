@@ -25,13 +25,15 @@ from horovod.tensorflow.mpi_ops import Adasum
 from smddp_compat.horovod.forward import horovod_arguments, with_signature_of
 from smddp_compat.horovod._local_layers import local_layer_variables
 from smddp_compat.horovod.variables import unwrap_all, unwrap_groups
-from smddp_compat.keras_compat import is_keras3_optimizer, unwrap_variable
+from smddp_compat.keras_compat import is_keras3_optimizer, mark_distributed_optimizer, unwrap_variable
+from smddp_compat.tensorflow._ops import refuse_xla_compilation
 
 __all__ = ["keras_distributed_optimizer", "DistributedOptimizer", "PartialDistributedOptimizer"]
 
 
 def _apply(self: Any, grads: Any, trainable_variables: Any = None) -> Any:
     """Keras 3 ``apply``: all-reduce (or aggregate) the gradients, then apply them with the optimizer's own apply."""
+    refuse_xla_compilation("DistributedOptimizer.apply")
     base = super(type(self), self)
     variables = list(self._trainable_variables if trainable_variables is None else trainable_variables)
     if getattr(self, "_smddp_gradients_reduced", False):
@@ -97,6 +99,7 @@ def _adapt_to_keras3(optimizer_class: type, wrapped_base: type) -> None:
     optimizer_class.apply_gradients = _apply_gradients
     optimizer_class._compute_gradients = _compute_gradients
     optimizer_class.register_local_var = register_local_var
+    mark_distributed_optimizer(optimizer_class)
     # A saved model then names the plain optimizer and loads without this kit or Horovod.
     optimizer_class.__module__ = wrapped_base.__module__
     optimizer_class.__qualname__ = wrapped_base.__qualname__

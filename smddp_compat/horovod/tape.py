@@ -17,6 +17,7 @@ from smddp_compat.horovod.forward import horovod_arguments, with_signature_of
 from smddp_compat.horovod._local_layers import local_layer_variables
 from smddp_compat.horovod.variables import unwrap_all, unwrap_groups
 from smddp_compat.keras_compat import unwrap_variable
+from smddp_compat.tensorflow._ops import refuse_xla_compilation
 
 __all__ = ["DistributedGradientTape", "PartialDistributedGradientTape"]
 
@@ -27,6 +28,7 @@ def _accept_keras3_variables(tape_class: type) -> None:
 
     def gradient(self: Any, target: Any, sources: Any, output_gradients: Any = None,
                  use_generic_names: bool = False) -> Any:
+        refuse_xla_compilation("DistributedGradientTape.gradient")
         flat_sources = tf.nest.flatten(sources)
         grads = horovod_gradient(self, target, unwrap_all(flat_sources), output_gradients, use_generic_names)
         return tf.nest.pack_sequence_as(sources, list(grads))

@@ -20,14 +20,14 @@ from tensorflow.python.ops import control_flow_util  # GraphOrParentsInXlaContex
 
 from smddp_compat.errors import CollectiveError, NotSupportedError, UsageError
 from smddp_compat.tensorflow import _stall
-from smddp_compat.keras_compat import unwrap_variable
+from smddp_compat.keras_compat import XLA_REFUSED, horovod_xla_ops_enabled, unwrap_variable
 from smddp_compat.tensorflow.state import require_init
 
 __all__ = [
     "Compression", "ReduceOp", "Average", "Sum", "Min", "Max", "Adasum", "Product", "resolve_op", "resolve_compression",
     "check_device_arguments", "allreduce", "grouped_allreduce", "oob_allreduce", "allgather", "broadcast",
     "broadcast_variables", "broadcast_global_variables", "broadcast_object", "allgather_object", "overlap",
-    "collective_errors",
+    "collective_errors", "refuse_xla_compilation",
 ]
 
 
@@ -114,6 +114,17 @@ def check_device_arguments(device_dense: str = "", device_sparse: str = "") -> N
             )
 
 
+def refuse_xla_compilation(operation: str) -> None:
+    """Raises when a Horovod collective is being traced into a function that XLA compiles (``jit_compile=True``).
+
+    Raises:
+        UsageError: XLA would compile it (and Horovod's own XLA ops are not switched on).
+    """
+    if (not tf.executing_eagerly() and not horovod_xla_ops_enabled()
+            and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())):
+        raise UsageError(XLA_REFUSED.format(where=operation))
+
+
 def _built_now(inputs: Any, build: Callable[[], Any], detail: str = "") -> Any:
     return build()
 
@@ -142,6 +153,7 @@ def _watched_in_graph(operation: str, tensor: str | None, inputs: Any, build: Ca
     watchdog is off (nothing is added), under XLA (it compiles no Python call) and outside ``tf.function`` (no
     automatic control dependencies).
     """
+    refuse_xla_compilation(operation)
     graph = tf.compat.v1.get_default_graph()
     automatic_dependencies = graph.experimental_acd_manager
     if (automatic_dependencies is None or _stall.active_watchdog() is None

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from smddp_compat.errors import UsageError
 from smddp_compat.tensorflow._gradients import DEFAULT_BUCKET_CAP_MB, GradientReducer
-from smddp_compat.keras_compat import is_keras3_optimizer, tf_keras_module
+from smddp_compat.keras_compat import is_keras3_optimizer, mark_distributed_optimizer, tf_keras_module
 from smddp_compat.tensorflow._ops import Compression, check_device_arguments
 from smddp_compat.tensorflow.state import require_init
 
@@ -45,6 +45,7 @@ def _wrap_keras(optimizer: Any, reducer: GradientReducer, method: str, impl: Any
     namespace = {method: impl, "_smddp_base": None, "__module__": base.__module__, "__qualname__": base.__qualname__}
     subclass = type(base.__name__, (base,), namespace)
     subclass._smddp_base = subclass
+    mark_distributed_optimizer(subclass)
     wrapped = subclass.from_config(optimizer.get_config())
     wrapped._smddp_reducer = reducer
     return wrapped
