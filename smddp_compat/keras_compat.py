@@ -25,7 +25,8 @@ after ``init()`` they work again on Keras 3 (nothing changes on tf-keras):
 - ``jit_compile``: Keras 3 resolves ``"auto"`` (its default) to XLA when a GPU is present, and Horovod's ops (in
   the distributed optimizer, the tape, a ``train_step``) cannot be compiled by XLA. ``"auto"`` now resolves to no
   XLA, as Keras 2 always did; ``jit_compile=True`` with the kit's distributed optimizer raises a UsageError
-  naming ``jit_compile=False``.
+  naming ``jit_compile=False`` (so does a collective of the kit traced under XLA: ``_ops.refuse_xla_compilation``).
+  ``HOROVOD_ENABLE_XLA_OPS=1`` (Horovod's own XLA ops, GPU builds) leaves ``jit_compile`` to Keras.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def _save_extensionless_paths_as_savedmodel() -> None:
     printed_note = []
 
     def save_model(model: Any, filepath: Any, overwrite: bool = True, zipped: Any = None, **kwargs: Any) -> Any:
-        path = os.fspath(filepath) if isinstance(filepath, (str, os.PathLike)) else ""
+        path = str(filepath) if isinstance(filepath, (str, os.PathLike)) else ""
         if (not path or zipped is not None or os.environ.get(SAVEDMODEL_OPT_OUT, "1") == "0"
                 or path.endswith((".keras", ".h5", ".hdf5")) or path.startswith("hf://")
                 or kwargs.get("save_format") not in (None, "tf", "tensorflow")

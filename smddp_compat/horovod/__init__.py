@@ -38,10 +38,11 @@ OVERRIDES: tuple[Override, ...] = (
              "refuses as root. Keras 3 lacks what Horovod's recipes and tests write in Keras 2: `opt.variables()`, "
              "`opt.lr`, `Adam(lr=...)`, `compile(experimental_run_tf_function=False)`, `variable.ref()`, variables as "
              "`tf.compat.v1` session fetches, `tf.keras.losses.mean_squared_error`, "
-             "`BatchNormalization(fused=False)`.",
+             "`BatchNormalization(fused=False)`, `model.save(dir)` writing a SavedModel. Keras 3 turns XLA on for "
+             "`fit` on GPU hosts, and XLA cannot compile Horovod's ops.",
              "Chooses Gloo for a lone process, calls Horovod's init (repeat calls allowed, as in Horovod), makes "
-             "those Keras 2 spellings work on Keras 3 (`smddp_compat.keras_compat`), and marks "
-             "the SMDDP face initialized."),
+             "those Keras 2 spellings work on Keras 3 and keeps `jit_compile` off XLA where Horovod's ops run "
+             "(`smddp_compat.keras_compat`), and marks the SMDDP face initialized."),
     Override(_BOTH, "shutdown", "-", "Horovod's shutdown, and the SMDDP face's state reset with it."),
     Override(_TF, "broadcast_variables", "Keras 3 variables are read as symbolic tensors inside Horovod's "
              "tf.function: `'SymbolicTensor' object has no attribute 'assign'`.",
