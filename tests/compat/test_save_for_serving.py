@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from smddp_compat import keras_compat
-from tests.compat.conftest import quiet_env
+from tests.compat.conftest import PROGRAMS, quiet_env
 
 pytestmark = pytest.mark.processes
 
@@ -59,6 +60,28 @@ def test_smddp_script_saves_a_savedmodel_that_serves_its_predictions(run_ranks, 
     assert job.output.count(NOTE_START) == expected_notes, job.output[-3000:]
     if expected_notes:
         assert f"{keras_compat.SAVEDMODEL_OPT_OUT}=0" in job.output
+
+
+@pytest.mark.timeout(400)
+def test_a_local_job_ships_the_savedmodel_in_model_tar_gz_as_sagemaker_serving_expects(tmp_path: Path) -> None:
+    """Under ``smddp local`` (2 hosts, distribution smddp) the job's ``model.tar.gz`` holds ``1/saved_model.pb``,
+    the layout SageMaker's TF serving images load."""
+    results = tmp_path / "results"
+    results.mkdir()
+    argv = [sys.executable, "-m", "smddp_compat.cli", "local", "smddp_save_for_serving.py", "--source-dir",
+            str(PROGRAMS), "--instance-count", "2", "--distribution", "smddp", "--job-name", "save-for-serving",
+            "--output", str(tmp_path / "out"), "--env", f"RESULT_DIR={results}"]
+    done = subprocess.run(argv, env=quiet_env(), capture_output=True, text=True, timeout=360)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert output.count(NOTE_START) == 1, output[-3000:]
+    (archive,) = (tmp_path / "out").glob("save-for-serving*/output/model.tar.gz")
+    with tarfile.open(archive) as tar:
+        assert "1/saved_model.pb" in [name.removeprefix("./") for name in tar.getnames()]
+        tar.extractall(tmp_path / "served", filter="data")
+    result = json.loads((results / "rank0.json").read_text())
+    served = _serve(tmp_path / "served" / "1", result["probe"])
+    np.testing.assert_allclose(served["predictions"], result["predictions"], rtol=1e-5, atol=1e-6)
 
 
 def test_the_opt_out_gives_back_keras3s_refusal(run_ranks, tmp_path: Path) -> None:
