@@ -25,7 +25,7 @@ after ``init()`` they work again on Keras 3 (nothing changes on tf-keras):
 - ``jit_compile``: Keras 3 resolves ``"auto"`` (its default) to XLA when a GPU is present, and Horovod's ops (in
   the distributed optimizer, the tape, a ``train_step``) cannot be compiled by XLA. ``"auto"`` now resolves to no
   XLA, as Keras 2 always did; ``jit_compile=True`` with the kit's distributed optimizer raises a UsageError
-  naming ``jit_compile=False`` (so does a collective of the kit traced under XLA: ``_ops.refuse_xla_compilation``).
+  naming ``jit_compile=False`` (so does the kit's all-reduce of gradients traced under XLA).
   ``HOROVOD_ENABLE_XLA_OPS=1`` (Horovod's own XLA ops, GPU builds) leaves ``jit_compile`` to Keras.
 """
 

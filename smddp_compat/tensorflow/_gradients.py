@@ -14,7 +14,8 @@ import horovod.tensorflow as _hvd
 import tensorflow as tf
 
 from smddp_compat.errors import UsageError
-from smddp_compat.tensorflow._ops import ReduceOp, collective_errors, resolve_compression, resolve_op
+from smddp_compat.tensorflow._ops import (
+    ReduceOp, collective_errors, refuse_xla_compilation, resolve_compression, resolve_op)
 
 __all__ = ["DEFAULT_BUCKET_CAP_MB", "GradientReducer", "validate_bucket_cap_mb"]
 
@@ -106,6 +107,7 @@ class GradientReducer:
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
         if _hvd.size() == 1:
             return grads
+        refuse_xla_compilation("gradient allreduce")
         out = list(grads)
         present = [i for i, g in enumerate(grads) if g is not None]
         dense = [i for i in present if not isinstance(grads[i], tf.IndexedSlices)]

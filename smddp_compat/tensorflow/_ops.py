@@ -115,7 +115,7 @@ def check_device_arguments(device_dense: str = "", device_sparse: str = "") -> N
 
 
 def refuse_xla_compilation(operation: str) -> None:
-    """Raises when a Horovod collective is being traced into a function that XLA compiles (``jit_compile=True``).
+    """Raises when Horovod's all-reduce of gradients is being traced into a function that XLA compiles.
 
     Raises:
         UsageError: XLA would compile it (and Horovod's own XLA ops are not switched on).
@@ -153,7 +153,6 @@ def _watched_in_graph(operation: str, tensor: str | None, inputs: Any, build: Ca
     watchdog is off (nothing is added), under XLA (it compiles no Python call) and outside ``tf.function`` (no
     automatic control dependencies).
     """
-    refuse_xla_compilation(operation)
     graph = tf.compat.v1.get_default_graph()
     automatic_dependencies = graph.experimental_acd_manager
     if (automatic_dependencies is None or _stall.active_watchdog() is None
