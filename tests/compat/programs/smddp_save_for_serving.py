@@ -28,21 +28,19 @@ opt = tf.optimizers.Adam(0.001 * sdp.size())
 
 
 @tf.function
-def training_step(images, labels, first_batch):
+def training_step(images, labels):
     with tf.GradientTape() as tape:
-        probs = model(images, training=True)
-        loss_value = loss(labels, probs)
-    tape = sdp.DistributedGradientTape(tape)
-    grads = tape.gradient(loss_value, model.trainable_variables)
+        loss_value = loss(labels, model(images, training=True))
+    grads = sdp.DistributedGradientTape(tape).gradient(loss_value, model.trainable_variables)
     opt.apply_gradients(zip(grads, model.trainable_variables))
-    if first_batch:
-        sdp.broadcast_variables(model.variables, root_rank=0)
-        sdp.broadcast_variables(opt.variables(), root_rank=0)
     return loss_value
 
 
 for batch, (batch_images, batch_labels) in enumerate(dataset.take(20)):
-    loss_value = training_step(batch_images, batch_labels, batch == 0)
+    training_step(batch_images, batch_labels)
+    if batch == 0:  # after the first step, when the optimizer's variables exist
+        sdp.broadcast_variables(model.variables, root_rank=0)
+        sdp.broadcast_variables(opt.variables(), root_rank=0)
 
 if sdp.rank() == 0:
     model.save(os.path.join(os.environ["SM_MODEL_DIR"], "1"))
