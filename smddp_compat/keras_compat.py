@@ -25,7 +25,8 @@ after ``init()`` they work again on Keras 3 (nothing changes on tf-keras):
 - ``jit_compile``: Keras 3 resolves ``"auto"`` (its default) to XLA when a GPU is present, and Horovod's ops (in
   the distributed optimizer, the tape, a ``train_step``) cannot be compiled by XLA. ``"auto"`` now resolves to no
   XLA, as Keras 2 always did; ``jit_compile=True`` with the kit's distributed optimizer raises a UsageError
-  naming ``jit_compile=False`` (so does the kit's all-reduce of gradients traced under XLA).
+  naming ``jit_compile=False``, and so does the kit's all-reduce of gradients traced under XLA
+  (:func:`refuse_xla_compilation`).
   ``HOROVOD_ENABLE_XLA_OPS=1`` (Horovod's own XLA ops, GPU builds) leaves ``jit_compile`` to Keras.
 """
 
@@ -41,7 +42,7 @@ __all__ = [
     "CallableList", "adapt_keras3_for_keras2_scripts", "make_optimizer_variables_callable", "keras3_module",
     "tf_keras_module", "is_keras3_variable", "keras_layer_types", "is_keras3_optimizer", "optimizer_variables",
     "unwrap_variable", "mark_distributed_optimizer", "is_distributed_optimizer", "SAVEDMODEL_OPT_OUT",
-    "SAVEDMODEL_NOTE", "XLA_REFUSED", "HOROVOD_XLA_OPS", "horovod_xla_ops_enabled",
+    "SAVEDMODEL_NOTE", "XLA_REFUSED", "HOROVOD_XLA_OPS", "refuse_xla_compilation",
 ]
 
 #: Set to ``0`` in a job's environment, Keras 3's ``model.save`` refuses extension-less paths again.
@@ -132,16 +133,35 @@ def is_distributed_optimizer(optimizer: Any) -> bool:
     return bool(getattr(optimizer, _DISTRIBUTED_MARK, False)) or (inner is not None and is_distributed_optimizer(inner))
 
 
-def horovod_xla_ops_enabled() -> bool:
+def _horovod_xla_ops_enabled() -> bool:
     """Whether Horovod's own XLA ops are switched on (``HOROVOD_ENABLE_XLA_OPS``), so XLA may compile its ops."""
     return os.environ.get(HOROVOD_XLA_OPS, "0") not in ("", "0")
 
 
+def refuse_xla_compilation(operation: str) -> None:
+    """Raises when Horovod's all-reduce of gradients is being traced into a function that XLA compiles.
+
+    Args:
+        operation: What is being traced (named in the error).
+
+    Raises:
+        UsageError: XLA would compile it (and Horovod's own XLA ops are not switched on).
+    """
+    # TensorFlow is kept out of this light module's import; GraphOrParentsInXlaContext has no public equivalent.
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    if (not tf.executing_eagerly() and not _horovod_xla_ops_enabled()
+            and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())):
+        raise UsageError(XLA_REFUSED.format(where=operation))
+
+
 def _keep_xla_off_for_horovod() -> None:
     keras = keras3_module()
-    if keras is None or horovod_xla_ops_enabled():
+    if keras is None or _horovod_xla_ops_enabled():
         return
-    from keras.src.trainers.trainer import Trainer  # the class that resolves jit_compile (Keras 3's private module)
+    # The class that resolves jit_compile (Keras 3's private module).
+    from keras.src.trainers.trainer import Trainer
 
     prop = Trainer.__dict__["jit_compile"]
     if getattr(prop.fset, "_smddp_checked", False):
@@ -165,7 +185,8 @@ def _save_extensionless_paths_as_savedmodel() -> None:
     keras = keras3_module()
     if keras is None:
         return
-    from keras.src.saving import saving_api  # Model.save calls this module's save_model (Keras 3's private module)
+    # Model.save calls this module's save_model (Keras 3's private module).
+    from keras.src.saving import saving_api
 
     keras_save_model = saving_api.save_model
     if getattr(keras_save_model, "_smddp_savedmodel", False):

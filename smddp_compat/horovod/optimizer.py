@@ -25,8 +25,8 @@ from horovod.tensorflow.mpi_ops import Adasum
 from smddp_compat.horovod.forward import horovod_arguments, with_signature_of
 from smddp_compat.horovod._local_layers import local_layer_variables
 from smddp_compat.horovod.variables import unwrap_all, unwrap_groups
-from smddp_compat.keras_compat import is_keras3_optimizer, mark_distributed_optimizer, unwrap_variable
-from smddp_compat.tensorflow._ops import refuse_xla_compilation
+from smddp_compat.keras_compat import (
+    is_keras3_optimizer, mark_distributed_optimizer, refuse_xla_compilation, unwrap_variable)
 
 __all__ = ["keras_distributed_optimizer", "DistributedOptimizer", "PartialDistributedOptimizer"]
 

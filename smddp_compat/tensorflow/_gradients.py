@@ -14,8 +14,8 @@ import horovod.tensorflow as _hvd
 import tensorflow as tf
 
 from smddp_compat.errors import UsageError
-from smddp_compat.tensorflow._ops import (
-    ReduceOp, collective_errors, refuse_xla_compilation, resolve_compression, resolve_op)
+from smddp_compat.keras_compat import refuse_xla_compilation
+from smddp_compat.tensorflow._ops import ReduceOp, collective_errors, resolve_compression, resolve_op
 
 __all__ = ["DEFAULT_BUCKET_CAP_MB", "GradientReducer", "validate_bucket_cap_mb"]
 

@@ -20,14 +20,14 @@ from tensorflow.python.ops import control_flow_util  # GraphOrParentsInXlaContex
 
 from smddp_compat.errors import CollectiveError, NotSupportedError, UsageError
 from smddp_compat.tensorflow import _stall
-from smddp_compat.keras_compat import XLA_REFUSED, horovod_xla_ops_enabled, unwrap_variable
+from smddp_compat.keras_compat import unwrap_variable
 from smddp_compat.tensorflow.state import require_init
 
 __all__ = [
     "Compression", "ReduceOp", "Average", "Sum", "Min", "Max", "Adasum", "Product", "resolve_op", "resolve_compression",
     "check_device_arguments", "allreduce", "grouped_allreduce", "oob_allreduce", "allgather", "broadcast",
     "broadcast_variables", "broadcast_global_variables", "broadcast_object", "allgather_object", "overlap",
-    "collective_errors", "refuse_xla_compilation",
+    "collective_errors",
 ]
 
 
@@ -112,17 +112,6 @@ def check_device_arguments(device_dense: str = "", device_sparse: str = "") -> N
                 f"{name}={value!r} is not supported: smdistributed.dataparallel places collectives itself. "
                 f"Remove the {name} argument."
             )
-
-
-def refuse_xla_compilation(operation: str) -> None:
-    """Raises when Horovod's all-reduce of gradients is being traced into a function that XLA compiles.
-
-    Raises:
-        UsageError: XLA would compile it (and Horovod's own XLA ops are not switched on).
-    """
-    if (not tf.executing_eagerly() and not horovod_xla_ops_enabled()
-            and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())):
-        raise UsageError(XLA_REFUSED.format(where=operation))
 
 
 def _built_now(inputs: Any, build: Callable[[], Any], detail: str = "") -> Any:

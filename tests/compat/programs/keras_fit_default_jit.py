@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import tensorflow as tf
-
 from _result import write_result
 
 face, jit_compile, reduce_in = sys.argv[1:4]

@@ -5,9 +5,8 @@ with ``model.save(os.path.join(os.environ["SM_MODEL_DIR"], "1"))`` (a path witho
 import os
 
 import numpy as np
-import tensorflow as tf
-
 import smdistributed.dataparallel.tensorflow as sdp
+import tensorflow as tf
 from _result import write_result
 
 sdp.init()
