@@ -216,6 +216,8 @@ def quick_cells() -> list[Cell]:
 # ------------------------------------------------------------------------------------------------ reading a job's log
 
 _PREFIX = re.compile(r"^(\s*\[[^\]]*\]\s*)+(<std(out|err)>:)?\s*")
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+_COMPOSE = re.compile(r"^[\w.-]+_\d+\s+\|\s?")  # docker compose's "algo-1_1  | " before each container's line
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:,.]+\s+\S+\s+(INFO|WARNING|ERROR)\s+")
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)|AssertionError)(: .+)?$")
 #: Exception lines that only wrap the real one (the toolkit's, the SDK's, a launcher's).
@@ -225,7 +227,7 @@ _ACCURACY = re.compile(r"\btest_accuracy=([0-9]*\.?[0-9]+)")
 
 
 def _clean(line: str) -> str:
-    line = _PREFIX.sub("", line.rstrip())
+    line = _PREFIX.sub("", _COMPOSE.sub("", _PREFIX.sub("", _COLOUR.sub("", line.rstrip()))))
     return _TIMESTAMP.sub("", line).strip().strip('"').strip()
 
 

@@ -41,7 +41,7 @@ async def run_argument_list(
     from sagemaker_training import process
 
     env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (known_limits.startup_path(), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = known_limits.with_startup_path(env.get("PYTHONPATH"))
     proc = await asyncio.create_subprocess_exec(
         *[str(part) for part in cmd], env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=stderr, **kwargs
     )

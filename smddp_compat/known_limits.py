@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
-__all__ = ["KERAS3_MWMS_FIT", "install", "mwms_workers", "selects_tf_keras", "startup_path"]
+__all__ = ["KERAS3_MWMS_FIT", "install", "mwms_workers", "selects_tf_keras", "startup_path", "with_startup_path"]
 
 #: The module of Keras 3 that defines ``fit`` for the TensorFlow backend.
 _TRAINER_MODULE = "keras.src.backend.tensorflow.trainer"
@@ -44,6 +44,11 @@ _TRUE = ("1", "true", "True")
 def startup_path() -> str:
     """The folder whose ``sitecustomize`` installs these checks; the kit puts it on its jobs' ``PYTHONPATH``."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")
+
+
+def with_startup_path(python_path: str | None) -> str:
+    """A ``PYTHONPATH`` with :func:`startup_path` first, then ``python_path`` (a job's own value) when set."""
+    return os.pathsep.join(p for p in (startup_path(), python_path) if p)
 
 
 def mwms_workers(env: Mapping[str, str]) -> int:

@@ -18,7 +18,7 @@ import hyperparameter_args  # noqa: E402
 
 def main() -> int:
     """Reads the v3 environment and launches the clients of this host."""
-    environ = dict(os.environ)
+    environ = hyperparameter_args.script_environment()
     try:
         script, args, config = hyperparameter_args.job_entry(environ)
         return dtensor_launch.launch(config, script, args, environ)

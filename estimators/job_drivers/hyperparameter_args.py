@@ -7,10 +7,12 @@ environment it cannot run in); the rule itself is :func:`smddp_compat.contract.d
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Mapping
 
 from smddp_compat.contract import driver_args
+from smddp_compat.known_limits import with_startup_path
 
 
 def from_environment(environ: Mapping[str, str]) -> list[str]:
@@ -24,6 +26,12 @@ def from_environment(environ: Mapping[str, str]) -> list[str]:
     if not isinstance(hyperparameters, dict):
         raise ValueError(f"SM_HPS={raw!r} is not a JSON object")
     return driver_args(hyperparameters)
+
+
+def script_environment() -> dict[str, str]:
+    """This process's environment as the user's script gets it: the kit's start-up folder first on ``PYTHONPATH``,
+    as every job the kit starts has it (the known limits' one-line messages: ``smddp_compat.known_limits``)."""
+    return {**os.environ, "PYTHONPATH": with_startup_path(os.environ.get("PYTHONPATH"))}
 
 
 def job_entry(environ: Mapping[str, str]) -> tuple[str, list[str], dict[str, Any]]:

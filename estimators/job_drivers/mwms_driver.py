@@ -40,7 +40,7 @@ def worker_environment(environ: Mapping[str, str]) -> tuple[int, list[str], dict
 
 def main() -> int:
     """Reads the v3 environment and runs this host's worker."""
-    environ = dict(os.environ)
+    environ = hyperparameter_args.script_environment()
     try:
         script, args, _ = hyperparameter_args.job_entry(environ)
         index, workers, worker_env = worker_environment(environ)

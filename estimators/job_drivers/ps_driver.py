@@ -33,7 +33,7 @@ _TAG = "[smddp-compat parameter-server driver]"
 
 def main() -> int:
     """Reads the v3 environment and runs this host's parameter server and script."""
-    environ = dict(os.environ)
+    environ = hyperparameter_args.script_environment()
     try:
         script, args, _ = hyperparameter_args.job_entry(environ)
         cluster = Cluster.from_environ(environ, required=True)

@@ -97,7 +97,7 @@ def _multi_host(hosts: list[str], current: str, pph: int, options: list[str], sc
 
 def main(kind: str = "smddp") -> int:
     """Reads the v3 environment and launches the ranks of distribution ``kind`` (``smddp`` or ``mpi``)."""
-    environ, tag = dict(os.environ), f"[smddp-compat {kind} driver]"
+    environ, tag = hyperparameter_args.script_environment(), f"[smddp-compat {kind} driver]"
     try:
         script, args, config = hyperparameter_args.job_entry(environ)
         cluster = Cluster.from_environ(environ)  # hosts in SageMaker's order: mpirun numbers ranks in it

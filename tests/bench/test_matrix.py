@@ -97,6 +97,17 @@ def test_failure_line_takes_the_scripts_last_exception_not_the_wrappers() -> Non
     assert matrix.failure_line("all good\n") == ""
 
 
+def test_failure_line_reads_docker_composes_coloured_lines() -> None:
+    log = "\n".join([
+        "[sdk3-container] \x1b[36malgo-1_1  |\x1b[0m ValueError: Attempt to convert a value (PerReplica:{...})",
+        "[sdk3-container] \x1b[33malgo-2_1  |\x1b[0m [1,1]<stderr>:KeyError: 'weights'",
+        "[sdk3-container] matrix: the SDK's local container job failed: RuntimeError: Failed to run: [...]",
+    ])
+    assert matrix.failure_line(log) == "KeyError: 'weights'"
+    kit = "[sdk3-container] \x1b[36malgo-1_1  |\x1b[0m smddp-compat: Keras 3 cannot fit (a Keras limit)"
+    assert matrix.failure_line(kit) == "Keras 3 cannot fit (a Keras limit)"
+
+
 def test_accuracy_is_the_last_reported_value() -> None:
     assert matrix.accuracy_of("[algo-1,0] test_accuracy=0.5;\nstep=30; test_accuracy=0.9180; x") == 0.918
     assert matrix.accuracy_of("no metric here") is None

@@ -212,7 +212,8 @@ step = tf.function(lambda: strategy.run(lambda: tf.distribute.get_replica_contex
 total = strategy.experimental_local_results(step())[0]
 with open(os.path.join(os.environ["PROBE_DIR"], f"probe-{task}.json"), "w") as f:
     json.dump({"replicas": strategy.num_replicas_in_sync, "sum": float(total.numpy()), "argv": sys.argv[1:],
-               "tf_config": json.loads(os.environ["TF_CONFIG"])}, f)
+               "tf_config": json.loads(os.environ["TF_CONFIG"]),
+               "sitecustomize": getattr(sys.modules.get("sitecustomize"), "__file__", None)}, f)
 """
 
 
@@ -248,6 +249,9 @@ def test_sdk3_mwms_driver_runs_a_two_host_job(tmp_path):
     seen = _probes(tmp_path)
     assert [p["tf_config"] for p in seen] == [_mwms_tf_config(0), _mwms_tf_config(1)]
     assert all(p["replicas"] == 2 and p["sum"] == 3.0 and p["argv"] == ["--epochs", "1"] for p in seen), seen
+    # The kit's known limits reach the script (its one-line messages), as in every job the kit starts.
+    startup = os.path.join(drivers, "smddp_compat", "_startup", "sitecustomize.py")
+    assert all(p["sitecustomize"] == startup for p in seen), seen
 
 
 @pytest.mark.processes
