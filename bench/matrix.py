@@ -560,7 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "failed), or an infrastructure error (no Docker engine for the Docker cells, the image "
                               "could not be built)"),
                         ("2", "a bad option")],
-            examples=[("everything (~15 min on 2 cores): docs/matrix.md", "smddp matrix"),
+            examples=[("everything (~20 min on 2 cores): docs/matrix.md", "smddp matrix"),
                       ("the CI subset (~1-2 min): bench/results/matrix.md", "smddp matrix --quick"),
                       ("MWMS on Keras 3 under every launcher", "smddp matrix --only mwms,keras3"),
                       ("the launchers without Docker", "smddp matrix --only local,smddprun --out /tmp/m.md")],
