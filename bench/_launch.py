@@ -7,22 +7,24 @@ a log file per run, not to the bench's table.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from smddp_compat.launcher import ProcessSpec, reserve_ports, run_process_group
 from smddp_compat.bench.config import PROGRAMS_DIR, REPO_ROOT, BenchConfig
 from smddp_compat.bench.errors import BenchInterrupted
 from smddp_compat.bench.jobs import MAIN_JOB, Job, JobRun, Launcher
 
-__all__ = ["run_job", "launch_argv", "job_environment", "console_script", "smddp_command", "inherited_environment"]
+__all__ = ["run_job", "launch_argv", "job_environment", "console_script", "smddp_command", "inherited_environment",
+           "run_spec_mode"]
 
 _GRACE_SECONDS = 5.0
 
@@ -195,3 +197,21 @@ def run_job(job: Job, config: BenchConfig, round_index: int, *, timeout: float |
         return JobRun(job, round_index, False, f"{missing} (log: {log_path})", started, duration, [], str(log_path),
                       log.seen)
     return JobRun(job, round_index, True, "", started, duration, ranks, str(log_path), log.seen)
+
+
+def run_spec_mode(argv: Sequence[str] | None, *, prog: str, doc: str | None, spec_help: str,
+                  modes: Mapping[str, Callable[[dict[str, Any]], int]]) -> int:
+    """The command line of a matrix job runner (``python -m ... MODE --spec FILE``): reads the spec (a JSON
+    object), makes its ``output`` folder and runs the mode's function on it. Returns its exit code, or 2 when the
+    spec cannot be read."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=tuple(modes))
+    parser.add_argument("--spec", required=True, metavar="FILE", help=spec_help)
+    args = parser.parse_args(argv)
+    try:
+        spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"matrix: cannot read the spec {args.spec}: {exc}", file=sys.stderr)
+        return 2
+    Path(spec["output"]).mkdir(parents=True, exist_ok=True)
+    return modes[args.mode](spec)

@@ -19,13 +19,13 @@ matrix. Exit code 0 when the job completed, 1 when it did not, 2 for a bad spec.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from smddp_compat.bench._launch import run_spec_mode
 from smddp_compat.estimators.replay import PrivateSageMaker
 from smddp_compat.local_mode.docker import SageMakerTwin, TrainingJobRequest
 
@@ -115,21 +115,10 @@ def _twin(spec: dict[str, Any]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one job; see the module's docstring."""
-    parser = argparse.ArgumentParser(prog="python -m smddp_compat.bench._matrix_sdk", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("sdk-local", "twin"))
-    parser.add_argument("--spec", required=True, metavar="FILE",
-                        help="JSON: entry_point, source_dir, hosts, distribution, hyperparameters, environment, "
-                             "image, output, job_name, max_run")
-    args = parser.parse_args(argv)
-    try:
-        spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"matrix: cannot read the spec {args.spec}: {exc}", file=sys.stderr)
-        return 2
-    Path(spec["output"]).mkdir(parents=True, exist_ok=True)
-    return _sdk_local(spec) if args.mode == "sdk-local" else _twin(spec)
-
+    return run_spec_mode(argv, prog="python -m smddp_compat.bench._matrix_sdk", doc=__doc__,
+                         spec_help="JSON: entry_point, source_dir, hosts, distribution, hyperparameters, environment, "
+                                   "image, output, job_name, max_run",
+                         modes={"sdk-local": _sdk_local, "twin": _twin})
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,8 +16,6 @@ the job completed, 1 when it did not, 2 for a bad spec. The job's output goes to
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -28,6 +26,7 @@ from sagemaker.core.utils.exceptions import FailedStatusError
 from sagemaker.train import ModelTrainer
 from sagemaker.train.model_trainer import Mode
 
+from smddp_compat.bench._launch import run_spec_mode
 from smddp_compat.estimators import sdk3  # SDK v3 is this module's environment: it runs in .venv-sdk3 only
 
 __all__ = ["main", "CPU_INSTANCE_TYPE"]
@@ -84,19 +83,9 @@ def _sdk3_container(spec: dict[str, Any]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one job; see the module's docstring."""
-    parser = argparse.ArgumentParser(prog="python -m smddp_compat.bench._matrix_sdk3", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("sdk3-local", "sdk3-container"))
-    parser.add_argument("--spec", required=True, metavar="FILE", help="JSON: see the module's docstring")
-    args = parser.parse_args(argv)
-    try:
-        spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"matrix: cannot read the spec {args.spec}: {exc}", file=sys.stderr)
-        return 2
-    Path(spec["output"]).mkdir(parents=True, exist_ok=True)
-    return _sdk3_local(spec) if args.mode == "sdk3-local" else _sdk3_container(spec)
-
+    return run_spec_mode(argv, prog="python -m smddp_compat.bench._matrix_sdk3", doc=__doc__,
+                         spec_help="JSON: see the module's docstring",
+                         modes={"sdk3-local": _sdk3_local, "sdk3-container": _sdk3_container})
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -96,6 +96,26 @@ def sdk_network(docker_engine: Engine) -> Iterator[None]:
         assert not left, f"the SDK's containers could not be removed: {sorted(left)}"
 
 
+def _probe_records(tarball: Path) -> list[dict[str, Any]]:
+    """The ``world-*.json`` / ``dtensor-*.json`` records the job's processes left in ``output.tar.gz``."""
+    with tarfile.open(tarball) as archive:
+        return [json.loads(archive.extractfile(member).read())  # type: ignore[union-attr]
+                for member in archive.getmembers()
+                if member.isfile() and Path(member.name).name.startswith(("world-", "dtensor-"))]
+
+
+def _assert_one_world(records: list[dict[str, Any]], *, dtensor: bool) -> None:
+    """The two hosts' processes trained as one job: DTensor's 2 clients over a 4-device mesh, or 2 ranks whose
+    all-reduce summed both and whose weights agree."""
+    if dtensor:
+        assert sorted(r["client"] for r in records) == [0, 1], records
+        assert {(r["clients"], r["devices"], r["sum"]) for r in records} == {(2, 4, 12.0)}
+    else:
+        assert sorted(r["rank"] for r in records) == [0, 1], records
+        assert {r["size"] for r in records} == {2} and {r["allreduce_sum"] for r in records} == {2.0}
+        assert records[0]["weights"] == pytest.approx(records[1]["weights"], abs=1e-6)
+
+
 CASES = {
     "smdistributed": ("world_probe.py", {"smdistributed": {"dataparallel": {"enabled": True}}}, {"kind": "smddp"}),
     "mpi": ("world_probe.py", {"mpi": {"enabled": True, "processes_per_host": 1}}, {"kind": "horovod"}),
@@ -125,18 +145,8 @@ def test_sdk_local_mode_two_hosts(
     estimator.fit(wait=True, logs="All")  # raises when the job fails
     description = session.sagemaker_client.describe_training_job(estimator.latest_training_job.name)
     assert description["TrainingJobStatus"] == "Completed"
-    records: list[dict[str, Any]] = []
-    with tarfile.open(tmp_path / "out" / "output.tar.gz") as archive:
-        for member in archive.getmembers():
-            if member.isfile() and Path(member.name).name.startswith(("world-", "dtensor-")):
-                records.append(json.loads(archive.extractfile(member).read()))  # type: ignore[union-attr]
-    if case == "dtensor":
-        assert sorted(r["client"] for r in records) == [0, 1], records
-        assert {(r["clients"], r["devices"], r["sum"]) for r in records} == {(2, 4, 12.0)}
-    else:
-        assert sorted(r["rank"] for r in records) == [0, 1], records
-        assert {r["size"] for r in records} == {2} and {r["allreduce_sum"] for r in records} == {2.0}
-        assert records[0]["weights"] == pytest.approx(records[1]["weights"], abs=1e-6)
+    records = _probe_records(tmp_path / "out" / "output.tar.gz")
+    _assert_one_world(records, dtensor=case == "dtensor")
 
 
 SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"
@@ -173,17 +183,8 @@ def test_sdk3_local_container_two_hosts(
                            str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=800,
                           cwd=tmp_path, env=dict(os.environ))
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
-    records: list[dict[str, Any]] = []
-    with tarfile.open(tmp_path / "out" / "output.tar.gz") as archive:
-        for member in archive.getmembers():
-            if member.isfile() and Path(member.name).name.startswith(("world-", "dtensor-")):
-                records.append(json.loads(archive.extractfile(member).read()))  # type: ignore[union-attr]
-    if case == "DTensor":
-        assert sorted(r["client"] for r in records) == [0, 1], records
-        assert {(r["clients"], r["devices"], r["sum"]) for r in records} == {(2, 4, 12.0)}
-    elif case == "ParameterServer":  # the SDK's local mode merges the hosts' outputs: one world-0.json is kept
+    records = _probe_records(tmp_path / "out" / "output.tar.gz")
+    if case == "ParameterServer":  # the SDK's local mode merges the hosts' outputs: one world-0.json is kept
         assert [(r["size"], r["sm_current_host"] in ("algo-1", "algo-2")) for r in records] == [(1, True)], records
     else:
-        assert sorted(r["rank"] for r in records) == [0, 1], records
-        assert {r["size"] for r in records} == {2} and {r["allreduce_sum"] for r in records} == {2.0}
-        assert records[0]["weights"] == pytest.approx(records[1]["weights"], abs=1e-6)
+        _assert_one_world(records, dtensor=case == "DTensor")
