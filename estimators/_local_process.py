@@ -140,11 +140,13 @@ def build_job_spec(
     checkpoint_local_path: str | None,
     metric_definitions: Any = None,
     model_dir: Any = False,
+    argument_rule: str = "sagemaker-training",
 ) -> JobSpec:
     """The local_mode JobSpec of an estimator's job (validated by local_mode on construction).
 
     ``hyperparameters`` are the user's; ``model_dir`` is the SDK v2 estimator's (see :func:`script_hyperparameters`;
-    the default False adds none, as SDK v3's trainers send none).
+    the default False adds none, as SDK v3's trainers send none). ``argument_rule`` is how they become the
+    script's arguments (``JobSpec.argument_rule``: ``sdk-v3-driver`` for a ``ModelTrainer``'s job).
 
     ``metric_definitions`` (the SDK's list of ``{"Name", "Regex"}``) pass through: the result's ``final_metrics``
     holds each metric's last value in the logs, as DescribeTrainingJob's ``FinalMetricDataList`` does.
@@ -178,6 +180,7 @@ def build_job_spec(
         output_path=output,
         job_name=job_name,
         environment=dict(environment or {}),
+        argument_rule=argument_rule,
         **extra,
     )
 

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import IO, Any
 
+from sagemaker.train.utils import _get_unique_name, safe_serialize  # SDK v3's job-name and hyperparameter rules
+
 from smddp_compat.estimators import (
     DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, build_job_spec, instance_spec, plan_distribution, run_job,
 )
@@ -89,8 +91,6 @@ def build_local_spec(trainer: Any, input_data_config: Sequence[Any] | None = Non
         ConfigurationError: A trainer local runs cannot express (no ``source_code.entry_script``, a ``command``, a
             distributed config that is not the kit's), or a value the kit's checks refuse.
     """
-    from sagemaker.train.utils import safe_serialize  # SDK v3's own serialisation of hyperparameters
-
     source = trainer.source_code
     if source is None or not source.entry_script:
         raise ConfigurationError("source_code", source, "local runs need SourceCode(entry_script=...)",
@@ -103,30 +103,21 @@ def build_local_spec(trainer: Any, input_data_config: Sequence[Any] | None = Non
     metrics = [{"Name": definition.name, "Regex": definition.regex}
                for definition in trainer._metric_definitions or ()]  # no public reader in SDK v3
     hyperparameters = {name: _decoded(safe_serialize(value)) for name, value in (trainer.hyperparameters or {}).items()}
-    spec = build_job_spec(
+    return build_job_spec(
         entry_point=source.entry_script, source_dir=source.source_dir,
         instance_count=trainer.compute.instance_count or 1, plan=_plan(trainer), hyperparameters=hyperparameters,
         inputs=_channels(input_data_config), output_path=_output_path(trainer, output_path),
         max_run=getattr(stopping, "max_runtime_in_seconds", None),
-        job_name=job_name or _unique_name(trainer.base_job_name or "model-trainer"),
+        job_name=job_name or _get_unique_name(trainer.base_job_name or "model-trainer"),
         environment=trainer.environment, checkpoint_local_path=getattr(checkpoint, "local_path", None),
-        metric_definitions=metrics,
+        metric_definitions=metrics, argument_rule="sdk-v3-driver",
     )
-    return replace(spec, argument_rule="sdk-v3-driver")
-
-
-def _unique_name(base: str) -> str:
-    from sagemaker.train.utils import _get_unique_name  # SDK v3's own job-name rule (the base and a time stamp)
-
-    return _get_unique_name(base)
 
 
 def local_job_description(result: JobResult, trainer: Any) -> dict[str, Any]:
     """DescribeTrainingJob for a finished local job of ``trainer``: local mode's one builder, with what the trainer
     sends besides the job (role, image, hyperparameters as SDK v3 serialises them) and ``local_process`` as the
     instance type."""
-    from sagemaker.train.utils import safe_serialize  # SDK v3's own serialisation of hyperparameters
-
     params = copy.deepcopy(dict(result.request_params))
     if trainer.role:
         params["RoleArn"] = trainer.role
