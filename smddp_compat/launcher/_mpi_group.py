@@ -31,7 +31,7 @@ from typing import IO, Callable, Mapping, Sequence
 import smddp_compat
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher._supervisor import (
-    GroupResult, ProcessResult, ProcessSpec, describe_failure, memory_note, run_process_group)
+    GroupResult, ProcessResult, ProcessSpec, describe_failure, memory_note, private_tmpdir, run_process_group)
 
 __all__ = [
     "MPIRUN_LABEL", "MPIRUN_TUNING", "mpirun_argv", "mpirun_unavailable_reason", "write_rank_specs", "load_rank_spec",
@@ -285,27 +285,43 @@ def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None,
     if not specs:
         raise UsageError("run_mpi_group needs at least one ProcessSpec, got none.")
     directory = tempfile.mkdtemp(prefix="smddp-mpi-ranks-")
-    try:
-        write_rank_specs(specs, directory)
-        output = MpirunOutput(specs, log_path=mpirun_log)
-        mpirun_env = dict(specs[0].env)
-        mpirun_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in [_importable_root(), mpirun_env.get("PYTHONPATH", "")] if p
-        )
-        mpirun = ProcessSpec(
-            argv=mpirun_argv(len(specs), _wrapper_command(python, directory), extra_mca=extra_mca),
-            env=mpirun_env,
-            label=MPIRUN_LABEL,
-            cwd=specs[0].cwd,
-            route_output=output.route,
-            console_hides=console_hides,
-        )
-        group = run_process_group([mpirun], timeout=timeout, grace=grace, stream=stream,
-                                  remove_if_killed=[directory, *remove_if_killed])
-    finally:
-        _kill_rank_groups(directory, len(specs))
-        shutil.rmtree(directory, ignore_errors=True)
+    # Each rank's environment comes from its spec file: the job's temporary folder is set there.
+    with private_tmpdir(specs) as (specs, job_tmp):
+        # Open MPI's shared-memory segments (vader_segment.*, 4 MB per rank) go to a folder of the job's own in
+        # /dev/shm, removed with it: a rank killed outright leaves its segment behind otherwise.
+        shared_memory = _shared_memory_folder(job_tmp)
+        extra_mca = {"btl_vader_backing_directory": shared_memory, **(extra_mca or {})}
+        try:
+            write_rank_specs(specs, directory)
+            output = MpirunOutput(specs, log_path=mpirun_log)
+            mpirun_env = dict(specs[0].env)
+            mpirun_env["PYTHONPATH"] = os.pathsep.join(
+                p for p in [_importable_root(), mpirun_env.get("PYTHONPATH", "")] if p
+            )
+            mpirun = ProcessSpec(
+                argv=mpirun_argv(len(specs), _wrapper_command(python, directory), extra_mca=extra_mca),
+                env=mpirun_env,
+                label=MPIRUN_LABEL,
+                cwd=specs[0].cwd,
+                route_output=output.route,
+                console_hides=console_hides,
+            )
+            group = run_process_group([mpirun], timeout=timeout, grace=grace, stream=stream,
+                                      remove_if_killed=[directory, job_tmp, shared_memory, *remove_if_killed])
+        finally:
+            _kill_rank_groups(directory, len(specs))
+            shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(shared_memory, ignore_errors=True)
     return _per_rank_result(group, specs, output, failure_reason)
+
+
+def _shared_memory_folder(fallback: str) -> str:
+    """A fresh folder in /dev/shm (memory, as Open MPI's default place for its segments), or ``fallback`` where
+    /dev/shm cannot be written."""
+    try:
+        return tempfile.mkdtemp(prefix="smddp-shm-", dir="/dev/shm")
+    except OSError:
+        return fallback
 
 
 def _importable_root() -> str:

@@ -16,11 +16,14 @@ to each process group and SIGKILL after ``grace`` seconds. Nothing is left runni
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,7 +38,7 @@ from smddp_compat.launcher._option_types import is_positive_seconds
 
 __all__ = [
     "ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "STOP_SIGNALS", "StopSignalled", "run_process_group",
-    "describe_failure", "memory_note", "oom_kill_count", "stop_signals_raise",
+    "describe_failure", "memory_note", "oom_kill_count", "stop_signals_raise", "private_tmpdir",
 ]
 
 #: The signals that stop a job as a stop from outside does (Ctrl-C, a stop, a closed terminal, Ctrl-backslash): each is
@@ -441,6 +444,19 @@ class _Lifeline:
             pass  # the watcher is gone: the processes are still ours to stop, as before
 
 
+@contextlib.contextmanager
+def private_tmpdir(specs: Sequence[ProcessSpec]) -> Iterator[tuple[list[ProcessSpec], str]]:
+    """The specs with ``TMPDIR`` set to one fresh folder of the job's own, and that folder; removed with all it holds
+    when the block ends. What the processes leave in their temporary folder is then gone with the job, also when they
+    were killed before their own clean-up ran (TensorFlow's autograph writes a ``__autograph_generated_file*.py`` per
+    converted function and removes it only at a normal exit)."""
+    directory = tempfile.mkdtemp(prefix="smddp-tmp-")
+    try:
+        yield [dataclasses.replace(spec, env={**spec.env, "TMPDIR": directory}) for spec in specs], directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def _start(spec: ProcessSpec, console: ConsoleStream, lifeline: _Lifeline) -> _Running:
     logs = _LogFiles()
     if spec.log_path:
@@ -488,7 +504,8 @@ def run_process_group(
         failure_reason: Called with the spec of the first failed process; returns the reason it recorded
             (e.g. its failure file) or None.
         remove_if_killed: Folders the lifeline watcher removes if this launcher is killed outright (its own
-            cleanup never runs then).
+            cleanup never runs then). The job's temporary folder (:func:`private_tmpdir`, each process's
+            ``TMPDIR``) is always among them.
 
     Returns:
         How the group ended. A stop signal while the group is stopped (after a failure, after the time limit,
@@ -510,6 +527,14 @@ def run_process_group(
         raise UsageError(
             f"grace must be a positive number of seconds, got {grace!r}: give a finite number > 0, e.g. 5."
         )
+    with private_tmpdir(specs) as (job_specs, job_tmp):
+        return _supervise(job_specs, timeout, grace, stream, failure_reason, [job_tmp, *remove_if_killed])
+
+
+def _supervise(specs: Sequence[ProcessSpec], timeout: float | None, grace: float, stream: IO[str] | None,
+               failure_reason: Callable[[ProcessSpec], str | None] | None,
+               remove_if_killed: Sequence[str]) -> GroupResult:
+    """:func:`run_process_group`'s work, its arguments checked and each process given the job's temporary folder."""
     console = ConsoleStream(stream if stream is not None else sys.stdout)
     group: list[_Running] = []
     previous_handlers: dict[int, object] = {}

@@ -69,13 +69,19 @@ def test_a_closed_terminal_or_a_quit_stops_every_rank(tmp_path: Path, engine: st
 def test_a_launcher_killed_outright_leaves_no_rank_and_no_file(tmp_path: Path, engine: str) -> None:
     pid_dir, scratch = tmp_path / "pids", tmp_path / "tmp"
     scratch.mkdir()
+    mpi_init = ["--mpi-init"] if engine == "mpi" else []
     with no_rank_left(pid_dir):
-        job = Running(smddprun("-np", "2", f"--{engine}", sys.executable, RANK, "--pid-dir", str(pid_dir)),
+        job = Running(smddprun("-np", "2", f"--{engine}", sys.executable, RANK, "--pid-dir", str(pid_dir), *mpi_init),
                       env=quiet_env(TMPDIR=str(scratch)))
         _ranks_up(job, 2)
+        shared_memory = set()  # what the ranks mapped from /dev/shm: Open MPI's segments (mpirun dies unwarned too)
         if engine == "mpi":
             specs = list(scratch.glob("smddp-mpi-ranks-*/rank-*.json"))
             assert specs == [], f"a rank's environment file outlived its reading: {specs}"
+            for pid in rank_pids(pid_dir):
+                maps = Path(f"/proc/{pid}/maps").read_text()
+                shared_memory |= {row.split()[-1] for row in maps.splitlines() if " /dev/shm/" in row}
+            assert [name for name in shared_memory if "vader_segment" in name], shared_memory
         job.proc.send_signal(signal.SIGKILL)
         job.wait()
         took = _gone_within(pid_dir, DEATH_BOUND_SECONDS)
@@ -84,6 +90,7 @@ def test_a_launcher_killed_outright_leaves_no_rank_and_no_file(tmp_path: Path, e
         while list(scratch.iterdir()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert list(scratch.iterdir()) == [], "the killed launcher's temporary folders were left"
+        assert [name for name in shared_memory if os.path.exists(name)] == [], "shared memory was left"
         assert "died without stopping its processes" in job.text_stderr
 
 

@@ -4,7 +4,8 @@ Writes its PID to ``--pid-dir`` (``rank.<rank>.pid``, atomically) so a test can 
 ``--ignore-sigterm``: answers SIGTERM with a ``got SIGTERM`` line and keeps running, so the launcher's grace period
 runs in full. ``--fail-rank R``: rank R exits with ``--exit-code`` once every rank has written its PID (so the others
 are running when the launcher stops the job). ``--lines N``: prints N lines of about 100 bytes (far more than a pipe
-holds), then exits 0. Otherwise it sleeps until it is stopped. Unknown arguments (``smddp local`` hyperparameters)
+holds), then exits 0. ``--mpi-init``: initializes MPI first (mpi4py), so that Open MPI maps its shared-memory
+segments. Otherwise it sleeps until it is stopped. Unknown arguments (``smddp local`` hyperparameters)
 are ignored.
 """
 
@@ -21,7 +22,10 @@ parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--fail-rank", default=None)
 parser.add_argument("--exit-code", type=int, default=3)
 parser.add_argument("--lines", type=int, default=0)
+parser.add_argument("--mpi-init", action="store_true")
 args, _ = parser.parse_known_args()
+if args.mpi_init:
+    from mpi4py import MPI  # noqa: F401 - importing it initializes MPI
 
 rank = os.environ.get("HOROVOD_RANK", "0")
 size = int(os.environ.get("HOROVOD_SIZE", "1"))
