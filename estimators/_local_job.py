@@ -22,7 +22,6 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -31,6 +30,7 @@ from sagemaker.analytics import AnalyticsMetricsBase
 from sagemaker.estimator import _TrainingJob
 
 from smddp_compat import contract
+from smddp_compat.estimators._local_process import described_as_sent
 from smddp_compat.estimators._validation import check_job_name
 from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, JobError
 from smddp_compat.local_mode.artifacts import job_destination
@@ -67,15 +67,8 @@ def job_record(
     the job's ``<job_name>/`` folder is, absolute or ``s3://``; ``estimator``: the constructor arguments ``attach``
     rebuilds the estimator with).
     """
-    params = copy.deepcopy(dict(result.request_params))
-    if role:
-        params["RoleArn"] = role
-    if image_uri:
-        params["AlgorithmSpecification"]["TrainingImage"] = image_uri
-    params["ResourceConfig"].update(InstanceType="local_process", VolumeSizeInGB=volume_size or 30)
-    params["OutputDataConfig"]["S3OutputPath"] = output_path
-    description = replace(result, request_params=params,
-                          arn=contract.training_job_arn(region, result.job_name)).describe()
+    description = described_as_sent(result, role=role, image_uri=image_uri, volume_size=volume_size or 30,
+                                    output_path=output_path, arn=contract.training_job_arn(region, result.job_name))
     return {
         "format": RECORD_FORMAT,
         "description": description,

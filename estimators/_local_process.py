@@ -12,10 +12,12 @@ group, which takes none of the job's mpirun options) and are ignored with a warn
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import sys
 import warnings
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Mapping
 
@@ -26,10 +28,15 @@ from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 
-__all__ = ["local_channels", "script_hyperparameters", "warn_of_other_versions", "build_job_spec", "run_job"]
+__all__ = [
+    "local_channels", "script_hyperparameters", "warn_of_other_versions", "build_job_spec", "run_job",
+    "LOCAL_INSTANCE_TYPE", "described_as_sent",
+]
 
 logger = logging.getLogger(__name__)
 
+#: The instance type that runs an estimator's (or a ModelTrainer's) job on this machine with the process backend.
+LOCAL_INSTANCE_TYPE = "local_process"
 #: Default output folder of local_process jobs when the estimator has no output_path.
 DEFAULT_LOCAL_OUTPUT = "smddp_local_output"
 #: The host's model folder as the container names it (local_mode gives each host's script its own tree's).
@@ -193,3 +200,25 @@ def run_job(spec: JobSpec, stream: Any = None) -> JobResult:
         stream: Where its processes' prefixed output and the summary go (None: standard output).
     """
     return ProcessBackend(stream=stream).run(spec)
+
+
+def described_as_sent(result: JobResult, *, role: str | None, image_uri: str | None,
+                      hyperparameters: Mapping[str, str] | None = None, volume_size: int | None = None,
+                      output_path: str | None = None, arn: str | None = None) -> dict[str, Any]:
+    """DescribeTrainingJob of a finished local_process job as the SDK that ran it sees it: local mode's one builder
+    (:meth:`~smddp_compat.local_mode.outcome.JobResult.describe`) with what the SDK sends besides the job (role,
+    image, hyperparameters as it serialises them, volume, output path; each None: as local mode has it), the ARN
+    in the SDK session's region, and :data:`LOCAL_INSTANCE_TYPE` as the instance type."""
+    params = copy.deepcopy(dict(result.request_params))
+    if role:
+        params["RoleArn"] = role
+    if image_uri:
+        params["AlgorithmSpecification"]["TrainingImage"] = image_uri
+    if hyperparameters is not None:
+        params["HyperParameters"] = dict(hyperparameters)
+    params["ResourceConfig"]["InstanceType"] = LOCAL_INSTANCE_TYPE
+    if volume_size is not None:
+        params["ResourceConfig"]["VolumeSizeInGB"] = volume_size
+    if output_path is not None:
+        params["OutputDataConfig"]["S3OutputPath"] = output_path
+    return replace(result, request_params=params, **({"arn": arn} if arn else {})).describe()

@@ -18,7 +18,7 @@ with the install command.
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional
 
 from smddp_compat.estimators.errors import missing_sdk_error
 

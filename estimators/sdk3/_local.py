@@ -10,25 +10,21 @@ the trainer the view of the finished job SageMaker gives: ``trainer._latest_trai
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import IO, Any
 
 from sagemaker.train.utils import _get_unique_name, safe_serialize  # SDK v3's job-name and hyperparameter rules
 
 from smddp_compat.estimators import (
-    DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, build_job_spec, instance_spec, plan_distribution, run_job,
+    DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, build_job_spec, described_as_sent, instance_spec,
+    plan_distribution, run_job,
 )
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 
 __all__ = ["train_local", "build_local_spec", "local_job_description"]
-
-#: The instance type a local job's description names: it ran on this machine (as SDK v2's ``local_process``).
-LOCAL_INSTANCE_TYPE = "local_process"
 
 
 def _decoded(value: str) -> Any:
@@ -118,14 +114,9 @@ def local_job_description(result: JobResult, trainer: Any) -> dict[str, Any]:
     """DescribeTrainingJob for a finished local job of ``trainer``: local mode's one builder, with what the trainer
     sends besides the job (role, image, hyperparameters as SDK v3 serialises them) and ``local_process`` as the
     instance type."""
-    params = copy.deepcopy(dict(result.request_params))
-    if trainer.role:
-        params["RoleArn"] = trainer.role
-    if trainer.training_image:
-        params["AlgorithmSpecification"]["TrainingImage"] = trainer.training_image
-    params["HyperParameters"] = {name: safe_serialize(value) for name, value in (trainer.hyperparameters or {}).items()}
-    params["ResourceConfig"]["InstanceType"] = LOCAL_INSTANCE_TYPE
-    return replace(result, request_params=params).describe()
+    hyperparameters = {name: safe_serialize(value) for name, value in (trainer.hyperparameters or {}).items()}
+    return described_as_sent(result, role=trainer.role, image_uri=trainer.training_image,
+                             hyperparameters=hyperparameters)
 
 
 def train_local(
