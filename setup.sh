@@ -15,7 +15,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 TF_VERSION=2.21.0
-HOROVOD_VERSION=0.28.1
 WHEEL_CACHE=${SMDDP_WHEEL_CACHE:-$HOME/.cache/smddp-compat/wheels}
 STEP="start"
 START=$(date +%s)
@@ -87,93 +86,10 @@ else
   "${PIP[@]}" "${CONSTRAINTS[@]}" "$TF_SPEC" "tf-keras==$TF_VERSION"
 fi
 
-# 4. Horovod, built from source against the installed TensorFlow.
-ENGINES="gloo-mpi"; gpu_build && ENGINES="gloo-mpi-nccl"
-KEY="horovod-$HOROVOD_VERSION-tf-$TF_VERSION-$ENGINES-py$("$PY" -c 'import sys; print("%d%d" % sys.version_info[:2])')"
-WHEEL_DIR="$WHEEL_CACHE/$KEY"
-step "Horovod $HOROVOD_VERSION ($ENGINES) for TensorFlow $TF_VERSION"
-HOROVOD_STAMP="$VENV/.smddp-horovod-build"
-if [ "$(installed_version horovod)" = "$HOROVOD_VERSION" ] && [ "$(cat "$HOROVOD_STAMP" 2>/dev/null)" = "$KEY" ]; then
-  echo "    already installed"
-else
-  if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
-    echo "    building the wheel (about 3 minutes on 2 cores); cache: $WHEEL_DIR"
-    # TF >= 2.17 moved xla_builder.h; Horovod 0.28.1 includes the old path. A forwarding header fixes
-    # that without patching Horovod's source.
-    SHIM_INC=$(mktemp -d)
-    mkdir -p "$SHIM_INC/tensorflow/compiler/xla/client"
-    echo '#include "xla/hlo/builder/xla_builder.h"' > "$SHIM_INC/tensorflow/compiler/xla/client/xla_builder.h"
-    if gpu_build; then
-      # GPU builds also compile horovod/tensorflow/xla_mpi_ops.cc, which names xla::StatusOr (now absl::StatusOr).
-      cat >> "$SHIM_INC/tensorflow/compiler/xla/client/xla_builder.h" <<'SHIM'
-#include "absl/status/statusor.h"
-namespace xla { template <typename T> using StatusOr = absl::StatusOr<T>; }
-SHIM
-    fi
-    "${PIP[@]}" "${CONSTRAINTS[@]}" "cloudpickle" "psutil" "pyyaml" "packaging"
-    build_env=(CXXFLAGS="-I$SHIM_INC" CMAKE_POLICY_VERSION_MINIMUM=3.5
-               HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
-               HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
-               MAKEFLAGS="-j$(nproc)")
-    if gpu_build; then
-      # CUDA 12's nvcc (not on PyPI: nvidia-cuda-nvcc-cu12 ships ptxas only) compiles Horovod's CUDA kernels; NCCL
-      # (headers and libnccl.so.2) comes from the nvidia-nccl-cu12 wheel tensorflow[and-cuda] installed.
-      nvcc_release=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
-      if [ "$nvcc_release" != "12" ]; then
-        echo "!! [setup] the GPU build (SMDDP_GPU=1) needs CUDA 12's nvcc on PATH to build Horovod with NCCL" \
-             "(found: '${nvcc_release:-no nvcc}'); TensorFlow $TF_VERSION uses CUDA 12. Install a CUDA 12 toolkit" \
-             "(image/Dockerfile.gpu unpacks Debian trixie's nvidia-cuda-toolkit 12.4), or set SMDDP_GPU=0." >&2
-        false
-      fi
-      # horovod/tensorflow/mpi_ops.cc calls stream_executor::gpu::AsGpuStreamValue, which TF 2.21 no longer has:
-      # the forwarding header it includes defines it from the stream's own handle.
-      mkdir -p "$SHIM_INC/tensorflow/compiler/xla/stream_executor"
-      cat > "$SHIM_INC/tensorflow/compiler/xla/stream_executor/stream.h" <<'SHIM'
-#pragma once
-#include "xla/stream_executor/stream.h"
-namespace stream_executor {
-namespace gpu {
-inline ::GpuStreamHandle AsGpuStreamValue(Stream* stream) {
-  return static_cast<::GpuStreamHandle>(stream->platform_specific_handle().stream);
-}
-}  // namespace gpu
-}  // namespace stream_executor
-SHIM
-      # The wheel ships only libnccl.so.2; CMake's find_library(nccl) needs the unversioned name.
-      NCCL_DIR=$("$PY" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')
-      mkdir -p "$SHIM_INC/nccl-lib"
-      ln -s "$NCCL_DIR/lib/libnccl.so.2" "$SHIM_INC/nccl-lib/libnccl.so"
-      # Compute capabilities: V100 (70), T4 (75), A100 (80), A10G (86), L4 (89), H100 (90).
-      build_env+=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_INCLUDE="$NCCL_DIR/include"
-                  HOROVOD_NCCL_LIB="$SHIM_INC/nccl-lib" HOROVOD_NCCL_LINK=SHARED
-                  HOROVOD_BUILD_CUDA_CC_LIST="${SMDDP_CUDA_CC_LIST:-70,75,80,86,89,90}")
-    fi
-    BUILD_DIR=$(mktemp -d)
-    env "${build_env[@]}" "$PY" -m pip wheel --no-cache-dir --no-build-isolation --no-deps \
-        -w "$BUILD_DIR" "horovod==$HOROVOD_VERSION"
-    if gpu_build; then
-      # The op library needs libnccl.so.2 from the nvidia-nccl-cu12 wheel: a RUNPATH relative to itself
-      # (site-packages/horovod/tensorflow -> site-packages/nvidia/nccl/lib), as TensorFlow's own libraries have,
-      # without the build's temporary nccl-lib folder, which CMake put there.
-      "$PY" -m wheel unpack -d "$BUILD_DIR/unpacked" "$BUILD_DIR"/horovod-*.whl
-      for lib in "$BUILD_DIR"/unpacked/horovod-*/horovod/tensorflow/mpi_lib*.so; do
-        rpath=$(patchelf --print-rpath "$lib" | tr ':' '\n' | grep -v -e '^$' -e "^$SHIM_INC" | paste -sd: -)
-        patchelf --set-rpath "${rpath:+$rpath:}\$ORIGIN/../../nvidia/nccl/lib" "$lib"
-        readelf -d "$lib" | grep -e 'libnccl' -e RUNPATH | sed 's/^/    /'
-      done
-      rm "$BUILD_DIR"/horovod-*.whl
-      "$PY" -m wheel pack -d "$BUILD_DIR" "$BUILD_DIR"/unpacked/horovod-*
-    fi
-    mkdir -p "$WHEEL_DIR"
-    mv "$BUILD_DIR"/horovod-*.whl "$WHEEL_DIR"/
-    rm -rf "$SHIM_INC" "$BUILD_DIR"
-  else
-    echo "    reusing the cached wheel in $WHEEL_DIR"
-  fi
-  "${PIP[@]}" "${CONSTRAINTS[@]}" --force-reinstall --no-deps "$WHEEL_DIR"/horovod-*.whl
-  "${PIP[@]}" "${CONSTRAINTS[@]}" "$WHEEL_DIR"/horovod-*.whl
-  echo "$KEY" > "$HOROVOD_STAMP"
-fi
+# 4. Horovod, built from source against the installed TensorFlow (or its cached wheel) by the kit's one build
+#    script, which `smddp install-horovod` runs for other environments.
+step "Horovod for TensorFlow $TF_VERSION"
+SMDDP_WHEEL_CACHE="$WHEEL_CACHE" bash "$ROOT/smddp_compat/install_horovod.sh" "$PY" "${CONSTRAINTS[@]}"
 
 # 5. The kit itself (editable) with its test tools, then the offline datasets (their own
 #    dependencies would downgrade numpy, so they come without them).

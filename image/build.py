@@ -64,7 +64,9 @@ _DEBIAN_PYTHON = {"bookworm": "311"}
 _SKIPPED = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", "*.egg-info")
 _DOCKERFILES: dict[str, str] = {"cpu": "image/Dockerfile", "gpu": "image/Dockerfile.gpu"}
 _REPOSITORIES: dict[str, str] = {"cpu": IMAGE_REPOSITORY, "gpu": GPU_IMAGE_REPOSITORY}
-# What each flavour's stack/ holds besides setup.sh and the generated pyproject.toml.
+# setup.sh's Horovod build (smddp_compat/horovod_install.py runs it too), in stack/ at its place in the checkout.
+BUILD_SCRIPT = "smddp_compat/install_horovod.sh"
+# What each flavour's stack/ holds besides setup.sh, the build script and the generated pyproject.toml.
 _STACK_FILES: dict[str, tuple[str, ...]] = {"cpu": ("constraints.txt",), "gpu": ("constraints.txt", "constraints-gpu.txt")}
 # setup.sh's wheel-cache key part for the engines each flavour builds Horovod with.
 _ENGINES: dict[str, str] = {"cpu": "gloo-mpi", "gpu": "gloo-mpi-nccl"}
@@ -128,13 +130,13 @@ def _setup_variable(setup_sh: Path, name: str) -> str | None:
 
 def host_horovod_wheel(root: Path, suite: str, flavor: Flavor = "cpu") -> tuple[str, Path] | None:
     """The host's cached Horovod wheel as ``(cache key, wheel path)`` when the image of Debian release `suite` and
-    `flavor` can use it, else None. setup.sh keys its wheel cache by Horovod, TensorFlow, engines and Python
+    `flavor` can use it, else None. setup.sh's build script keys its wheel cache by Horovod, TensorFlow, engines and Python
     (``horovod-0.28.1-tf-2.21.0-gloo-mpi-py311``). The CPU image uses the CPU engines (gloo-mpi), the GPU image
     gloo-mpi-nccl (a wheel only a host that ran ``SMDDP_GPU=1 bash setup.sh`` has); both use Debian's Python and link
     against Debian's libraries, so the host's wheel fits only when the host runs the same Debian release.
     """
     python = _DEBIAN_PYTHON.get(suite)
-    horovod = _setup_variable(root / "setup.sh", "HOROVOD_VERSION")
+    horovod = _setup_variable(root / BUILD_SCRIPT, "HOROVOD_VERSION")
     tensorflow = _setup_variable(root / "setup.sh", "TF_VERSION")
     if python is None or horovod is None or tensorflow is None or host_codename() != suite:
         return None
@@ -190,7 +192,8 @@ def assemble_context(
     shutil.copy2(root / _DOCKERFILES[flavor], destination / "Dockerfile")
     stack = destination / "stack"
     stack.mkdir()
-    for name in ("setup.sh", *_STACK_FILES[flavor]):
+    for name in ("setup.sh", BUILD_SCRIPT, *_STACK_FILES[flavor]):
+        (stack / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, stack / name)
     (stack / "pyproject.toml").write_text(stack_pyproject(root), encoding="utf-8")
     if wheel is not None:

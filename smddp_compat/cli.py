@@ -27,6 +27,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
     "matrix": ("smddp_compat.bench.matrix", "main", False,
                "run every strategy x Keras x launcher as short jobs; write the compatibility matrix"),
     "doctor": ("smddp_compat.doctor", "main", False, "check this machine's set-up and say how to fix what is missing"),
+    "install-horovod": ("smddp_compat.horovod_install", "main", False,
+                        "build Horovod against the TensorFlow of an environment and install it there"),
     "image": ("smddp_compat.image.__main__", "main", False,
               "build or reuse the training image (--gpu: CUDA); print its tag"),
 }
@@ -39,8 +41,9 @@ def _usage() -> str:
              "on SageMaker, check the set-up, build the training image, measure. The launcher is smddprun",
              "(smddprun --help).",
              "", "commands:"]
-    lines += [f"  {name:<10} {entry[3]}" for name, entry in SUBCOMMANDS.items()]
-    lines.append(f"  {'shim-path':<10} print the directory holding the smdistributed alias (for PYTHONPATH)")
+    width = max(map(len, [*SUBCOMMANDS, "shim-path"]))
+    lines += [f"  {name:<{width}} {entry[3]}" for name, entry in SUBCOMMANDS.items()]
+    lines.append(f"  {'shim-path':<{width}} print the directory holding the smdistributed alias (for PYTHONPATH)")
     lines += ["", "Run `smddp <command> --help` for a command's options, exit codes and examples.", ""]
     lines.append(epilog(
         exit_codes=[("0", "success"), ("2", "no or unknown command, or bad usage: nothing was started"),

@@ -296,11 +296,12 @@ def _horovod_check(stack: dict[str, Any]) -> Check:
     if built_for is not None and built_for != installed:
         return Check("horovod", FAIL, f"Horovod was built for TensorFlow {built_for}, but TensorFlow {installed} is "
                      f"installed (its ops library needs the TensorFlow it was compiled against)",
-                     f"install TensorFlow {built_for} again (`pip install tensorflow=={built_for}`), or rebuild "
-                     f"Horovod against {installed}; {_SETUP_FIX} for its .venv (it does the first)")
+                     f"rebuild Horovod against {installed}: `smddp install-horovod` (in this environment), or "
+                     f"install TensorFlow {built_for} again (`pip install tensorflow=={built_for}`)")
     if "horovod_error" in stack:
         return Check("horovod", FAIL, f"horovod.tensorflow is not importable: {stack['horovod_error']}",
-                     f"{_SETUP_FIX} (it builds Horovod 0.28.1 against TensorFlow {EXPECTED_TF}, ~3 minutes)")
+                     f"`smddp install-horovod` (it builds Horovod 0.28.1 against this environment's TensorFlow, ~3 "
+                     f"minutes), or {_SETUP_FIX} for its .venv")
     yes = {True: "yes", False: "no"}
     nccl = int(stack.get("nccl", 0))
     engines = (f"gloo {yes[bool(stack['gloo'])]}, mpi {yes[bool(stack['mpi'])]}, "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -26,7 +27,10 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
-__all__ = ["KERAS3_MWMS_FIT", "install", "mwms_workers", "selects_tf_keras", "startup_path", "with_startup_path"]
+__all__ = [
+    "KERAS3_MWMS_FIT", "install", "mwms_workers", "selects_tf_keras", "startup_path", "with_startup_path",
+    "require_horovod",
+]
 
 #: The module of Keras 3 that defines ``fit`` for the TensorFlow backend.
 _TRAINER_MODULE = "keras.src.backend.tensorflow.trainer"
@@ -124,3 +128,14 @@ class _WrapOnImport(importlib.abc.MetaPathFinder):
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
+
+
+def require_horovod() -> None:
+    """Raises ModuleNotFoundError in one line naming the fix when Horovod is not installed in this environment (the
+    kit installs without it: Horovod is built against the environment's own TensorFlow, by ``smddp install-horovod``
+    or ``setup.sh``)."""
+    if importlib.util.find_spec("horovod") is None:
+        raise ModuleNotFoundError(
+            f"Horovod is not installed in this environment ({sys.prefix}): run `smddp install-horovod` (it builds "
+            "Horovod 0.28.1 against this environment's TensorFlow, about 3 minutes), or `bash setup.sh` in the "
+            "kit's checkout", name="horovod")

@@ -67,10 +67,12 @@ def test_the_gpu_pins_cover_tensorflows_cuda_extra() -> None:
 
 def test_setup_sh_gpu_branch_matches_the_image() -> None:
     setup = (REPO / "setup.sh").read_text(encoding="utf-8")
+    horovod_build = (REPO / build.BUILD_SCRIPT).read_text(encoding="utf-8")  # setup.sh runs it
     gpu = (REPO / "image/Dockerfile.gpu").read_text(encoding="utf-8")
     assert 'CONSTRAINTS+=(-c "$ROOT/constraints-gpu.txt")' in setup
-    assert "HOROVOD_GPU_OPERATIONS=NCCL" in setup and "patchelf --set-rpath" in setup
-    assert "needs CUDA 12's nvcc on PATH" in setup  # refused by name without a compiler
+    assert 'bash "$ROOT/smddp_compat/install_horovod.sh" "$PY" "${CONSTRAINTS[@]}"' in setup
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in horovod_build and "patchelf --set-rpath" in horovod_build
+    assert "needs CUDA 12's nvcc on PATH" in horovod_build  # refused by name without a compiler
     assert gpu.count("SMDDP_GPU=1 bash /opt/smddp-compat/setup.sh") == 2  # both stages run setup.sh's GPU branch
     assert re.search(r"nvidia-cuda-toolkit=12\.\d", gpu), "the CUDA compiler's version is pinned"
     assert f"LABEL {CUDA_LABEL}=12" in gpu

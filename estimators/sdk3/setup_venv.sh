@@ -42,13 +42,13 @@ CONSTRAINTS="$VENV/.smddp-constraints.txt"
   [ -z "$TF_EXTRA" ] || cat "$ROOT/constraints-gpu.txt"; } > "$CONSTRAINTS"
 installed_version() { "$PY" -c "from importlib.metadata import version; print(version('$1'))" 2>/dev/null || true; }
 
-# 1. The user's side: SDK v3, then the kit's dependencies but Horovod (TensorFlow is the big download).
+# 1. The user's side: SDK v3, then the kit's dependencies (TensorFlow is the big download; Horovod is not one).
 STACK_STAMP="$VENV/.smddp-sdk3-stack"
 stack_key=$(cat "$ROOT/pyproject.toml" "${constraint_files[@]}" | sha256sum | cut -c1-16)
 if [ "$(cat "$STACK_STAMP" 2>/dev/null)" = "$stack_key" ]; then
   say "SDK v3 and the kit's dependencies: already installed"
 else
-  say "sagemaker==$SDK_PIN, TensorFlow$TF_EXTRA and the kit's other dependencies but Horovod"
+  say "sagemaker==$SDK_PIN, TensorFlow$TF_EXTRA and the kit's other dependencies"
   "${PIP[@]}" -c "$CONSTRAINTS" "sagemaker==$SDK_PIN"
   mapfile -t deps < <("$PY" - "$ROOT/pyproject.toml" "$TF_EXTRA" <<'PYDEPS'
 import sys, tomllib
@@ -58,8 +58,7 @@ for spec in project["dependencies"] + extras["test"]:
     name = spec.split("=")[0].split(">")[0].split("<")[0].split("[")[0].strip()
     if name == "tensorflow":
         spec = spec.replace("tensorflow", "tensorflow" + sys.argv[2], 1)
-    if name != "horovod":  # setup.sh's wheel, below
-        print(spec)
+    print(spec)
 PYDEPS
 )
   "${PIP[@]}" -c "$CONSTRAINTS" "${deps[@]}"
@@ -67,20 +66,11 @@ PYDEPS
 fi
 [ -n "$STACK_ONLY" ] && { say "ready but for Horovod and the kit (--stack-only): $PY"; exit 0; }
 
-# 2. Horovod: setup.sh's wheel, built once for this TensorFlow (setup.sh keeps it in its wheel cache).
-[ -n "$HOROVOD_KEY" ] || fail "no Horovod build in $ROOT/.venv: run \`bash setup.sh\` first (it builds the wheel once)"
-WHEEL_DIR="${SMDDP_WHEEL_CACHE:-$HOME/.cache/smddp-compat/wheels}/$HOROVOD_KEY"
-ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1 || fail "no Horovod wheel in $WHEEL_DIR: run \`bash setup.sh\`"
-py_tag=$("$PY" -c 'import sys; print("py%d%d" % sys.version_info[:2])')
-[[ "$HOROVOD_KEY" == *-"$py_tag" ]] || fail "the Horovod wheel is for ${HOROVOD_KEY##*-}, $VENV has $py_tag: set PYTHON"
-if [ "$(cat "$VENV/.smddp-horovod-build" 2>/dev/null)" = "$HOROVOD_KEY" ] && [ -n "$(installed_version horovod)" ]; then
-  say "Horovod ($HOROVOD_KEY): already installed"
-else
-  say "Horovod from $WHEEL_DIR"
-  "${PIP[@]}" -c "$CONSTRAINTS" --force-reinstall --no-deps "$WHEEL_DIR"/horovod-*.whl
-  "${PIP[@]}" -c "$CONSTRAINTS" "$WHEEL_DIR"/horovod-*.whl
-  echo "$HOROVOD_KEY" > "$VENV/.smddp-horovod-build"  # smddp doctor compares it with the TensorFlow installed
-fi
+# 2. Horovod: `smddp install-horovod` (the main .venv's), as a user installs it into their own environment; it finds
+#    setup.sh's wheel in the cache (the same TensorFlow and Python), or builds it.
+[ -x "$ROOT/.venv/bin/smddp" ] || fail "no $ROOT/.venv: run \`bash setup.sh\` first (it builds the Horovod wheel once)"
+gpu=0; [[ "$HOROVOD_KEY" == *-nccl-* ]] && gpu=1
+SMDDP_GPU=$gpu "$ROOT/.venv/bin/smddp" install-horovod --python "$PY" --constraint "$CONSTRAINTS"
 
 # 3. The kit, built from a copy of its folders (setuptools builds in the source tree, whose build/ could hold stale
 #    files).

@@ -13,7 +13,11 @@ error types): ``import horovod.tensorflow as hvd`` -> ``import smddp_compat.horo
 (see :mod:`smddp_compat.horovod`).
 """
 
-from smddp_compat.tensorflow import callbacks
+from smddp_compat.known_limits import require_horovod
+
+require_horovod()  # before the modules that import Horovod: a missing Horovod is named with its fix
+
+from smddp_compat.tensorflow import callbacks  # noqa: E402
 from smddp_compat.tensorflow._gradients import DEFAULT_BUCKET_CAP_MB
 from smddp_compat.tensorflow._hooks import BroadcastGlobalVariablesHook
 from smddp_compat.tensorflow._ops import (
