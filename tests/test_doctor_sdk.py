@@ -49,6 +49,6 @@ def test_horovod_built_for_another_tensorflow_fails_with_the_fix(monkeypatch, tm
     check = doctor._horovod_check(STACK)
     assert check.status == doctor.FAIL
     assert "built for TensorFlow 2.20.0, but TensorFlow 2.21.0 is installed" in check.detail
-    assert "pip install tensorflow==2.20.0" in check.fix and "setup.sh" in check.fix
+    assert "pip install tensorflow==2.20.0" in check.fix and "`smddp install-horovod`" in check.fix
     (tmp_path / doctor.HOROVOD_STAMP).write_text("horovod-0.28.1-tf-2.21.0-gloo-mpi-py311\n")
     assert doctor._horovod_check(STACK).status == doctor.OK
