@@ -39,8 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ("into a conda env", "smddp install-horovod --python ~/miniconda3/envs/tf/bin/python"),
                       ("a CPU-only build on a GPU machine", "SMDDP_GPU=0 smddp install-horovod")],
             notes=["Needs TensorFlow 2.21.x in the target (SMDDP_UNTESTED_TENSORFLOW=1 tries another), cmake, a C++ "
-                   "compiler, Open MPI's headers and the target Python's headers (Debian: build-essential cmake "
-                   "libopenmpi-dev openmpi-bin python3-dev). Built wheels are kept in $SMDDP_WHEEL_CACHE (default "
+                   "compiler, Open MPI's headers, the target Python's headers and the highwayhash and farmhash "
+                   "headers (Debian: build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev "
+                   "openmpi-bin python3-dev). Built wheels are kept in $SMDDP_WHEEL_CACHE (default "
                    "~/.cache/smddp-compat/wheels) and reused by any environment with the same TensorFlow and Python."]),
     )
     parser.add_argument("--python", default=sys.executable, metavar="PYTHON",

@@ -14,6 +14,8 @@
 #                               (default ~/.cache/smddp-compat/wheels): a second environment reuses the wheel
 #   SMDDP_CUDA_CC_LIST=70,...   GPU build: the compute capabilities (default 70,75,80,86,89,90)
 #   SMDDP_UNTESTED_TENSORFLOW=1 build against a TensorFlow other than the tested 2.21.x anyway
+#   SMDDP_SYSTEM_INCLUDE_DIRS   where the system's headers are (default "/usr/include /usr/local/include"), besides
+#                               the environment's include/, CPATH and CPLUS_INCLUDE_PATH
 #
 # Exit codes: 0 installed (or already there), 2 the environment cannot take it (one line says why and the fix),
 # other: the build failed (its output is above).
@@ -78,11 +80,22 @@ check_build_tools() {
   command -v mpicxx >/dev/null 2>&1 || missing+=("MPI's compiler wrapper mpicxx (libopenmpi-dev)")
   [ -f "$(query 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] \
     || missing+=("the headers of Python $PY_TAG (python3-dev)")
+  # TensorFlow's own headers include these without shipping them.
+  local header dir found
+  for header in "highwayhash/arch_specific.h:libhighwayhash-dev" "farmhash.h:libfarmhash-dev"; do
+    found=""
+    for dir in ${SMDDP_SYSTEM_INCLUDE_DIRS:-/usr/include /usr/local/include} \
+               "$(query 'import sys; print(sys.prefix)')/include" \
+               ${CPATH:+${CPATH//:/ }} ${CPLUS_INCLUDE_PATH:+${CPLUS_INCLUDE_PATH//:/ }}; do
+      [ -f "$dir/${header%%:*}" ] && found=1 && break
+    done
+    [ -n "$found" ] || missing+=("${header%%:*}, which TensorFlow's headers include (${header##*:})")
+  done
   if [ ${#missing[@]} -gt 0 ]; then
     local joined
     joined=$(printf '%s, ' "${missing[@]}")
     refuse "building Horovod needs ${joined%, }: on Debian/Ubuntu \`apt-get install $DEBIAN_PACKAGES\`; in conda" \
-      "\`conda install -c conda-forge cmake cxx-compiler openmpi\`"
+      "\`conda install -c conda-forge cmake cxx-compiler openmpi\` (the two hash libraries' headers: in CPATH)"
   fi
 }
 

@@ -86,6 +86,17 @@ def test_missing_build_tools_are_named_with_their_packages_before_anything_is_wr
     for named in ("cmake (cmake)", "a C++ compiler (build-essential)", "mpicxx (libopenmpi-dev)",
                   "apt-get install build-essential cmake", "conda install -c conda-forge"):
         assert named in line, line
+    # TensorFlow's headers include highwayhash's and farmhash's (a build without them fails minutes in): looked for
+    # before the build; here the system's include folder is an empty one
+    empty = tmp_path / "include"
+    empty.mkdir()
+    env = {**os.environ, "SMDDP_WHEEL_CACHE": str(cache), "SMDDP_SYSTEM_INCLUDE_DIRS": str(empty), "CPATH": "",
+           "CPLUS_INCLUDE_PATH": ""}
+    line = _refusal(_install(python, env=env))
+    assert "cmake (cmake)" not in line and "mpicxx (" not in line, line  # those are on this machine's PATH
+    for named in ("highwayhash/arch_specific.h, which TensorFlow's headers include (libhighwayhash-dev)",
+                  "farmhash.h, which TensorFlow's headers include (libfarmhash-dev)"):
+        assert named in line, line
     assert not cache.exists() and not (tmp_path / "env" / STAMP).exists()
 
 
