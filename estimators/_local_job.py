@@ -323,9 +323,14 @@ class LocalTrainingJobAnalytics(AnalyticsMetricsBase):
         return pd.DataFrame(rows, columns=["timestamp", "metric_name", "value"])
 
 
+class NoTrainingJobError(EstimatorError, TypeError):
+    """Something of a local_process estimator's job asked before it has one; a TypeError too, as the SDK's own
+    estimator raises there (its tuner reads ``model_data`` before the first job and expects that)."""
+
+
 def no_job_error(what: str) -> EstimatorError:
     """The error for ``what`` asked of a local_process estimator that has no job yet."""
-    return EstimatorError(
+    return NoTrainingJobError(
         f"{what}: this local_process estimator has no training job yet. Fix: call fit() first, or "
         "TensorFlow.attach(job_name, local_output=<the job's output_path>) for a job that ran before"
     )

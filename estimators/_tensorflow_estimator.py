@@ -27,6 +27,7 @@ with sdk_v2_notices_quieted():  # the kit's own import of SDK v2: its notice is 
     from smddp_compat.estimators import _local_job
 
 from smddp_compat.estimators import _local_process
+from smddp_compat.estimators._local_tuning import LocalTuningClient
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
 from smddp_compat.estimators._images import resolve_training_image
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_source
@@ -47,6 +48,9 @@ LOCAL_PLACEHOLDER_ROLE = "arn:aws:iam::000000000000:role/smddp-compat-local"
 #: Environment variable telling the job which smddp-compat distribution launched it.
 DISTRIBUTION_ENV = "SMDDP_COMPAT_DISTRIBUTION"
 _LOCAL_PROCESS_REGION = "us-east-1"
+#: The base of the names a tuner gives a local_process estimator's jobs (SageMaker's, from its TensorFlow training
+#: images' name).
+LOCAL_BASE_JOB_NAME = "tensorflow-training"
 #: The estimator's whole-number fields the SDK sends unchecked (seconds, GB), with an example for the fix.
 _POSITIVE_INT_FIELDS = {"max_run": "max_run=86400", "max_wait": "max_wait=172800", "volume_size": "volume_size=30"}
 #: The SDK v1 argument names SDK v2's TensorFlow estimator still accepts (old -> new). The SDK holds no table of
@@ -215,6 +219,8 @@ class TensorFlow(_SdkTensorFlow):
             )
         if set_after:
             self.distribution = plan.sdk_distribution or {}
+        if local_process and session is None:  # the kit's offline session: SDK v2's tuner runs its trials here
+            self.sagemaker_session.sagemaker_client = LocalTuningClient(self.sagemaker_session.sagemaker_client, self)
 
     def hyperparameters(self) -> dict[str, str]:
         """The SDK's hyperparameters, plus ``sagemaker_mpi_num_of_processes_per_host`` for an SMDDP job that set
@@ -270,6 +276,22 @@ class TensorFlow(_SdkTensorFlow):
         finally:
             self.entry_point, self.source_dir, self.dependencies = saved
             staged.cleanup()
+
+    def _prepare_for_training(self, job_name: str | None = None) -> None:
+        """The SDK's preparation; a ``local_process`` job (a tuner prepares one per tuning job) stages nothing: it
+        runs from ``source_dir`` on this machine."""
+        if self.instance_type != "local_process":
+            super()._prepare_for_training(job_name)
+            return
+        self._current_job_name = job_name or name_from_base(self.base_job_name or LOCAL_BASE_JOB_NAME)
+
+    def training_image_uri(self) -> str:
+        """The SDK's image; for ``local_process`` the ``image_uri`` given, else ``tensorflow-training`` (this
+        machine's environment runs the job: no image is looked up; a tuner names its jobs after it, as SageMaker's
+        TensorFlow training images name them)."""
+        if self.instance_type == "local_process":
+            return self.image_uri or LOCAL_BASE_JOB_NAME
+        return super().training_image_uri()
 
     def _fit_local_process(self, inputs: Any, job_name: str | None) -> Any:
         self.latest_training_job = None
@@ -425,6 +447,9 @@ class TensorFlow(_SdkTensorFlow):
             ConfigurationError: No record of that job under ``local_output``, a malformed job name, or a setting
                 of the job that no longer holds (e.g. its entry point was moved): the message names it.
         """
+        client = getattr(sagemaker_session, "sagemaker_client", None)
+        if local_output is None and isinstance(client, LocalTuningClient):  # a trial of a tuning job run here
+            local_output = client.local_output_of(training_job_name)
         if local_output is None:
             return super().attach(training_job_name, sagemaker_session, model_channel_name)
         with raised_as_estimator_errors():

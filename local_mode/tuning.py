@@ -1,0 +1,447 @@
+"""Hyperparameter tuning jobs on this machine, in SageMaker's terms: a CreateHyperParameterTuningJob request in,
+trials run by the caller's ``run_trial``, DescribeHyperParameterTuningJob and ListTrainingJobsForHyperParameterTuningJob
+answers out. No SageMaker SDK here: SDK v2's glue (:mod:`smddp_compat.estimators._local_tuning`) and any other
+caller hand it the request and a way to run one training job.
+
+SageMaker's semantics (developer guide, "How Hyperparameter Tuning Works" and "Define Hyperparameter Ranges"):
+
+- ranges: ``ContinuousParameterRanges`` and ``IntegerParameterRanges`` (``MinValue``, ``MaxValue``, ``ScalingType``
+  ``Linear``, ``Logarithmic`` (values > 0), ``ReverseLogarithmic`` (continuous, 0 <= values < 1) or ``Auto``,
+  searched here as ``Linear``) and ``CategoricalParameterRanges`` (``Values``);
+- ``Random``: each trial's values drawn independently (``RandomSeed`` makes the draws repeatable); ``Grid``:
+  categorical ranges only, every combination once, in order, ``MaxNumberOfTrainingJobs`` defaulting to their count;
+  ``Bayesian``: Optuna's TPE sampler (SageMaker's own Bayesian model is not public: the trials it picks differ);
+- each trial gets the static and tuned hyperparameters and ``_tuning_objective_metric``; its objective is the
+  objective metric's final value (``FinalMetricDataList``: the last value its ``MetricDefinitions`` regex found);
+- a failed trial is counted (``TrainingJobStatusCounters.NonRetryableError``, ``ObjectiveStatusCounters.Failed``,
+  as is a completed one without the metric) and the search goes on; the tuning job fails only when no trial gave an
+  objective;
+- at most ``MaxParallelTrainingJobs`` trials at once, fewer when this machine's cores cannot run that many.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import math
+import os
+import random
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, Any
+
+from smddp_compat import contract
+from smddp_compat.local_mode.errors import ConfigurationError
+
+__all__ = [
+    "STRATEGIES", "ParameterRange", "parameter_ranges", "SearchStrategy", "search_strategy", "TuningJob",
+    "tuning_job_arn", "TrialRunner",
+]
+
+STRATEGIES = ("Bayesian", "Random", "Grid")
+_SCALINGS = ("Auto", "Linear", "Logarithmic", "ReverseLogarithmic")
+_RANGE_KINDS = {"ContinuousParameterRanges": "Continuous", "IntegerParameterRanges": "Integer",
+                "CategoricalParameterRanges": "Categorical"}
+_POLL_SECONDS = 1.0
+
+#: Runs one training job: its name and its hyperparameters (strings, static ones, tuned ones and
+#: ``_tuning_objective_metric``) -> its DescribeTrainingJob answer. An exception counts as a failed job.
+TrialRunner = Callable[[str, Mapping[str, str]], Mapping[str, Any]]
+
+
+def tuning_job_arn(region: str, name: str) -> str:
+    """A tuning job's ARN as SageMaker forms it (name in lower case)."""
+    return f"arn:aws:sagemaker:{region}:{contract.LOCAL_ACCOUNT}:hyper-parameter-tuning-job/{name.lower()}"
+
+
+def _number(text: Any, where: str, kind: str) -> float:
+    try:
+        value = int(text) if kind == "Integer" else float(text)
+    except (TypeError, ValueError):
+        raise ConfigurationError(where, text, f"is not {'an integer' if kind == 'Integer' else 'a number'}",
+                                 "give e.g. MinValue='0.001', MaxValue='0.1'") from None
+    if not math.isfinite(value):
+        raise ConfigurationError(where, text, "is not finite", "give a finite bound")
+    return value
+
+
+@dataclass(frozen=True)
+class ParameterRange:
+    """One tuned hyperparameter: ``kind`` ``Continuous``, ``Integer`` or ``Categorical``; ``low``/``high`` and
+    ``scaling`` for the first two, ``values`` for the last."""
+
+    name: str
+    kind: str
+    low: float = 0.0
+    high: float = 0.0
+    scaling: str = "Linear"
+    values: tuple[str, ...] = ()
+
+    def from_unit(self, u: float) -> str:
+        """The value at ``u`` in [0, 1] along the range's scale, as SageMaker passes it (a string)."""
+        if self.kind == "Categorical":
+            return self.values[min(int(u * len(self.values)), len(self.values) - 1)]
+        low, high = self.low, self.high + (1 if self.kind == "Integer" else 0)  # an integer's top value is as wide
+        if self.scaling == "Logarithmic":
+            value = math.exp(math.log(low) + u * (math.log(high) - math.log(low)))
+        elif self.scaling == "ReverseLogarithmic":
+            value = 1 - math.exp(math.log(1 - low) + u * (math.log(1 - high) - math.log(1 - low)))
+        else:
+            value = low + u * (high - low)
+        if self.kind == "Integer":
+            return str(int(min(max(math.floor(value), self.low), self.high)))
+        return repr(min(max(value, self.low), self.high))
+
+
+def parameter_ranges(config: Mapping[str, Any]) -> list[ParameterRange]:
+    """The ranges of ``HyperParameterTuningJobConfig.ParameterRanges``, checked as SageMaker checks them.
+
+    Raises:
+        ConfigurationError: No range, a duplicate name, a bound that is no number, min > max, an unknown scaling,
+            a logarithmic range not above 0, a reverse-logarithmic one outside [0, 1) or on integers, an empty
+            categorical list.
+    """
+    ranges: list[ParameterRange] = []
+    for key, kind in _RANGE_KINDS.items():
+        for entry in config.get(key) or []:
+            name = str(entry["Name"])
+            where = f"hyperparameter_ranges[{name!r}]"
+            if kind == "Categorical":
+                values = tuple(str(v) for v in entry.get("Values") or [])
+                if not values:
+                    raise ConfigurationError(where, entry, "has no values", "give at least one value")
+                ranges.append(ParameterRange(name, kind, values=values))
+                continue
+            low, high = _number(entry["MinValue"], where, kind), _number(entry["MaxValue"], where, kind)
+            scaling = entry.get("ScalingType") or "Auto"
+            if scaling not in _SCALINGS:
+                raise ConfigurationError(where, scaling, "is not a scaling type", f"use one of {', '.join(_SCALINGS)}")
+            if low > high:
+                raise ConfigurationError(where, entry, "has MinValue above MaxValue", "swap the bounds")
+            if scaling == "Logarithmic" and low <= 0:
+                raise ConfigurationError(where, entry, "is logarithmic with values not above 0",
+                                         "give MinValue > 0 or scaling 'Linear'")
+            if scaling == "ReverseLogarithmic" and (kind == "Integer" or low < 0 or high >= 1):
+                raise ConfigurationError(where, entry, "is reverse-logarithmic outside 0 <= value < 1 (continuous "
+                                         "ranges only)", "give 0 <= MinValue <= MaxValue < 1, or scaling 'Linear'")
+            ranges.append(ParameterRange(name, kind, low, high, "Linear" if scaling == "Auto" else scaling))
+    names = [r.name for r in ranges]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigurationError("hyperparameter_ranges", duplicates, "are tuned twice", "give each name one range")
+    if not ranges:
+        raise ConfigurationError("hyperparameter_ranges", config, "has no range", "give at least one range")
+    return ranges
+
+
+class SearchStrategy:
+    """Picks the trials' values: :meth:`suggest` (None: nothing left to try), then :meth:`observe` each result."""
+
+    def __init__(self, ranges: Sequence[ParameterRange]) -> None:
+        self.ranges = list(ranges)
+
+    def suggest(self) -> dict[str, str] | None:
+        raise NotImplementedError
+
+    def observe(self, values: Mapping[str, str], objective: float | None) -> None:
+        """Learns a trial's objective (None: the trial gave none)."""
+
+
+class RandomSearch(SearchStrategy):
+    """Each value drawn uniformly along its range's scale, every trial independent of the others."""
+
+    def __init__(self, ranges: Sequence[ParameterRange], seed: int | None) -> None:
+        super().__init__(ranges)
+        self._random = random.Random(seed)
+
+    def suggest(self) -> dict[str, str]:
+        return {r.name: r.from_unit(self._random.random()) for r in self.ranges}
+
+
+class GridSearch(SearchStrategy):
+    """Every combination of the categorical values once, in order (the first range varying slowest)."""
+
+    def __init__(self, ranges: Sequence[ParameterRange]) -> None:
+        other = [r.name for r in ranges if r.kind != "Categorical"]
+        if other:
+            raise ConfigurationError("strategy", "Grid", f"takes categorical ranges only ({', '.join(other)} are "
+                                     "not)", "make them CategoricalParameter lists, or use strategy='Random'")
+        super().__init__(ranges)
+        self._combinations = iter(itertools.product(*(r.values for r in ranges)))
+
+    @property
+    def count(self) -> int:
+        return math.prod(len(r.values) for r in self.ranges)
+
+    def suggest(self) -> dict[str, str] | None:
+        combination = next(self._combinations, None)
+        return None if combination is None else dict(zip((r.name for r in self.ranges), combination))
+
+
+class BayesianSearch(SearchStrategy):
+    """Optuna's TPE sampler over the ranges (log-scaled ones searched in log space; a reverse-logarithmic value x
+    as 1 - x in log space); failed trials are told as failed."""
+
+    def __init__(self, ranges: Sequence[ParameterRange], seed: int | None, maximize: bool) -> None:
+        try:
+            import optuna  # the Bayesian strategy's own library, imported only when it is asked for
+        except ImportError:
+            raise ConfigurationError("strategy", "Bayesian", "needs Optuna, which is not installed",
+                                     "pip install 'smddp-compat[tune]' (or bash setup.sh), or use strategy='Random'")
+        super().__init__(ranges)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._optuna = optuna
+        self._study = optuna.create_study(direction="maximize" if maximize else "minimize",
+                                          sampler=optuna.samplers.TPESampler(seed=seed))
+        self._asked: dict[str, Any] = {}
+
+    def suggest(self) -> dict[str, str]:
+        trial = self._study.ask()
+        values = {}
+        for r in self.ranges:
+            if r.kind == "Categorical":
+                values[r.name] = str(trial.suggest_categorical(r.name, list(r.values)))
+            elif r.scaling == "ReverseLogarithmic":
+                values[r.name] = repr(1 - trial.suggest_float(r.name, 1 - r.high, 1 - r.low, log=True))
+            elif r.kind == "Integer":
+                values[r.name] = str(trial.suggest_int(r.name, int(r.low), int(r.high),
+                                                       log=r.scaling == "Logarithmic"))
+            else:
+                values[r.name] = repr(trial.suggest_float(r.name, r.low, r.high, log=r.scaling == "Logarithmic"))
+        self._asked[json.dumps(values, sort_keys=True)] = trial
+        return values
+
+    def observe(self, values: Mapping[str, str], objective: float | None) -> None:
+        trial = self._asked.pop(json.dumps(dict(values), sort_keys=True), None)
+        if trial is None:
+            return
+        if objective is None:
+            self._study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        else:
+            self._study.tell(trial, objective)
+
+
+def search_strategy(config: Mapping[str, Any]) -> SearchStrategy:
+    """The strategy of a ``HyperParameterTuningJobConfig`` (``Strategy``, ``ParameterRanges``, ``RandomSeed``).
+
+    Raises:
+        ConfigurationError: A strategy other than Bayesian, Random or Grid (``Hyperband`` is not run here yet), or a
+            range refused by :func:`parameter_ranges`.
+    """
+    name = config.get("Strategy", "Bayesian")
+    if name not in STRATEGIES:
+        raise ConfigurationError("strategy", name, "is not run by local tuning", f"use one of {', '.join(STRATEGIES)}")
+    ranges = parameter_ranges(config.get("ParameterRanges") or {})
+    seed = config.get("RandomSeed")
+    if name == "Grid":
+        return GridSearch(ranges)
+    if name == "Random":
+        return RandomSearch(ranges, seed)
+    objective = config.get("HyperParameterTuningJobObjective") or {}
+    return BayesianSearch(ranges, seed, objective.get("Type", "Maximize") == "Maximize")
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class TuningJob:
+    """A tuning job run here: :meth:`run` its trials, then :meth:`describe` and :meth:`training_job_summaries`
+    answer as SageMaker's DescribeHyperParameterTuningJob and ListTrainingJobsForHyperParameterTuningJob do.
+
+    Args:
+        request: The CreateHyperParameterTuningJob request (``HyperParameterTuningJobName``,
+            ``HyperParameterTuningJobConfig``, ``TrainingJobDefinition``).
+        region: The region its ARNs name.
+        processes_per_trial: How many processes one trial starts (caps the trials run at once by this machine's
+            cores).
+
+    Raises:
+        ConfigurationError: A request local tuning cannot run (its strategy, ranges, objective or limits).
+    """
+
+    def __init__(self, request: Mapping[str, Any], *, region: str, processes_per_trial: int = 1) -> None:
+        self.request = copy.deepcopy(dict(request))
+        self.name = str(self.request["HyperParameterTuningJobName"])
+        self.region = region
+        config = self.request["HyperParameterTuningJobConfig"]
+        objective = config.get("HyperParameterTuningJobObjective") or {}
+        self.objective_name = objective.get("MetricName")
+        self.maximize = objective.get("Type", "Maximize") == "Maximize"
+        definition = self.request.get("TrainingJobDefinition") or {}
+        metrics = [d.get("Name") for d in definition.get("AlgorithmSpecification", {}).get("MetricDefinitions") or []]
+        if not self.objective_name or self.objective_name not in metrics:
+            raise ConfigurationError("objective_metric_name", self.objective_name,
+                                     f"has no metric definition ({', '.join(map(str, metrics)) or 'none given'})",
+                                     "pass metric_definitions=[{'Name': <objective>, 'Regex': ...}] to the tuner")
+        self.strategy = search_strategy(config)
+        limits = config.get("ResourceLimits") or {}
+        self.max_jobs = limits.get("MaxNumberOfTrainingJobs")
+        if isinstance(self.strategy, GridSearch):
+            self.max_jobs = min(self.max_jobs or self.strategy.count, self.strategy.count)
+        requested = limits.get("MaxParallelTrainingJobs") or 1
+        for field, value in (("max_jobs", self.max_jobs), ("max_parallel_jobs", requested)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigurationError(field, value, "must be a whole number >= 1", f"pass e.g. {field}=4")
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.parallel = max(1, min(requested, cores // max(1, processes_per_trial)))
+        self.capped_note = (f"max_parallel_jobs={requested}: this machine runs {self.parallel} trial(s) at once "
+                            f"({cores} core(s), {processes_per_trial} process(es) a trial)"
+                            if self.parallel < requested else None)
+        self.max_runtime = limits.get("MaxRuntimeInSeconds")
+        self.created = _now()
+        self.ended: datetime | None = None
+        self.status = "InProgress"
+        self.failure_reason: str | None = None
+        self._trials: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    # -- running ------------------------------------------------------------------------------------------------
+
+    def _trial_name(self, index: int, values: Mapping[str, str]) -> str:
+        digest = hashlib.sha1(json.dumps(dict(values), sort_keys=True).encode()).hexdigest()[:8]
+        return f"{self.name[:50]}-{index:03d}-{digest}"
+
+    def _summary(self, name: str, values: Mapping[str, str]) -> dict[str, Any]:
+        return {"TrainingJobName": name, "TrainingJobArn": contract.training_job_arn(self.region, name),
+                "TuningJobName": self.name, "CreationTime": _now(), "TrainingJobStatus": "InProgress",
+                "TunedHyperParameters": dict(values), "ObjectiveStatus": "Pending"}
+
+    def _finish(self, summary: dict[str, Any], described: Mapping[str, Any] | BaseException) -> None:
+        if isinstance(described, BaseException):
+            described = {"TrainingJobStatus": "Failed", "FailureReason": f"{type(described).__name__}: {described}"}
+        for key in ("TrainingStartTime", "TrainingEndTime", "FailureReason"):
+            if described.get(key) is not None:
+                summary[key] = described[key]
+        summary["TrainingJobStatus"] = described.get("TrainingJobStatus", "Failed")
+        summary.setdefault("TrainingEndTime", _now())
+        final = {m["MetricName"]: m["Value"] for m in described.get("FinalMetricDataList") or []}
+        if summary["TrainingJobStatus"] == "Completed" and self.objective_name in final:
+            summary["ObjectiveStatus"] = "Succeeded"
+            summary["FinalHyperParameterTuningJobObjectiveMetric"] = {
+                "Type": "Maximize" if self.maximize else "Minimize", "MetricName": self.objective_name,
+                "Value": float(final[self.objective_name])}
+        else:
+            summary["ObjectiveStatus"] = "Failed"
+
+    def best(self) -> dict[str, Any] | None:
+        """The summary of the trial with the best objective so far (the first one on a tie), or None."""
+        scored = [t for t in self._trials if t["ObjectiveStatus"] == "Succeeded"]
+        if not scored:
+            return None
+        sign = 1 if self.maximize else -1
+        return max(scored, key=lambda t: (sign * t["FinalHyperParameterTuningJobObjectiveMetric"]["Value"],
+                                          -self._trials.index(t)))
+
+    def _progress(self, summary: Mapping[str, Any], out: IO[str]) -> None:
+        values = " ".join(f"{k}={v}" for k, v in summary["TunedHyperParameters"].items())
+        index = self._trials.index(summary) + 1
+        metric = summary.get("FinalHyperParameterTuningJobObjectiveMetric")
+        result = (f"{self.objective_name}={metric['Value']:g}" if metric else
+                  f"{summary['TrainingJobStatus']}, no {self.objective_name}"
+                  + (f" ({summary['FailureReason'][:160]})" if summary.get("FailureReason") else ""))
+        best = self.best()
+        best_text = (f"best {best['FinalHyperParameterTuningJobObjectiveMetric']['Value']:g} "
+                     f"({best['TrainingJobName']})" if best else "no best yet")
+        out.write(f"[tuning {self.name}] trial {index}/{self.max_jobs} {summary['TrainingJobName']}: {values} -> "
+                  f"{result}; {best_text}\n")
+        out.flush()
+
+    def run(self, run_trial: TrialRunner, stream: IO[str] | None = None) -> None:
+        """Runs the trials: up to ``max_jobs``, ``parallel`` at once, each given its values by the strategy and
+        told to it when it ends; a line per ended trial on ``stream`` (None: standard output). A trial that fails
+        or raises is counted and the search goes on. The job ends ``Completed`` (``Failed`` when no trial gave an
+        objective); it ends ``Stopped`` when interrupted, keeping the trials that ended."""
+        out = stream if stream is not None else sys.stdout
+        static = dict(self.request.get("TrainingJobDefinition", {}).get("StaticHyperParameters") or {})
+        if self.capped_note:
+            out.write(f"[tuning {self.name}] {self.capped_note}\n")
+        deadline = self.created.timestamp() + self.max_runtime if self.max_runtime else None
+        running: dict[Future[Any], dict[str, Any]] = {}
+        exhausted = False
+        with ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix=f"tuning-{self.name}") as pool:
+            try:
+                while running or not exhausted:
+                    while not exhausted and len(running) < self.parallel and len(self._trials) < self.max_jobs:
+                        if deadline is not None and _now().timestamp() >= deadline:
+                            exhausted = True
+                            break
+                        values = self.strategy.suggest()
+                        if values is None:
+                            exhausted = True
+                            break
+                        summary = self._summary(self._trial_name(len(self._trials) + 1, values), values)
+                        with self._lock:
+                            self._trials.append(summary)
+                        hyperparameters = {**static, **values, contract.TUNING_OBJECTIVE_METRIC: self.objective_name}
+                        running[pool.submit(run_trial, summary["TrainingJobName"], hyperparameters)] = summary
+                    exhausted = exhausted or len(self._trials) >= self.max_jobs
+                    if not running:
+                        break
+                    done, _ = wait(list(running), timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        summary = running.pop(future)
+                        error = future.exception()
+                        with self._lock:
+                            self._finish(summary, error if error is not None else future.result())
+                        metric = summary.get("FinalHyperParameterTuningJobObjectiveMetric")
+                        self.strategy.observe(summary["TunedHyperParameters"], metric["Value"] if metric else None)
+                        self._progress(summary, out)
+            except KeyboardInterrupt:
+                self.status, self.failure_reason = "Stopped", "interrupted (Ctrl-C)"
+                for future in running:
+                    future.cancel()
+                raise
+            finally:
+                self.ended = _now()
+        if self.status == "InProgress":
+            self.status = "Completed" if self.best() else "Failed"
+            if self.status == "Failed":
+                self.failure_reason = (f"no training job gave the objective metric {self.objective_name!r} "
+                                       f"({len(self._trials)} ran): see their FailureReason and logs")
+
+    # -- answers ------------------------------------------------------------------------------------------------
+
+    def training_job_summaries(self) -> list[dict[str, Any]]:
+        """ListTrainingJobsForHyperParameterTuningJob's ``TrainingJobSummaries``, newest first (SageMaker's
+        default order, by creation time)."""
+        with self._lock:
+            return copy.deepcopy(self._trials[::-1])
+
+    def describe(self) -> dict[str, Any]:
+        """DescribeHyperParameterTuningJob's answer."""
+        with self._lock:
+            trials = copy.deepcopy(self._trials)
+            best = copy.deepcopy(self.best())
+        status = [t["TrainingJobStatus"] for t in trials]
+        objective = [t["ObjectiveStatus"] for t in trials]
+        answer: dict[str, Any] = {
+            "HyperParameterTuningJobName": self.name,
+            "HyperParameterTuningJobArn": tuning_job_arn(self.region, self.name),
+            "HyperParameterTuningJobConfig": copy.deepcopy(self.request["HyperParameterTuningJobConfig"]),
+            "HyperParameterTuningJobStatus": self.status,
+            "CreationTime": self.created,
+            "LastModifiedTime": self.ended or _now(),
+            "TrainingJobStatusCounters": {
+                "Completed": status.count("Completed"), "InProgress": status.count("InProgress"),
+                "RetryableError": 0, "NonRetryableError": status.count("Failed"), "Stopped": status.count("Stopped"),
+            },
+            "ObjectiveStatusCounters": {key: objective.count(key) for key in ("Succeeded", "Pending", "Failed")},
+            "ConsumedResources": {"RuntimeInSeconds": int(((self.ended or _now()) - self.created).total_seconds())},
+        }
+        for key in ("TrainingJobDefinition", "TrainingJobDefinitions", "WarmStartConfig", "Autotune"):
+            if key in self.request:
+                answer[key] = copy.deepcopy(self.request[key])
+        if self.ended is not None:
+            answer["HyperParameterTuningEndTime"] = self.ended
+        if best is not None:
+            answer["BestTrainingJob"] = best
+        if self.failure_reason:
+            answer["FailureReason"] = self.failure_reason
+        return answer
