@@ -1,0 +1,136 @@
+"""SDK v2's own ``HyperparameterTuner`` over the kit's ``local_process`` estimator runs its trials on this machine
+(issue 34): each trial a real local job of a tiny script that prints its objective, the tuner's answers
+(``best_training_job``, ``best_estimator``, ``analytics().dataframe()``, ``describe()``) as after a SageMaker tuning
+job, every trial's job kept under the tuning job's folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.processes
+
+# The objective is |lr - 0.03| (+ a small batch-size term): the best trial is the one whose lr is nearest 0.03. A
+# trial with lr above 0.5 fails, as a script that diverges would.
+SCRIPT = """\
+import argparse, os
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=0.1)
+parser.add_argument("--batch-size", type=int, default=32)
+parser.add_argument("--_tuning_objective_metric", default=None)
+args, _ = parser.parse_known_args()
+if args.lr > 0.5:
+    raise SystemExit("diverged")
+with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as out:
+    out.write(f"lr={args.lr}")
+print(f"objective={args._tuning_objective_metric}")
+print(f"val_loss={abs(args.lr - 0.03) + args.batch_size / 1e6:.6f}")
+"""
+METRICS = [{"Name": "val_loss", "Regex": r"val_loss=([0-9.]+)"}]
+
+
+@pytest.fixture
+def estimator(tmp_path: Path):
+    from smddp_compat.estimators import TensorFlow
+
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "train.py").write_text(SCRIPT)
+    return TensorFlow(entry_point="train.py", source_dir=str(source), instance_type="local_process", instance_count=1,
+                      framework_version="2.21", py_version="py311", output_path=str(tmp_path / "out"),
+                      hyperparameters={"batch-size": 32})
+
+
+def _tuner(estimator, ranges, **kwargs):
+    from sagemaker.tuner import HyperparameterTuner
+
+    return HyperparameterTuner(estimator, "val_loss", ranges, metric_definitions=METRICS, objective_type="Minimize",
+                               **kwargs)
+
+
+def test_random_search_runs_every_trial_here_and_answers_as_sagemaker(estimator, tmp_path: Path, capsys) -> None:
+    from sagemaker.tuner import ContinuousParameter, IntegerParameter
+
+    tuner = _tuner(estimator, {"lr": ContinuousParameter(0.001, 0.1, scaling_type="Logarithmic"),
+                               "batch-size": IntegerParameter(16, 64)}, max_jobs=4, max_parallel_jobs=2,
+                   strategy="Random", random_seed=7)
+    tuner.fit(wait=True)
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[tuning ")]
+    assert len(progress) == 4 and all(" -> val_loss=" in line and "; best " in line for line in progress), progress
+
+    frame = tuner.analytics().dataframe()
+    assert len(frame) == 4 and set(frame["TrainingJobStatus"]) == {"Completed"}
+    assert frame["lr"].between(0.001, 0.1).all() and frame["batch-size"].between(16, 64).all()
+    best_row = frame.loc[frame["FinalObjectiveValue"].idxmin()]
+    assert tuner.best_training_job() == best_row["TrainingJobName"]
+
+    described = tuner.describe()
+    assert described["HyperParameterTuningJobStatus"] == "Completed"
+    assert described["TrainingJobStatusCounters"]["Completed"] == 4
+    assert described["ObjectiveStatusCounters"] == {"Succeeded": 4, "Pending": 0, "Failed": 0}
+    best = described["BestTrainingJob"]
+    assert best["FinalHyperParameterTuningJobObjectiveMetric"] == {
+        "Type": "Minimize", "MetricName": "val_loss", "Value": pytest.approx(best_row["FinalObjectiveValue"])}
+    assert best["TrainingJobName"].startswith(described["HyperParameterTuningJobName"] + "-00")
+
+    # every trial's job under the tuning job's folder; the best one's model is the best trial's
+    folder = tmp_path / "out" / described["HyperParameterTuningJobName"]
+    assert json.loads((folder / "tuning-job.json").read_text())["BestTrainingJob"]["TrainingJobName"] == \
+        best["TrainingJobName"]
+    for name in frame["TrainingJobName"]:
+        assert (folder / name / "output" / "model.tar.gz").is_file() and (folder / name / "logs").is_dir()
+    best_estimator = tuner.best_estimator()
+    assert best_estimator.latest_training_job.name == best["TrainingJobName"]
+    with tarfile.open(best_estimator.model_data) as model:
+        text = model.extractfile("model.txt").read().decode()  # type: ignore[union-attr]
+    assert text == f"lr={float(best['TunedHyperParameters']['lr'])}"
+    # SageMaker gives each trial the objective's name as a hyperparameter; the log shows the script got it
+    log = (folder / best["TrainingJobName"] / "logs" / "algo-1.log").read_text()
+    assert "objective=val_loss" in log
+
+
+def test_grid_tries_each_combination_once_and_a_failing_trial_is_counted(estimator) -> None:
+    from sagemaker.tuner import CategoricalParameter
+
+    tuner = _tuner(estimator, {"lr": CategoricalParameter(["0.01", "0.04", "0.9"]),
+                               "batch-size": CategoricalParameter(["16", "32"])}, max_jobs=10, max_parallel_jobs=2,
+                   strategy="Grid")
+    tuner.fit()
+    frame = tuner.analytics().dataframe()
+    # The SDK sends a framework estimator's categorical values JSON-encoded ('"0.01"'), and SageMaker answers with
+    # them so; the script gets them decoded, as the training toolkit decodes them
+    assert sorted(zip(map(json.loads, frame["lr"]), map(json.loads, frame["batch-size"]))) == sorted(
+        (lr, bs) for lr in ("0.01", "0.04", "0.9") for bs in ("16", "32"))  # 6 trials, not max_jobs
+    described = tuner.describe()
+    assert described["HyperParameterTuningJobStatus"] == "Completed"  # two failed trials never end the tuning job
+    assert described["TrainingJobStatusCounters"]["Completed"] == 4
+    assert described["TrainingJobStatusCounters"]["NonRetryableError"] == 2
+    assert described["ObjectiveStatusCounters"]["Failed"] == 2
+    assert described["BestTrainingJob"]["TunedHyperParameters"] == {"lr": '"0.04"', "batch-size": '"16"'}
+
+
+def test_bayesian_search_asks_optuna_and_learns_from_each_trial(estimator) -> None:
+    from sagemaker.tuner import ContinuousParameter
+
+    tuner = _tuner(estimator, {"lr": ContinuousParameter(0.001, 0.2)}, max_jobs=5, max_parallel_jobs=1,
+                   strategy="Bayesian", random_seed=3)
+    tuner.fit()
+    frame = tuner.analytics().dataframe()
+    assert len(frame) == 5 and frame["lr"].nunique() == 5
+    assert tuner.describe()["ObjectiveStatusCounters"]["Succeeded"] == 5
+
+
+def test_an_objective_without_a_metric_definition_is_refused_before_any_trial(estimator, tmp_path: Path) -> None:
+    from sagemaker.tuner import ContinuousParameter, HyperparameterTuner
+
+    from smddp_compat.errors import ConfigurationError
+
+    tuner = HyperparameterTuner(estimator, "accuracy", {"lr": ContinuousParameter(0.001, 0.1)},
+                                metric_definitions=METRICS, max_jobs=2)
+    with pytest.raises(ConfigurationError, match=r"objective_metric_name='accuracy': has no metric definition"):
+        tuner.fit()
+    assert not os.path.exists(tmp_path / "out")
