@@ -1,0 +1,116 @@
+"""Local tuning's rules, in process (local_mode/tuning.py): ranges and their scalings as SageMaker defines them, the
+strategies' choices, how trials are counted, the DescribeHyperParameterTuningJob answer. The trials here are a
+function of their hyperparameters (no job runs: tests/estimators/test_local_tuning.py runs real ones)."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from smddp_compat.errors import ConfigurationError
+from smddp_compat.local_mode.tuning import TuningJob, parameter_ranges
+
+
+def _request(ranges: Mapping[str, Any], strategy: str = "Random", max_jobs: int = 6, parallel: int = 1,
+             **config: Any) -> dict[str, Any]:
+    return {
+        "HyperParameterTuningJobName": "tune-1",
+        "HyperParameterTuningJobConfig": {
+            "Strategy": strategy, "ParameterRanges": ranges,
+            "HyperParameterTuningJobObjective": {"Type": "Minimize", "MetricName": "loss"},
+            "ResourceLimits": {"MaxNumberOfTrainingJobs": max_jobs, "MaxParallelTrainingJobs": parallel}, **config},
+        "TrainingJobDefinition": {"AlgorithmSpecification": {"MetricDefinitions": [{"Name": "loss", "Regex": "x"}]},
+                                  "StaticHyperParameters": {"epochs": "1"}},
+    }
+
+
+def _trial(loss_of: Any) -> Any:
+    def run(name: str, hyperparameters: Mapping[str, str]) -> Mapping[str, Any]:
+        loss = loss_of(hyperparameters)
+        if loss is None:
+            raise RuntimeError("the script failed")
+        return {"TrainingJobStatus": "Completed", "FinalMetricDataList": [{"MetricName": "loss", "Value": loss}]}
+    return run
+
+
+def test_logarithmic_and_integer_ranges_stay_in_their_bounds_and_spread_by_their_scale() -> None:
+    job = TuningJob(_request({"ContinuousParameterRanges": [
+        {"Name": "lr", "MinValue": "0.0001", "MaxValue": "1", "ScalingType": "Logarithmic"}],
+        "IntegerParameterRanges": [{"Name": "units", "MinValue": "1", "MaxValue": "3", "ScalingType": "Linear"}]},
+        max_jobs=200, RandomSeed=1), region="us-east-1")
+    seen: list[Mapping[str, str]] = []
+    job.run(_trial(lambda hp: seen.append(dict(hp)) or 0.0), stream=io.StringIO())
+    lrs = [float(hp["lr"]) for hp in seen]
+    assert all(0.0001 <= lr <= 1 for lr in lrs)
+    # log scale: each decade about as likely (uniform in log10 from -4 to 0: about a quarter below 0.001)
+    assert 0.15 < sum(lr < 0.001 for lr in lrs) / len(lrs) < 0.35
+    assert {hp["units"] for hp in seen} == {"1", "2", "3"}  # both bounds reached, nothing beyond
+    assert all(hp["epochs"] == "1" and hp["_tuning_objective_metric"] == "loss" for hp in seen)
+
+
+def test_random_with_a_seed_repeats_its_choices() -> None:
+    def choices() -> list[str]:
+        seen: list[str] = []
+        job = TuningJob(_request({"ContinuousParameterRanges": [{"Name": "lr", "MinValue": "0", "MaxValue": "1"}]},
+                                 RandomSeed=42), region="us-east-1")
+        job.run(_trial(lambda hp: seen.append(hp["lr"]) or 0.0), stream=io.StringIO())
+        return seen
+    assert choices() == choices()
+
+
+def test_failed_trials_are_counted_and_the_best_is_the_lowest_objective() -> None:
+    job = TuningJob(_request({"CategoricalParameterRanges": [{"Name": "x", "Values": ["1", "2", "3", "4"]}]},
+                             strategy="Grid", max_jobs=50, parallel=2), region="us-east-1")
+    job.run(_trial(lambda hp: None if hp["x"] == "2" else abs(float(hp["x"]) - 3.2)), stream=io.StringIO())
+    described = job.describe()
+    assert described["HyperParameterTuningJobStatus"] == "Completed"
+    assert described["TrainingJobStatusCounters"]["Completed"] == 3
+    assert described["TrainingJobStatusCounters"]["NonRetryableError"] == 1
+    assert described["ObjectiveStatusCounters"] == {"Succeeded": 3, "Pending": 0, "Failed": 1}
+    assert described["BestTrainingJob"]["TunedHyperParameters"] == {"x": "3"}
+    assert math.isclose(described["BestTrainingJob"]["FinalHyperParameterTuningJobObjectiveMetric"]["Value"], 0.2)
+    assert len(job.training_job_summaries()) == 4
+
+
+def test_a_tuning_job_whose_every_trial_failed_is_failed_with_the_reason() -> None:
+    job = TuningJob(_request({"CategoricalParameterRanges": [{"Name": "x", "Values": ["1", "2"]}]}, strategy="Grid"),
+                    region="us-east-1")
+    job.run(_trial(lambda hp: None), stream=io.StringIO())
+    described = job.describe()
+    assert described["HyperParameterTuningJobStatus"] == "Failed"
+    assert "no training job gave the objective metric 'loss'" in described["FailureReason"]
+    assert "BestTrainingJob" not in described
+
+
+def test_more_trials_at_once_than_the_cores_hold_is_capped_and_said_once() -> None:
+    job = TuningJob(_request({"CategoricalParameterRanges": [{"Name": "x", "Values": ["1"]}]}, parallel=64),
+                    region="us-east-1", processes_per_trial=2)
+    out = io.StringIO()
+    job.run(_trial(lambda hp: 1.0), stream=out)
+    assert job.parallel < 64
+    assert out.getvalue().count("max_parallel_jobs=64: this machine runs") == 1
+
+
+@pytest.mark.parametrize("ranges, named", [
+    ({"ContinuousParameterRanges": [{"Name": "lr", "MinValue": "0", "MaxValue": "1", "ScalingType": "Logarithmic"}]},
+     "is logarithmic with values not above 0"),
+    ({"ContinuousParameterRanges": [{"Name": "lr", "MinValue": "0.5", "MaxValue": "1",
+                                     "ScalingType": "ReverseLogarithmic"}]}, "is reverse-logarithmic outside"),
+    ({"IntegerParameterRanges": [{"Name": "n", "MinValue": "5", "MaxValue": "1"}]}, "has MinValue above MaxValue"),
+    ({"ContinuousParameterRanges": [{"Name": "lr", "MinValue": "a", "MaxValue": "1"}]}, "is not a number"),
+    ({"CategoricalParameterRanges": [{"Name": "opt", "Values": []}]}, "has no values"),
+    ({}, "has no range"),
+])
+def test_ranges_sagemaker_refuses_are_refused_by_name(ranges: Mapping[str, Any], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named):
+        parameter_ranges(ranges)
+
+
+def test_grid_takes_categorical_ranges_only() -> None:
+    with pytest.raises(ConfigurationError, match=r"strategy='Grid': takes categorical ranges only \(lr are not\)"):
+        TuningJob(_request({"ContinuousParameterRanges": [{"Name": "lr", "MinValue": "0", "MaxValue": "1"}]},
+                           strategy="Grid"), region="us-east-1")
