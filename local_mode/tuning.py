@@ -280,6 +280,10 @@ class TuningJob:
             raise ConfigurationError("objective_metric_name", self.objective_name,
                                      f"has no metric definition ({', '.join(map(str, metrics)) or 'none given'})",
                                      "pass metric_definitions=[{'Name': <objective>, 'Regex': ...}] to the tuner")
+        for key, field in (("WarmStartConfig", "warm_start_config"), ("Autotune", "autotune")):
+            if self.request.get(key):
+                raise ConfigurationError(field, self.request[key], "is not run by local tuning",
+                                         f"tune without {field} here (SageMaker runs it)")
         self.strategy = search_strategy(config)
         limits = config.get("ResourceLimits") or {}
         self.max_jobs = limits.get("MaxNumberOfTrainingJobs")
@@ -294,6 +298,9 @@ class TuningJob:
         self.capped_note = (f"max_parallel_jobs={requested}: this machine runs {self.parallel} trial(s) at once "
                             f"({cores} core(s), {processes_per_trial} process(es) a trial)"
                             if self.parallel < requested else None)
+        if config.get("TrainingJobEarlyStoppingType") == "Auto":
+            note = "early_stopping_type='Auto': trials are not stopped early here (each runs to its end)"
+            self.capped_note = f"{self.capped_note}; {note}" if self.capped_note else note
         self.max_runtime = limits.get("MaxRuntimeInSeconds")
         self.created = _now()
         self.ended: datetime | None = None
