@@ -74,7 +74,8 @@ def _unquote(value: str) -> str:
     return value
 
 
-_SDK_MODEL_DIR = ("--model_dir", "--model-dir")
+# The TensorFlow estimator's model_dir, and the objective's name SageMaker gives every training job of a tuning job.
+_SDK_OWNED_OPTIONS = ("--model_dir", "--model-dir", f"--{contract.TUNING_OBJECTIVE_METRIC}")
 _SDK_OPTION_PREFIXES = (f"--{contract.SAGEMAKER_PREFIX}", f"--{contract.SAGEMAKER_PREFIX.replace('_', '-')}")
 
 
@@ -87,12 +88,13 @@ def _normalise_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> lis
         token = tokens[i]
         if token.startswith("--") and len(token) > 2:
             name, eq, inline = token.partition("=")
-            sdk_owned = name.lower().startswith(_SDK_OPTION_PREFIXES) or name in _SDK_MODEL_DIR
+            sdk_owned = name.lower().startswith(_SDK_OPTION_PREFIXES) or name in _SDK_OWNED_OPTIONS
             spellings = {name, name.replace("_", "-"), name.replace("-", "_")}
             if sdk_owned and not spellings & known:
                 # SDK-internal hyperparameters (sagemaker_program, sagemaker_mpi_enabled, ...) are not the script's;
                 # neither is the TensorFlow estimator's model_dir (an S3 path for scripts that save there: these
-                # scripts save to SM_MODEL_DIR, which SageMaker uploads).
+                # scripts save to SM_MODEL_DIR, which SageMaker uploads), nor a tuning job's
+                # _tuning_objective_metric.
                 if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
                     i += 1
                 i += 1

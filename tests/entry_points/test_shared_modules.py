@@ -156,6 +156,12 @@ def test_parse_hyperparameters_drops_the_tf_estimators_model_dir_unless_the_scri
     assert parse_hyperparameters(parser, ["--model_dir", "s3://b/m"]).model_dir == "s3://b/m"
 
 
+def test_parse_hyperparameters_drops_the_objective_name_a_tuning_job_gives_each_trial() -> None:
+    # SageMaker adds _tuning_objective_metric to the hyperparameters of every training job a tuning job starts.
+    args = parse_hyperparameters(_parser(), ["--_tuning_objective_metric", '"test_accuracy"', "--epochs", "2"])
+    assert args.epochs == 2 and not hasattr(args, "_tuning_objective_metric")
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--epoch", "3"], r"hyperparameters=\['--epoch', '3'\]: this script has no such hyperparameter\. Fix: use the "
                        r"ones it accepts: \['--epochs'"),

@@ -134,3 +134,36 @@ def test_an_objective_without_a_metric_definition_is_refused_before_any_trial(es
     with pytest.raises(ConfigurationError, match=r"objective_metric_name='accuracy': has no metric definition"):
         tuner.fit()
     assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.timeout(600)
+def test_the_readme_main_job_tuned_learning_rate_and_batch_size(tmp_path: Path, capsys) -> None:
+    """The README's main job (smddp_mnist.py on MNIST, SMDDP), short and on one host of one process (so that 2 trials
+    fit this machine's cores at once): 6 trials, 2 at a time, its learning rate and batch size tuned for held-out
+    accuracy; the best trial's model is on disk."""
+    from sagemaker.tuner import CategoricalParameter, ContinuousParameter, HyperparameterTuner
+
+    from smddp_compat.estimators import TensorFlow
+
+    entry_points = Path(__file__).resolve().parents[2] / "entry_points"
+    estimator = TensorFlow(entry_point="smddp_mnist.py", source_dir=str(entry_points), instance_type="local_process",
+                           instance_count=1, framework_version="2.21", py_version="py311",
+                           output_path=str(tmp_path / "out"), hyperparameters={"epochs": 1, "max-steps": 15},
+                           distribution={"smdistributed": {"dataparallel": {"enabled": True,
+                                                                             "processes_per_host": 1}}})
+    tuner = HyperparameterTuner(
+        estimator, "test_accuracy",
+        {"learning-rate": ContinuousParameter(0.0005, 0.01, scaling_type="Logarithmic"),
+         "batch-size": CategoricalParameter([32, 64])},
+        metric_definitions=[{"Name": "test_accuracy", "Regex": r"test_accuracy=([0-9.]+)"}],
+        max_jobs=6, max_parallel_jobs=2, strategy="Random", random_seed=1)
+    tuner.fit()
+    described = tuner.describe()
+    assert described["TrainingJobStatusCounters"]["Completed"] == 6, described["TrainingJobStatusCounters"]
+    best = described["BestTrainingJob"]
+    accuracy = best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]
+    print(f"best trial {best['TrainingJobName']}: {best['TunedHyperParameters']} -> test_accuracy={accuracy:.4f}")
+    assert 0.1 < accuracy <= 1.0
+    assert len(tuner.analytics().dataframe()) == 6
+    with tarfile.open(tuner.best_estimator().model_data) as model:
+        assert any(name.endswith("saved_model.pb") or name.endswith(".keras") for name in model.getnames())
