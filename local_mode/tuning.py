@@ -289,7 +289,7 @@ class TuningJob:
         self.max_jobs = limits.get("MaxNumberOfTrainingJobs")
         if isinstance(self.strategy, GridSearch):
             self.max_jobs = min(self.max_jobs or self.strategy.count, self.strategy.count)
-        requested = limits.get("MaxParallelTrainingJobs") or 1
+        requested = limits.get("MaxParallelTrainingJobs", 1)
         for field, value in (("max_jobs", self.max_jobs), ("max_parallel_jobs", requested)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigurationError(field, value, "must be a whole number >= 1", f"pass e.g. {field}=4")

@@ -114,3 +114,12 @@ def test_grid_takes_categorical_ranges_only() -> None:
     with pytest.raises(ConfigurationError, match=r"strategy='Grid': takes categorical ranges only \(lr are not\)"):
         TuningJob(_request({"ContinuousParameterRanges": [{"Name": "lr", "MinValue": "0", "MaxValue": "1"}]},
                            strategy="Grid"), region="us-east-1")
+
+
+@pytest.mark.parametrize("field, limits", [("max_parallel_jobs", {"MaxParallelTrainingJobs": 0}),
+                                           ("max_jobs", {"MaxNumberOfTrainingJobs": 0})])
+def test_zero_trials_or_zero_at_once_is_refused_not_read_as_one(field: str, limits: Mapping[str, int]) -> None:
+    request = _request({"CategoricalParameterRanges": [{"Name": "x", "Values": ["1"]}]})
+    request["HyperParameterTuningJobConfig"]["ResourceLimits"].update(limits)
+    with pytest.raises(ConfigurationError, match=f"{field}=0: must be a whole number >= 1"):
+        TuningJob(request, region="us-east-1")
