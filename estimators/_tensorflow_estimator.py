@@ -279,10 +279,20 @@ class TensorFlow(_SdkTensorFlow):
 
     def _prepare_for_training(self, job_name: str | None = None) -> None:
         """The SDK's preparation; a ``local_process`` job (a tuner prepares one per tuning job) stages nothing: it
-        runs from ``source_dir`` on this machine."""
+        runs from ``source_dir`` on this machine.
+
+        Raises:
+            ConfigurationError: A ``local_process`` estimator given a session of its own (its tuning job would go to
+                SageMaker, which runs no local_process job).
+        """
         if self.instance_type != "local_process":
             super()._prepare_for_training(job_name)
             return
+        if not isinstance(getattr(self.sagemaker_session, "sagemaker_client", None), LocalTuningClient):
+            raise ConfigurationError(
+                "sagemaker_session", self.sagemaker_session, "is not the session smddp-compat gives a local_process "
+                "estimator: its tuning job would go to SageMaker", "leave sagemaker_session out to tune here",
+            )
         self._current_job_name = job_name or name_from_base(self.base_job_name or LOCAL_BASE_JOB_NAME)
 
     def training_image_uri(self) -> str:

@@ -167,3 +167,19 @@ def test_the_readme_main_job_tuned_learning_rate_and_batch_size(tmp_path: Path, 
     assert len(tuner.analytics().dataframe()) == 6
     with tarfile.open(tuner.best_estimator().model_data) as model:
         assert any(name.endswith("saved_model.pb") or name.endswith(".keras") for name in model.getnames())
+
+
+def test_a_local_process_estimator_with_a_session_of_its_own_is_refused_before_any_aws_call(tmp_path: Path) -> None:
+    import boto3
+    import sagemaker
+    from sagemaker.tuner import CategoricalParameter
+
+    from smddp_compat.estimators import ConfigurationError, TensorFlow
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    session = sagemaker.Session(boto_session=boto3.Session(region_name="us-east-1"))
+    estimator = TensorFlow(entry_point=str(tmp_path / "train.py"), instance_type="local_process", py_version="py311",
+                           framework_version="2.21", sagemaker_session=session)
+    tuner = _tuner(estimator, {"lr": CategoricalParameter([0.1])}, strategy="Grid")
+    with pytest.raises(ConfigurationError, match="sagemaker_session.*leave sagemaker_session out"):
+        tuner.fit()
