@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from smddp_compat.errors import ConfigurationError
-from smddp_compat.local_mode.tuning import TuningJob, parameter_ranges
+from smddp_compat.local_mode.tuning import ParameterRange, TuningJob, parameter_ranges
 
 
 def _request(ranges: Mapping[str, Any], strategy: str = "Random", max_jobs: int = 6, parallel: int = 1,
@@ -123,3 +123,29 @@ def test_zero_trials_or_zero_at_once_is_refused_not_read_as_one(field: str, limi
     request["HyperParameterTuningJobConfig"]["ResourceLimits"].update(limits)
     with pytest.raises(ConfigurationError, match=f"{field}=0: must be a whole number >= 1"):
         TuningJob(request, region="us-east-1")
+
+
+def test_each_scale_maps_the_unit_interval_onto_its_range() -> None:
+    assert float(ParameterRange("lr", "Continuous", 0.001, 0.1, "Logarithmic").from_unit(0.5)) == pytest.approx(0.01)
+    # reverse-logarithmic: 1 - x is log-uniform, so the middle of [0.9, 0.999] is 0.99 (dense near 1)
+    assert float(ParameterRange("m", "Continuous", 0.9, 0.999, "ReverseLogarithmic").from_unit(0.5)) == \
+        pytest.approx(0.99)
+    integer = ParameterRange("n", "Integer", 1, 4)
+    assert [integer.from_unit(u) for u in (0.0, 0.3, 0.6, 0.99, 1.0)] == ["1", "2", "3", "4", "4"]  # each as wide
+
+
+def test_the_answers_have_sagemakers_shapes() -> None:
+    job = TuningJob(_request({"IntegerParameterRanges": [{"Name": "x", "MinValue": "0", "MaxValue": "9"}]},
+                             max_jobs=3), region="eu-west-1")
+    job.run(_trial(lambda hp: float(hp["x"])), io.StringIO())
+    described = job.describe()
+    assert described["HyperParameterTuningJobArn"] == \
+        "arn:aws:sagemaker:eu-west-1:000000000000:hyper-parameter-tuning-job/tune-1"
+    best = described["BestTrainingJob"]
+    assert {"TrainingJobName", "TrainingJobArn", "TuningJobName", "CreationTime", "TrainingEndTime",
+            "TrainingJobStatus", "TunedHyperParameters", "ObjectiveStatus"} <= set(best)
+    assert best["FinalHyperParameterTuningJobObjectiveMetric"]["Type"] == "Minimize"
+    names = [s["TrainingJobName"] for s in job.training_job_summaries()]
+    assert names == sorted(names, reverse=True) and all(n.startswith("tune-1-00") for n in names)  # newest first
+    assert described["TrainingJobStatusCounters"] == {"Completed": 3, "InProgress": 0, "RetryableError": 0,
+                                                      "NonRetryableError": 0, "Stopped": 0}
