@@ -449,8 +449,10 @@ def private_tmpdir(specs: Sequence[ProcessSpec]) -> Iterator[tuple[list[ProcessS
     """The specs with ``TMPDIR`` set to one fresh folder of the job's own, and that folder; removed with all it holds
     when the block ends. What the processes leave in their temporary folder is then gone with the job, also when they
     were killed before their own clean-up ran (TensorFlow's autograph writes a ``__autograph_generated_file*.py`` per
-    converted function and removes it only at a normal exit)."""
-    directory = tempfile.mkdtemp(prefix="smddp-tmp-")
+    converted function and removes it only at a normal exit). The folder is made inside the ``TMPDIR`` the processes
+    were given (a job's own choice of disk stays its choice), else inside this process's temporary folder."""
+    given = next((spec.env["TMPDIR"] for spec in specs if spec.env.get("TMPDIR")), None)
+    directory = tempfile.mkdtemp(prefix="smddp-tmp-", dir=given if given and os.path.isdir(given) else None)
     try:
         yield [dataclasses.replace(spec, env={**spec.env, "TMPDIR": directory}) for spec in specs], directory
     finally:

@@ -62,9 +62,10 @@ def test_every_process_sees_the_sagemaker_contract(
         channels={"train": str(data)},
         output_path=str(tmp_path / "out"),
         job_name=f"env-{distribution}-{hosts}x{per_host}",
-        environment={"MY_SETTING": "on"},
+        environment={"MY_SETTING": "on", "TMPDIR": str(tmp_path / "scratch")},
         max_run=120,
     )
+    (tmp_path / "scratch").mkdir()
     stream = io.StringIO()
     result = run(spec, stream=stream)
     output = stream.getvalue()
@@ -101,7 +102,10 @@ def _check_set_variables_are_reserved(env: dict[str, str], *, parent: Any, user:
     """Every variable local_mode gave the process (not the caller's, not the job's ``environment``) is one that
     ``JobSpec.environment`` refuses, so a user's value can never be silently overridden."""
     inherited = inherited_environment(parent)
-    merged = {"PYTHONPATH"}  # the caller's PYTHONPATH is kept, after the job's own entries
+    # The caller's PYTHONPATH is kept, after the job's own entries; the job's TMPDIR is a folder of the job's own
+    # inside the one it was given (removed with everything a killed process left there)
+    merged = {"PYTHONPATH", "TMPDIR"}
+    assert Path(env["TMPDIR"]).parent == Path(user["TMPDIR"]) and Path(env["TMPDIR"]).name.startswith("smddp-tmp-")
     set_by_local_mode = {
         name for name, value in env.items()
         if name not in user and name not in merged and inherited.get(name) != value
