@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
-from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, build_job_spec, described_as_sent, run_job
+from smddp_compat.estimators._local_process import (
+    DEFAULT_LOCAL_OUTPUT, build_job_spec, decoded_hyperparameter, described_as_sent, run_job,
+)
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 from smddp_compat.estimators._validation import check_channel_names, check_job_name, instance_spec
 from smddp_compat.estimators.errors import (
@@ -35,7 +37,7 @@ __all__ = [
     "known_instance_types", "CpuImageWarning", "check_image_for_instance_type", "image_cuda", "check_channel_names",
     "check_job_name", "stage_driver_dir", "ConfigurationError", "EstimatorError", "JobError", "JobTimeoutError",
     "LocalVersionWarning", "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError",
-    "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job", "described_as_sent",
+    "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job", "described_as_sent", "decoded_hyperparameter",
 ]
 
 

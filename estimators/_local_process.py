@@ -13,6 +13,7 @@ group, which takes none of the job's mpirun options) and are ignored with a warn
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
 import sys
@@ -30,7 +31,7 @@ from smddp_compat.local_mode.spec import JobSpec
 
 __all__ = [
     "local_channels", "script_hyperparameters", "warn_of_other_versions", "build_job_spec", "run_job",
-    "LOCAL_INSTANCE_TYPE", "described_as_sent",
+    "LOCAL_INSTANCE_TYPE", "described_as_sent", "channel_uri", "decoded_hyperparameter",
 ]
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def local_channels(inputs: object) -> dict[str, str]:
         uri = source
         config = getattr(source, "config", None)  # sagemaker.inputs.TrainingInput
         if isinstance(config, Mapping):
-            uri = config.get("DataSource", {}).get("S3DataSource", {}).get("S3Uri")
+            uri = channel_uri(config)
         if not isinstance(uri, (str, os.PathLike)):
             raise ConfigurationError(
                 f"inputs[{name!r}]", source, "local_process jobs take local paths, file:// or s3:// URIs",
@@ -110,6 +111,22 @@ def local_channels(inputs: object) -> dict[str, str]:
         uri = os.fspath(uri)
         channels[name] = uri[len("file://"):] if uri.startswith("file://") else uri
     return channels
+
+
+def channel_uri(channel: Mapping[str, Any]) -> str | None:
+    """The URI of one channel as a CreateTrainingJob request (or an SDK ``TrainingInput``) holds it: its S3 prefix,
+    or the ``file://`` folder of the SDK's local modes; None when it has neither."""
+    source = channel.get("DataSource") or {}
+    return (source.get("S3DataSource") or {}).get("S3Uri") or (source.get("FileDataSource") or {}).get("FileUri")
+
+
+def decoded_hyperparameter(value: str) -> Any:
+    """A hyperparameter value as SageMaker's training toolkit reads it back (SDK v3's drivers too): JSON when it
+    parses (``"0.01"`` -> 0.01, ``'"sgd"'`` -> ``"sgd"``), else the text as it is."""
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
 
 
 def script_hyperparameters(hyperparameters: Mapping[str, Any], model_dir: Any) -> dict[str, Any]:

@@ -20,29 +20,17 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT
+from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, channel_uri, decoded_hyperparameter
 from smddp_compat.estimators.errors import JobError
 from smddp_compat.local_mode.tuning import TuningJob
 
-__all__ = ["LocalTuningClient", "trial_inputs", "decoded_hyperparameter"]
-
-
-def decoded_hyperparameter(value: str) -> Any:
-    """A tuned value as the training toolkit reads it: JSON when it parses (``"0.01"`` -> 0.01), else the text."""
-    try:
-        return json.loads(value)
-    except (TypeError, ValueError):
-        return value
+__all__ = ["LocalTuningClient", "trial_inputs"]
 
 
 def trial_inputs(definition: Mapping[str, Any]) -> dict[str, str] | None:
     """The channels of a tuning request's ``TrainingJobDefinition`` as the estimator's ``fit`` takes them (channel ->
     ``file://`` or ``s3://`` URI), or None when it has none."""
-    channels = {}
-    for channel in definition.get("InputDataConfig") or []:
-        source = channel.get("DataSource") or {}
-        uri = (source.get("S3DataSource") or {}).get("S3Uri") or (source.get("FileDataSource") or {}).get("FileUri")
-        channels[channel["ChannelName"]] = uri
+    channels = {channel["ChannelName"]: channel_uri(channel) for channel in definition.get("InputDataConfig") or []}
     return channels or None
 
 
@@ -98,10 +86,11 @@ class LocalTuningClient:
         try:
             job.run(run_trial)
         finally:
+            described = job.describe()
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, "tuning-job.json"), "w", encoding="utf-8") as out:
-                json.dump(job.describe(), out, indent=2, default=str)
-        return {"HyperParameterTuningJobArn": job.describe()["HyperParameterTuningJobArn"]}
+                json.dump(described, out, indent=2, default=str)
+        return {"HyperParameterTuningJobArn": described["HyperParameterTuningJobArn"]}
 
     def describe_hyper_parameter_tuning_job(self, HyperParameterTuningJobName: str) -> dict[str, Any]:  # noqa: N803
         """DescribeHyperParameterTuningJob of a tuning job run here (else SageMaker's answer)."""

@@ -46,6 +46,15 @@ def _install(python: Path, *, env: dict[str, str] | None = None, timeout: float 
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
 
+def _path_without_build_tools(tmp_path: Path) -> str:
+    """A PATH holding only what the build script uses before its check (no cmake, no compiler, no mpicxx)."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "ls", "cat"):
+        (tools / tool).symlink_to(subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip())
+    return str(tools)
+
+
 def _refusal(proc: subprocess.CompletedProcess) -> str:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -66,23 +75,16 @@ def test_an_untested_tensorflow_is_refused_unless_asked_for(tmp_path: Path) -> N
     line = _refusal(_install(python))
     assert "TensorFlow 2.15.1" in line and "tested 2.21.x" in line and "SMDDP_UNTESTED_TENSORFLOW=1" in line
     # asked for: it goes on to the build (here refused next for the tools, which the PATH below lacks)
-    tools_only = tmp_path / "bin"
-    tools_only.mkdir()
-    for tool in ("bash", "ls", "cat"):
-        (tools_only / tool).symlink_to(subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip())
-    env = {**os.environ, "SMDDP_UNTESTED_TENSORFLOW": "1", "PATH": str(tools_only),
+    env = {**os.environ, "SMDDP_UNTESTED_TENSORFLOW": "1", "PATH": _path_without_build_tools(tmp_path),
            "SMDDP_WHEEL_CACHE": str(tmp_path / "cache")}
     assert "building Horovod needs" in _refusal(_install(python, env=env))
 
 
 def test_missing_build_tools_are_named_with_their_packages_before_anything_is_written(tmp_path: Path) -> None:
     python = _bare_venv(tmp_path / "env", tensorflow="2.21.0")
-    tools_only = tmp_path / "bin"
-    tools_only.mkdir()
-    for tool in ("bash", "ls", "cat"):  # what the script uses before its check; no cmake, no compiler, no mpicxx
-        (tools_only / tool).symlink_to(subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip())
     cache = tmp_path / "cache"
-    line = _refusal(_install(python, env={**os.environ, "PATH": str(tools_only), "SMDDP_WHEEL_CACHE": str(cache)}))
+    env = {**os.environ, "PATH": _path_without_build_tools(tmp_path), "SMDDP_WHEEL_CACHE": str(cache)}
+    line = _refusal(_install(python, env=env))
     for named in ("cmake (cmake)", "a C++ compiler (build-essential)", "mpicxx (libopenmpi-dev)",
                   "apt-get install build-essential cmake", "conda install -c conda-forge"):
         assert named in line, line

@@ -28,6 +28,8 @@ if args.lr > 0.5:
 with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as out:
     out.write(f"lr={args.lr}")
 print(f"objective={args._tuning_objective_metric}")
+if "SM_CHANNEL_TRAIN" in os.environ:
+    print("train channel:", sorted(os.listdir(os.environ["SM_CHANNEL_TRAIN"])))
 print(f"val_loss={abs(args.lr - 0.03) + args.batch_size / 1e6:.6f}")
 """
 METRICS = [{"Name": "val_loss", "Regex": r"val_loss=([0-9.]+)"}]
@@ -58,7 +60,10 @@ def test_random_search_runs_every_trial_here_and_answers_as_sagemaker(estimator,
     tuner = _tuner(estimator, {"lr": ContinuousParameter(0.001, 0.1, scaling_type="Logarithmic"),
                                "batch-size": IntegerParameter(16, 64)}, max_jobs=4, max_parallel_jobs=2,
                    strategy="Random", random_seed=7)
-    tuner.fit(wait=True)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.csv").write_text("x,y\n1,2\n")
+    tuner.fit({"train": f"file://{data}"}, wait=True)
     progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[tuning ")]
     assert len(progress) == 4 and all(" -> val_loss=" in line and "; best " in line for line in progress), progress
 
@@ -91,6 +96,7 @@ def test_random_search_runs_every_trial_here_and_answers_as_sagemaker(estimator,
     # SageMaker gives each trial the objective's name as a hyperparameter; the log shows the script got it
     log = (folder / best["TrainingJobName"] / "logs" / "algo-1.log").read_text()
     assert "objective=val_loss" in log
+    assert "train channel: ['train.csv']" in log  # the tuner's channels reach every trial
 
 
 def test_grid_tries_each_combination_once_and_a_failing_trial_is_counted(estimator) -> None:
