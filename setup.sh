@@ -38,8 +38,10 @@ gpu_build() {
   command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
 }
 
-# 1. Debian packages: compilers and headers Horovod needs, OpenMPI (second engine), a Python venv.
-APT_PACKAGES=(build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev openmpi-bin python3-venv python3-dev)
+# 1. Debian packages: compilers and headers Horovod needs, OpenMPI (second engine), a Python venv, slirp4netns (a
+# local job's network of its own: its servers reachable from the job only, downloads still going out).
+APT_PACKAGES=(build-essential cmake libhighwayhash-dev libfarmhash-dev libopenmpi-dev openmpi-bin python3-venv
+  python3-dev slirp4netns)
 # GPU: patchelf gives Horovod's library a RUNPATH to the nvidia-nccl-cu12 wheel's libnccl.so.2 (step 4).
 gpu_build && APT_PACKAGES+=(patchelf)
 # The GPU build also pins the nvidia-*-cu12 wheels tensorflow[and-cuda] brings (constraints-gpu.txt).

@@ -31,6 +31,7 @@ from smddp_compat.launcher import (
     ConsoleStream,
     ProcessSpec,
     describe_failure,
+    job_network_choice,
     oversubscription_warning,
     run_mpi_group,
     run_process_group,
@@ -132,6 +133,7 @@ class ProcessJob(JobLifecycle):
         assert spec.job_name is not None
         super().__init__(spec.job_name, job_destination(spec.output_path, spec.job_name),
                          metric_definitions=check_metric_definitions(spec.metric_definitions))
+        job_network_choice()  # a bad SMDDP_JOB_NETWORK is refused before anything is written
         self.spec = spec
         self.stream = MetricTap(out, self.metrics)
         self.grace = grace
@@ -200,6 +202,7 @@ class ProcessJob(JobLifecycle):
                 specs, timeout=spec.max_run, grace=self.grace, stream=out,
                 failure_reason=lambda failed: read_failure_reason(failure_files[failed.label]),
                 remove_if_killed=[] if self._keep_root else [str(root)],  # this process killed outright
+                own_network=launch.own_network,
             )
         reason = _with_script_error(group, failure_files) or None
         if group.ok:

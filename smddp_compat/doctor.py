@@ -28,12 +28,14 @@ from typing import Any
 
 from smddp_compat.cli_help import help_texts
 from smddp_compat.entry_points.common.errors import DatasetError
+from smddp_compat.errors import ConfigurationError
 from smddp_compat.estimators.errors import SDK_APIS, installed_sdk
 from smddp_compat.image.build import LATEST_TAG, checkout_context, host_horovod_wheel, kit_root
 from smddp_compat.image.commands import capture
 from smddp_compat.image.engine import find_engine
 from smddp_compat.image.errors import DockerUnavailableError, ImageBuildError
 from smddp_compat.image.rootfs import host_base_recipe
+from smddp_compat.launcher import JOB_NETWORK_VARIABLE, job_network_choice, own_network_unavailable_reason
 
 __all__ = ["Check", "CHECKS", "REQUIRED_RULE", "main", "run_checks"]
 
@@ -54,6 +56,7 @@ CHECKS: dict[str, str] = {
     "tf-keras": "tf-keras usable with TF_USE_LEGACY_KERAS=1 (in a subprocess)",
     "horovod": "Horovod's version and built engines: Gloo, MPI, NCCL (yes/no; NCCL's version as detail)",
     "mpirun": "Open MPI's mpirun on PATH, its version",
+    "job-network": "a network of a local job's own (its servers reachable from the job only): made and removed once",
     "gpus": "GPUs TensorFlow sees (none: CPU training)",
     "docker": "the Docker engine (DOCKER_HOST, else the default socket), its version",
     "image": "the kit's training image: present, current with this checkout (its digest tag)",
@@ -356,6 +359,22 @@ def _mpirun_check() -> Check:
     return Check("mpirun", OK, f"{found} at {mpirun}")
 
 
+def _job_network_check() -> Check:
+    try:
+        choice = job_network_choice()
+    except ConfigurationError as exc:
+        return Check("job-network", WARN, str(exc), f"unset {JOB_NETWORK_VARIABLE}", required=False)
+    if choice == "host":
+        return Check("job-network", WARN, f"{JOB_NETWORK_VARIABLE}=host: local jobs' servers are reachable from "
+                     "other machines", f"unset {JOB_NETWORK_VARIABLE}", required=False)
+    reason = own_network_unavailable_reason(make=True)
+    if reason is not None:
+        return Check("job-network", WARN, f"none can be made ({reason}): local jobs run on this machine's network, "
+                     "their servers reachable from other machines", f"{_SETUP_FIX} (installs Debian's slirp4netns)",
+                     required=False)
+    return Check("job-network", OK, "a network namespace per job, outbound through slirp4netns", required=False)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Docker and the image (through the kit's own engine lookup and image digest).
 
@@ -642,6 +661,7 @@ def run_checks(names: Sequence[str], mode: _Mode) -> list[Check]:
                 done["image"] = _image_check(mode, engine)
         light: dict[str, Callable[[], Check]] = {
             "mpirun": _mpirun_check,
+            "job-network": _job_network_check,
             "sdk": _sdk_check,
             "sdk-v3": lambda: _sdk_v3_check(mode),
             "test-tools": _test_tools_check,

@@ -15,6 +15,8 @@ from smddp_compat.launcher._hosts import (
 from smddp_compat.launcher._mpi_group import TaggedLines, mpirun_unavailable_reason, run_mpi_group
 from smddp_compat.launcher._option_types import (
     MAX_SECONDS, finite_seconds, positive_count, positive_seconds, whole_number)
+from smddp_compat.launcher._own_network import (
+    JOB_NETWORK_VARIABLE, job_network_choice, own_network_unavailable_reason)
 from smddp_compat.launcher._ports import reserve_ports
 from smddp_compat.launcher._rank_settings import stall_watchdog_env
 from smddp_compat.cluster import HostSlots
@@ -25,7 +27,8 @@ from smddp_compat.launcher._supervisor import (
 from smddp_compat.smdistributed_shim import path as shim_path
 
 __all__ = [
-    "DEFAULT_GLOO_TIMEOUT_SECONDS", "ENGINE_VARIABLE", "MAX_SECONDS", "STOP_SIGNALS", "StopSignalled",
+    "DEFAULT_GLOO_TIMEOUT_SECONDS", "ENGINE_VARIABLE", "JOB_NETWORK_VARIABLE", "job_network_choice",
+    "own_network_unavailable_reason", "MAX_SECONDS", "STOP_SIGNALS", "StopSignalled",
     "stop_signals_raise", "ConsoleStream", "EngineChoice", "GroupResult",
     "HorovodRendezvous", "HostSlots", "ProcessResult", "ProcessSpec", "TensorFlowLogFilter", "TaggedLines",
     "assign_ranks", "choose_engine", "describe_failure", "finite_seconds", "is_tensorflow_log_line", "is_this_machine",

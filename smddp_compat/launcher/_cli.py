@@ -30,6 +30,7 @@ from smddp_compat.launcher._hosts import (
     assign_ranks, is_this_machine, oversubscription_warning, parse_hosts, usable_cores)
 from smddp_compat.launcher._mpi_group import run_mpi_group
 from smddp_compat.launcher._option_types import positive_seconds, whole_number
+from smddp_compat.launcher._own_network import job_network_choice
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
 from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
 from smddp_compat.cluster import HostSlots
@@ -179,6 +180,7 @@ def check_log_dir(log_dir: str) -> None:
 
 def _run(args: argparse.Namespace, command: list[str]) -> GroupResult:
     hosts = _resolve_hosts(args)
+    job_network_choice()  # a bad SMDDP_JOB_NETWORK is refused before anything starts
     if args.log_dir is not None:
         check_log_dir(args.log_dir)
     crowded = oversubscription_warning(args.num_proc, usable_cores())

@@ -262,7 +262,7 @@ def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None,
                   stream: IO[str] | None = None, failure_reason: Callable[[ProcessSpec], str | None] | None = None,
                   mpirun_log: str | None = None, extra_mca: Mapping[str, str] | None = None,
                   python: str = sys.executable, console_hides: Callable[[str], bool] | None = None,
-                  remove_if_killed: Sequence[str] = ()) -> GroupResult:
+                  remove_if_killed: Sequence[str] = (), own_network: bool = True) -> GroupResult:
     """Runs the ranks under one mpirun on this machine: all succeed, or all are stopped.
 
     Args:
@@ -273,6 +273,8 @@ def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None,
         python: The interpreter that runs the per-rank wrapper (one with smddp_compat importable).
         console_hides: Rank lines for which it returns True go to the logs but not to the console.
         remove_if_killed: As for :func:`run_process_group` (the ranks' spec folder is added).
+        own_network: As for :func:`run_process_group`: mpirun and its ranks in a network of the job's own, so
+            mpirun's listeners (bound to every interface whatever its options say) accept no other machine.
 
     Returns:
         How the job ended, one result per rank: the failed rank carries its exit code, the others the code mpirun
@@ -307,7 +309,8 @@ def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None,
                 console_hides=console_hides,
             )
             group = run_process_group([mpirun], timeout=timeout, grace=grace, stream=stream,
-                                      remove_if_killed=[directory, job_tmp, shared_memory, *remove_if_killed])
+                                      remove_if_killed=[directory, job_tmp, shared_memory, *remove_if_killed],
+                                      own_network=own_network)
         finally:
             _kill_rank_groups(directory, len(specs))
             shutil.rmtree(directory, ignore_errors=True)

@@ -35,6 +35,7 @@ from smddp_compat.errors import LaunchError, UsageError
 from smddp_compat.launcher._console import ConsoleStream, notice, why
 from smddp_compat.launcher._lifeline import DISMISS, lifeline_argv
 from smddp_compat.launcher._option_types import is_positive_seconds
+from smddp_compat.launcher._own_network import OwnNetwork, own_network as job_network
 
 __all__ = [
     "ProcessSpec", "ProcessResult", "GroupResult", "OutputRoute", "STOP_SIGNALS", "StopSignalled", "run_process_group",
@@ -459,7 +460,7 @@ def private_tmpdir(specs: Sequence[ProcessSpec]) -> Iterator[tuple[list[ProcessS
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _start(spec: ProcessSpec, console: ConsoleStream, lifeline: _Lifeline) -> _Running:
+def _start(spec: ProcessSpec, console: ConsoleStream, lifeline: _Lifeline, network: OwnNetwork | None) -> _Running:
     logs = _LogFiles()
     if spec.log_path:
         try:
@@ -471,7 +472,8 @@ def _start(spec: ProcessSpec, console: ConsoleStream, lifeline: _Lifeline) -> _R
             ) from exc
     try:
         popen = subprocess.Popen(  # noqa: S603 - argv is a list, no shell
-            spec.argv, env=spec.env, cwd=spec.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            network.enter(spec.argv, spec.env) if network is not None else spec.argv, env=spec.env, cwd=spec.cwd,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         logs.close()
@@ -495,6 +497,7 @@ def run_process_group(
     stream: IO[str] | None = None,
     failure_reason: Callable[[ProcessSpec], str | None] | None = None,
     remove_if_killed: Sequence[str] = (),
+    own_network: bool = False,
 ) -> GroupResult:
     """Runs processes as one job: all succeed, or all are stopped.
 
@@ -508,6 +511,10 @@ def run_process_group(
         remove_if_killed: Folders the lifeline watcher removes if this launcher is killed outright (its own
             cleanup never runs then). The job's temporary folder (:func:`private_tmpdir`, each process's
             ``TMPDIR``) is always among them.
+        own_network: Run the processes in a network of the job's own (:mod:`._own_network`): whatever they serve
+            is reachable from the job only, never from another machine. For processes that all run on this
+            machine and reach no server of the launcher's; where no such network can be made, they run on this
+            machine's network and a warning says why.
 
     Returns:
         How the group ended. A stop signal while the group is stopped (after a failure, after the time limit,
@@ -529,14 +536,16 @@ def run_process_group(
         raise UsageError(
             f"grace must be a positive number of seconds, got {grace!r}: give a finite number > 0, e.g. 5."
         )
-    with private_tmpdir(specs) as (job_specs, job_tmp):
-        return _supervise(job_specs, timeout, grace, stream, failure_reason, [job_tmp, *remove_if_killed])
+    with private_tmpdir(specs) as (job_specs, job_tmp), contextlib.ExitStack() as stack:
+        network = stack.enter_context(job_network(notice)) if own_network else None
+        return _supervise(job_specs, timeout, grace, stream, failure_reason, [job_tmp, *remove_if_killed], network)
 
 
 def _supervise(specs: Sequence[ProcessSpec], timeout: float | None, grace: float, stream: IO[str] | None,
                failure_reason: Callable[[ProcessSpec], str | None] | None,
-               remove_if_killed: Sequence[str]) -> GroupResult:
-    """:func:`run_process_group`'s work, its arguments checked and each process given the job's temporary folder."""
+               remove_if_killed: Sequence[str], network: OwnNetwork | None) -> GroupResult:
+    """:func:`run_process_group`'s work, its arguments checked, each process given the job's temporary folder and
+    started in ``network`` (None: this machine's)."""
     console = ConsoleStream(stream if stream is not None else sys.stdout)
     group: list[_Running] = []
     previous_handlers: dict[int, object] = {}
@@ -563,7 +572,7 @@ def _supervise(specs: Sequence[ProcessSpec], timeout: float | None, grace: float
             for spec in specs:
                 if signals:
                     break  # asked to stop: start no more
-                group.append(_start(spec, console, lifeline))
+                group.append(_start(spec, console, lifeline, network))
             while not signals:
                 live = 0
                 for running in group:

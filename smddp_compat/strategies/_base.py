@@ -136,11 +136,14 @@ class LocalLaunch:
         plans: Every process.
         note: One line on how they coordinate (e.g. the Horovod engine and why), or None.
         mpi: Run them as one ``mpirun`` group (one host's Horovod ranks over MPI) instead of one process each.
+        own_network: Run them in a network of the job's own (:func:`smddp_compat.launcher.run_process_group`):
+            what they serve is reachable from the job only (:attr:`Strategy.serves_every_interface`).
     """
 
     plans: list[ProcessPlan]
     note: str | None = None
     mpi: bool = False
+    own_network: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,9 @@ class Strategy:
         ships_compat: The uploaded code must carry ``smddp_compat`` (and the ``smdistributed`` alias).
         distribution_set_after_sdk_checks: The kit's estimator gives the SDK the strategy's dictionary only after
             the SDK's constructor (which refuses it on today's TensorFlow, though its launch works).
+        serves_every_interface: Its processes start servers that listen on every interface whatever they are asked
+            (TensorFlow's gRPC servers): on this machine they run in a network of the job's own
+            (:attr:`LocalLaunch.own_network`), so no other machine reaches them.
     """
 
     name: ClassVar[str]
@@ -184,6 +190,7 @@ class Strategy:
     one_process_per_host: ClassVar[bool] = False
     ships_compat: ClassVar[bool] = False
     distribution_set_after_sdk_checks: ClassVar[bool] = False
+    serves_every_interface: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<strategy {self.name}>"
@@ -250,7 +257,7 @@ class Strategy:
     @contextlib.contextmanager
     def local_launch(self, job: LocalCluster) -> Iterator[LocalLaunch]:
         """The processes of a job on this machine (held open while they run: a rendezvous server, ports)."""
-        yield LocalLaunch(self.local_plans(job))
+        yield LocalLaunch(self.local_plans(job), own_network=self.serves_every_interface)
 
     def local_plans(self, job: LocalCluster) -> list[ProcessPlan]:
         """One process per placement, with no variables of the strategy's own."""

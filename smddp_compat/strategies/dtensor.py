@@ -100,6 +100,7 @@ class DTensor(Strategy):
     name = "dtensor"
     sdk_key = "dtensor"
     title = "multi-client DTensor"
+    serves_every_interface = True
     settings = frozenset({"mesh", "devices_per_process", "device_type", "port", "job_name"})
     sdk_keys = frozenset({"enabled", "processes_per_host", *settings})
     ships_compat = True

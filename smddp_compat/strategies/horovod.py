@@ -57,4 +57,7 @@ class HorovodStrategy(Strategy):
             rank_envs = rendezvous.rank_envs()
             placements = cluster.uniform_placements(job.hosts, job.processes_per_host)
             plans = [ProcessPlan.at(p, rank_envs[p.rank], python_path=self.rank_python_path()) for p in placements]
-            yield LocalLaunch(plans, note=engine.describe(), mpi=engine.engine == "mpi")
+            # Gloo ranks reach the rendezvous on this machine's loopback and bind Gloo to ``lo``: nothing of theirs
+            # listens elsewhere. mpirun's listeners do: its group has a network of its own.
+            mpi = engine.engine == "mpi"
+            yield LocalLaunch(plans, note=engine.describe(), mpi=mpi, own_network=mpi)

@@ -20,6 +20,7 @@ class MultiWorkerMirrored(Strategy):
     name = "mwms"
     sdk_key = "multi_worker_mirrored_strategy"
     title = "MultiWorkerMirroredStrategy"
+    serves_every_interface = True
 
     def to_sdk_dict(self, config: Any) -> dict[str, Any]:
         """``{"multi_worker_mirrored_strategy": {"enabled": True}}``.

@@ -29,6 +29,7 @@ class ParameterServer(Strategy):
     name = "parameter_server"
     sdk_key = "parameter_server"
     title = "ParameterServerStrategy"
+    serves_every_interface = True
     one_process_per_host = True
     ships_compat = True
 
@@ -42,7 +43,8 @@ class ParameterServer(Strategy):
         task on its host's loopback address and a port reserved for it. One host: the script alone."""
         hosts = list(job.hosts)
         if len(hosts) == 1:
-            yield LocalLaunch(self.local_plans(job), note="one host: SageMaker's toolkit runs the script alone, "
+            yield LocalLaunch(self.local_plans(job), own_network=self.serves_every_interface,
+                              note="one host: SageMaker's toolkit runs the script alone, "
                               "without parameter servers or TF_CONFIG (give --instance-count 2 or more)")
             return
         reserved = job.free_ports([job.addresses[host] for host in hosts for _ in range(2)])
@@ -53,5 +55,6 @@ class ParameterServer(Strategy):
                 hosts, placement.host, addresses=job.addresses, ports=ports)
             plans.append(ProcessPlan.at(placement, ps_env, role="ps", module=PS_MODULE, serves=True))
             plans.append(ProcessPlan.at(placement, script_env, role=role))
-        yield LocalLaunch(plans, note=f"parameter servers on {len(hosts)} hosts; the master is {hosts[0]}, its "
+        yield LocalLaunch(plans, own_network=self.serves_every_interface,
+                          note=f"parameter servers on {len(hosts)} hosts; the master is {hosts[0]}, its "
                           "script coordinates, the workers' scripts serve until it is done; the job ends when the scripts end")

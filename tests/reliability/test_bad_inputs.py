@@ -52,6 +52,7 @@ class Bad:
     value: tuple[str, ...]
     fix: tuple[str, ...]
     exit_code: int = 2
+    env: tuple[tuple[str, str], ...] = ()  # the launcher's environment variables
 
 
 CLI_CASES = [
@@ -107,6 +108,10 @@ CLI_CASES = [
         ("train.py/out': cannot be written",), ("choose a writable directory",)),
     Bad("local-output-in-proc", "local", ("local", "train.py", "--output", "/proc/x"),
         ("output_path='/proc/x': cannot be written",), ("choose a writable directory",)),
+    Bad("local-job-network", "local", ("local", "train.py"), ("SMDDP_JOB_NETWORK='bogus'",), ("'private'", "'host'"),
+        env=(("SMDDP_JOB_NETWORK", "bogus"),)),
+    Bad("smddprun-job-network", "smddprun", ("-np", "2", "python3", "train.py"), ("SMDDP_JOB_NETWORK='bogus'",),
+        ("'private'", "'host'"), env=(("SMDDP_JOB_NETWORK", "bogus"),)),
     Bad("local-max-run-0", "local", ("local", "train.py", "--max-run", "0"), ("max_run=0",), ("e.g. max_run=3600",)),
     Bad("local-max-run-over-a-year", "local", ("local", "train.py", "--max-run", "31536001"), ("max_run=31536001",),
         ("more than one year",)),
@@ -259,7 +264,7 @@ def test_bad_command_line_input(bad: Bad, workdir: Path, aws_requests: list[str]
         assert aws_requests == [], "an AWS request was sent before the input was checked"
     else:
         argv = smddprun(*bad.args) if bad.tool == "smddprun" else smddp(*bad.args)
-        ran = launch(argv, env=quiet_env(), cwd=str(workdir), timeout=120)
+        ran = launch(argv, env=quiet_env(**dict(bad.env)), cwd=str(workdir), timeout=120)
         code, error = ran.returncode, ran.stderr
         if bad.case == "smddprun-missing-program":
             # The launcher forks, and the fork's exec of the missing program fails: a watcher on a loaded machine may
