@@ -15,13 +15,16 @@ from typing import Any, Callable, Iterator, Sequence
 
 import horovod.tensorflow as _hvd
 import tensorflow as tf
+from horovod.tensorflow import functions as _horovod_functions
+from horovod.tensorflow import mpi_ops as _mpi_ops
+from horovod.tensorflow import sync_batch_norm as _horovod_sync_batch_norm
 from horovod.tensorflow.compression import Compressor as _Compressor
-from tensorflow.python.ops import control_flow_util  # GraphOrParentsInXlaContext: TF has no public equivalent
 
 from smddp_compat.errors import CollectiveError, NotSupportedError, UsageError
 from smddp_compat.tensorflow import _stall
 from smddp_compat.keras_compat import unwrap_variable
 from smddp_compat.tensorflow.state import require_init
+from smddp_compat.tensorflow.watched_collectives import KIT_COLLECTIVE, watched_in_graph
 
 __all__ = [
     "Compression", "ReduceOp", "Average", "Sum", "Min", "Max", "Adasum", "Product", "resolve_op", "resolve_compression",
@@ -118,51 +121,6 @@ def _built_now(inputs: Any, build: Callable[[], Any], detail: str = "") -> Any:
     return build()
 
 
-def _horovod_op_name(outputs: Any) -> str | None:
-    """The name of the one Horovod op whose results ``outputs`` are (Horovod's name for the collective when the
-    caller gave none), or None when they come from several."""
-    names = set()
-    for output in tf.nest.flatten(outputs, expand_composites=True):
-        op = output.op
-        for _ in range(6):  # what Horovod adds after its op: decompression, averaging, an identity
-            if op.type.startswith("Horovod") or not op.inputs:
-                break
-            op = op.inputs[0].op
-        names.add(op.name if op.type.startswith("Horovod") else None)
-    return names.pop() if len(names) == 1 else None
-
-
-def _watched_in_graph(operation: str, tensor: str | None, inputs: Any, build: Callable[[], Any],
-                      detail: str = "") -> Any:
-    """Builds a collective traced in a ``tf.function`` between two run-time calls of the stall watchdog.
-
-    The first runs once ``inputs`` are computed, beside the collective (which does not wait for Python), and
-    registers it as the eager path does; the second, once its outputs are, ends it. Both are independent of the
-    function's other stateful ops (concurrent collectives stay concurrent, as Horovod fuses them). Left out when the
-    watchdog is off (nothing is added), under XLA (it compiles no Python call) and outside ``tf.function`` (no
-    automatic control dependencies).
-    """
-    graph = tf.compat.v1.get_default_graph()
-    automatic_dependencies = graph.experimental_acd_manager
-    if (automatic_dependencies is None or _stall.active_watchdog() is None
-            or control_flow_util.GraphOrParentsInXlaContext(graph)):
-        return build()
-    description = [_stall.describe(operation, detail, tensor)]
-    # Tensors computed in this graph (values from outside it are there when the function starts).
-    ready = [t for t in tf.nest.flatten(inputs, expand_composites=True) if getattr(t, "graph", None) is graph]
-    with tf.control_dependencies(ready):
-        token = tf.numpy_function(functools.partial(_stall.enter_traced, description), [], tf.int64,
-                                  stateful=True, name="smddp_stall_enter")
-    outputs = build()
-    if tensor is None:
-        description[0] = _stall.describe(operation, detail, _horovod_op_name(outputs))
-    with tf.control_dependencies(tf.nest.flatten(outputs, expand_composites=True)):
-        done = tf.numpy_function(_stall.leave_traced, [token], tf.int64, stateful=True, name="smddp_stall_leave")
-    automatic_dependencies.run_independently(token.op)
-    automatic_dependencies.run_independently(done.op)
-    return outputs
-
-
 @contextlib.contextmanager
 def collective_errors(operation: str, detail: str = "", *, tensor: str | None = None) -> Iterator[Callable[..., Any]]:
     """Turns TensorFlow errors raised by a Horovod collective into CollectiveError with a readable reason.
@@ -171,7 +129,8 @@ def collective_errors(operation: str, detail: str = "", *, tensor: str | None = 
     reports and ends a rank that waits too long in one. Inside ``tf.function`` this only wraps graph building;
     the collective is built by the function it yields, ``watched(inputs, build, detail="")``, which calls ``build()``
     and, in a ``tf.function``, makes the graph tell the watchdog when the collective runs (see
-    :func:`_watched_in_graph`; ``detail`` there names one of several collectives).
+    :func:`~smddp_compat.tensorflow.watched_collectives.watched_in_graph`; ``detail`` there names one of several
+    collectives).
 
     Args:
         operation: The collective's name, e.g. "allreduce".
@@ -180,8 +139,9 @@ def collective_errors(operation: str, detail: str = "", *, tensor: str | None = 
     """
     eager = tf.executing_eagerly()
     token = _stall.enter(operation, detail, tensor) if eager else None
+    inside = KIT_COLLECTIVE.set(True)
     try:
-        yield _built_now if eager else functools.partial(_watched_in_graph, operation, tensor, detail=detail)
+        yield _built_now if eager else functools.partial(watched_in_graph, operation, tensor, detail=detail)
     except tf.errors.OpError as exc:
         message = exc.message if hasattr(exc, "message") else str(exc)
         fix = "every rank must call the same collectives, in the same order, with the same shapes and dtypes"
@@ -192,6 +152,7 @@ def collective_errors(operation: str, detail: str = "", *, tensor: str | None = 
         where = f" ({detail})" if detail else ""
         raise CollectiveError(f"{operation}{where} failed across ranks: {message.strip()} -- {fix}.") from exc
     finally:
+        KIT_COLLECTIVE.reset(inside)
         _stall.leave(token)
 
 

@@ -255,6 +255,33 @@ def test_smddprun_reports_the_stall_and_ends_the_job(tmp_path: Path, private_tmp
 
 
 @pytest.mark.processes
+@pytest.mark.parametrize("operation, mode, tensor", [
+    ("alltoall", "graph", "exchange"), ("reducescatter", "eager", "scattered"), ("allgather", "graph", "gathered"),
+])
+def test_a_horovod_script_stall_is_reported_and_ended(tmp_path: Path, private_tmp: Path, operation: str, mode: str,
+                                                      tensor: str) -> None:
+    """A Horovod script whose import line was swapped: Horovod's own collectives (``hvd.alltoall``...), called
+    through the Horovod face, report to the watchdog too, so a stall under Gloo ends (Horovod's inspector never
+    fires there) and names the collective and the missing rank."""
+    entered: list[float] = []
+    job = launch(
+        smddprun("-np", "2", "--gloo", "--timeout", "150", "--grace", "3", "--stall-check-seconds", "2",
+                 "--stall-shutdown-seconds", "6", sys.executable, str(PROGRAMS / "stall_horovod_face.py"), operation,
+                 mode),
+        timeout=200,
+        on_line=lambda line: entered.extend(float(m) for m in re.findall(r"^\[0\] ENTERING ([0-9.]+)$", line)),
+    )
+    output = job.output
+    assert job.returncode == _stall.STALL_EXIT_CODE, output
+    assert entered, output
+    assert 6.0 <= job.ended - entered[0] < 6.0 + 8.0, output
+    assert re.search(rf"\[0\] smddp_compat: ERROR: Stalled collective: rank 0 \(host localhost\) has waited 6\.\d s in "
+                     rf"{operation} of tensor '{tensor}'.* for the other ranks; ranks not in it: 1\.", output), output
+    assert "unreachable" not in output
+    assert alive(job.descendants) == []
+
+
+@pytest.mark.processes
 @pytest.mark.parametrize("flavour", ["keras", "tf_keras"])
 def test_collectives_in_tf_function_are_watched_and_finished_ones_are_no_stall(tmp_path: Path, flavour: str) -> None:
     """Each collective that can be traced (single, in a loop, DistributedGradientTape, DistributedOptimizer, Keras
