@@ -20,6 +20,7 @@ from smddp_compat.estimators._distribution import DistributionPlan, plan_distrib
 from smddp_compat.estimators._local_process import (
     DEFAULT_LOCAL_OUTPUT, build_job_spec, decoded_hyperparameter, described_as_sent, run_job,
 )
+from smddp_compat.estimators._local_tuning import LocalTuningClient, run_tuning_job
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 from smddp_compat.estimators._validation import check_channel_names, check_job_name, instance_spec
 from smddp_compat.estimators.errors import (
@@ -38,6 +39,7 @@ __all__ = [
     "check_job_name", "stage_driver_dir", "ConfigurationError", "EstimatorError", "JobError", "JobTimeoutError",
     "LocalVersionWarning", "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError",
     "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job", "described_as_sent", "decoded_hyperparameter",
+    "LocalTuningClient", "run_tuning_job",
 ]
 
 

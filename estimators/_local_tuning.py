@@ -1,14 +1,15 @@
-"""SageMaker's hyperparameter tuning API answered on this machine, for SDK v2's ``HyperparameterTuner`` over a
-``local_process`` estimator (:mod:`smddp_compat.local_mode.tuning` runs the search).
+"""SageMaker's hyperparameter tuning API answered on this machine (:mod:`smddp_compat.local_mode.tuning` runs the
+search), for SDK v2's ``HyperparameterTuner`` over a ``local_process`` estimator and SDK v3's over a ``ModelTrainer``
+(``smddp_compat.estimators.sdk3.tune_local``).
 
-The SDK's tuner talks to SageMaker through its session's ``sagemaker_client``: ``create_hyper_parameter_tuning_job``
-(``tuner.fit``), ``describe_hyper_parameter_tuning_job`` (``describe``, ``wait``, ``best_training_job``, analytics)
-and ``list_training_jobs_for_hyper_parameter_tuning_job`` (``analytics().dataframe()``). A ``local_process``
-estimator's session gets a :class:`LocalTuningClient` in front of its client: it answers those three from tuning
-jobs run here, each trial a ``local_process`` job of the estimator with the trial's hyperparameters, kept under
-``<output_path>/<tuning job>/<trial>/`` (logs, model, metrics, record), and passes every other call on.
-
-``tuner.fit()`` returns when the tuning job has ended (``wait=False`` too: the trials run in this process).
+:func:`run_tuning_job` runs a CreateHyperParameterTuningJob request here, each trial a local job given by the caller,
+kept under ``<output>/<tuning job>/<trial>/`` (logs, model, metrics, record), with the tuning job's own description
+beside them (``tuning-job.json``). The SDKs' tuners read a tuning job through their session's ``sagemaker_client``:
+``describe_hyper_parameter_tuning_job`` (``describe``, ``wait``, ``best_training_job``, analytics) and
+``list_training_jobs_for_hyper_parameter_tuning_job`` (``analytics().dataframe()``); a :class:`LocalTuningClient` in
+front of that client answers both for the tuning jobs run here and passes every other call on. For SDK v2 it also
+takes ``create_hyper_parameter_tuning_job`` (``tuner.fit``) and runs it with the ``local_process`` estimator; it
+returns when the tuning job has ended (``wait=False`` too: the trials run in this process).
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import copy
 import json
 import os
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import IO, Any
 
 from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, channel_uri, decoded_hyperparameter
-from smddp_compat.estimators.errors import JobError
-from smddp_compat.local_mode.tuning import TuningJob
+from smddp_compat.estimators.errors import ConfigurationError, JobError
+from smddp_compat.local_mode.tuning import TrialRunner, TuningJob, tuning_job_arn
 
-__all__ = ["LocalTuningClient", "trial_inputs"]
+__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs"]
 
 
 def trial_inputs(definition: Mapping[str, Any]) -> dict[str, str] | None:
@@ -34,11 +35,49 @@ def trial_inputs(definition: Mapping[str, Any]) -> dict[str, str] | None:
     return channels or None
 
 
-class LocalTuningClient:
-    """A SageMaker client whose tuning calls run here (for the ``local_process`` estimator ``estimator``); every
-    other attribute is ``client``'s."""
+def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder: str, region: str,
+                   processes_per_trial: int, stream: IO[str] | None = None,
+                   created: Callable[[TuningJob], None] | None = None) -> TuningJob:
+    """Runs a CreateHyperParameterTuningJob request here to its end and writes its description to
+    ``folder/tuning-job.json`` (also when it was interrupted).
 
-    def __init__(self, client: Any, estimator: Any) -> None:
+    Args:
+        request: The request (one ``TrainingJobDefinition``).
+        run_trial: Runs one trial, given its name and hyperparameters, and returns its DescribeTrainingJob.
+        folder: The tuning job's folder (its trials' folders go there too).
+        region: The region its ARNs name.
+        processes_per_trial: How many processes one trial starts (caps the trials run at once).
+        stream: Where the progress lines go (None: standard output).
+        created: Called with the tuning job before its first trial starts (to answer for it while it runs).
+
+    Raises:
+        JobError: Several training job definitions (``HyperparameterTuner.create``).
+        ConfigurationError: A request local tuning cannot run (:class:`~smddp_compat.local_mode.tuning.TuningJob`).
+    """
+    name = request["HyperParameterTuningJobName"]
+    if "TrainingJobDefinitions" in request:
+        raise JobError(f"tuning job {name}: several training job definitions (HyperparameterTuner.create) are not "
+                       "run locally; tune one estimator or ModelTrainer")
+    job = TuningJob(request, region=region, processes_per_trial=processes_per_trial)
+    if os.path.lexists(os.path.join(folder, "tuning-job.json")):  # SageMaker refuses a tuning job name in use
+        raise ConfigurationError("job_name", name, f"a tuning job of that name is already in {folder}",
+                                 "give the tuning job another name (job_name=...), or another output path")
+    if created is not None:
+        created(job)
+    try:
+        job.run(run_trial, stream)
+    finally:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "tuning-job.json"), "w", encoding="utf-8") as out:
+            json.dump(job.describe(), out, indent=2, default=str)
+    return job
+
+
+class LocalTuningClient:
+    """A SageMaker client that answers for the tuning jobs run here (for SDK v2, also runs them with the
+    ``local_process`` estimator ``estimator``); every other attribute is ``client``'s."""
+
+    def __init__(self, client: Any, estimator: Any = None) -> None:
         self._client = client
         self._estimator = estimator
         self._jobs: dict[str, TuningJob] = {}
@@ -48,20 +87,21 @@ class LocalTuningClient:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
+    def add(self, job: TuningJob) -> None:
+        """Answers for ``job`` (a tuning job run here) from now on."""
+        with self._lock:
+            self._jobs[job.name] = job
+
     # -- SageMaker's tuning API --------------------------------------------------------------------------------------
 
     def create_hyper_parameter_tuning_job(self, **request: Any) -> dict[str, Any]:
-        """Runs the tuning job to its end (every trial here), then answers as CreateHyperParameterTuningJob."""
-        name = request["HyperParameterTuningJobName"]
-        if "TrainingJobDefinitions" in request:
-            raise JobError(f"tuning job {name}: several estimators (HyperparameterTuner.create) are not run locally; "
-                           "tune one local_process estimator")
-        definition = request["TrainingJobDefinition"]
+        """Runs the tuning job to its end (every trial a ``local_process`` job of the estimator), then answers as
+        CreateHyperParameterTuningJob."""
         estimator = self._estimator
-        job = TuningJob(request, region=estimator.sagemaker_session.boto_region_name,
-                        processes_per_trial=estimator.instance_count * estimator.distribution_plan.processes_per_host)
-        with self._lock:
-            self._jobs[name] = job
+        if estimator is None:
+            return self._client.create_hyper_parameter_tuning_job(**request)
+        name = request["HyperParameterTuningJobName"]
+        definition = request.get("TrainingJobDefinition") or {}
         folder = os.path.abspath(os.path.join(estimator.output_path or DEFAULT_LOCAL_OUTPUT, name))
         inputs = trial_inputs(definition)
         metric_definitions = definition.get("AlgorithmSpecification", {}).get("MetricDefinitions")
@@ -83,14 +123,11 @@ class LocalTuningClient:
                     raise
             return trial.latest_training_job.describe()
 
-        try:
-            job.run(run_trial)
-        finally:
-            described = job.describe()
-            os.makedirs(folder, exist_ok=True)
-            with open(os.path.join(folder, "tuning-job.json"), "w", encoding="utf-8") as out:
-                json.dump(described, out, indent=2, default=str)
-        return {"HyperParameterTuningJobArn": described["HyperParameterTuningJobArn"]}
+        job = run_tuning_job(
+            request, run_trial, folder=folder, region=estimator.sagemaker_session.boto_region_name,
+            processes_per_trial=estimator.instance_count * estimator.distribution_plan.processes_per_host,
+            created=self.add)
+        return {"HyperParameterTuningJobArn": tuning_job_arn(job.region, job.name)}
 
     def describe_hyper_parameter_tuning_job(self, HyperParameterTuningJobName: str) -> dict[str, Any]:  # noqa: N803
         """DescribeHyperParameterTuningJob of a tuning job run here (else SageMaker's answer)."""
@@ -113,4 +150,3 @@ class LocalTuningClient:
     def local_output_of(self, training_job_name: str) -> str | None:
         """The folder holding the record of a trial run here (for ``attach``), or None."""
         return self._outputs.get(training_job_name)
-

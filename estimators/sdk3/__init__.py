@@ -12,7 +12,8 @@ Install with the ``sdk3`` extra (``pip install 'smddp-compat[sdk3]'``, i.e. ``sa
 imports only when SDK v3 is installed; importing it elsewhere raises :class:`~estimators.errors.MissingDependencyError`
 with the install command.
 
-:func:`train_local` runs a ``ModelTrainer``'s job on this machine with local mode's process backend (no Docker).
+:func:`train_local` runs a ``ModelTrainer``'s job on this machine with local mode's process backend (no Docker);
+:func:`tune_local` runs a ``HyperparameterTuner``'s tuning job here, every trial such a job.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from smddp_compat.estimators import (
 
 __all__ = [
     "SMDDPCompat", "Horovod", "MultiWorkerMirrored", "DTensor", "ParameterServer", "SOURCE_IGNORE_PATTERNS", "train_local",
+    "tune_local",
 ]
 
 #: ``SourceCode(ignore_patterns=...)`` that leaves secrets, VCS, caches and virtual environments out of the upload.
@@ -190,3 +192,4 @@ class ParameterServer(_KitDriven):
 
 
 from smddp_compat.estimators.sdk3._local import train_local  # noqa: E402  (after the configs it checks)
+from smddp_compat.estimators.sdk3._tuning import tune_local  # noqa: E402

@@ -23,7 +23,7 @@ from smddp_compat.estimators import (
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 
-__all__ = ["train_local", "build_local_spec", "local_job_description"]
+__all__ = ["train_local", "build_local_spec", "local_job_description", "plan_of"]
 
 
 def _channels(input_data_config: Sequence[Any] | None) -> dict[str, str]:
@@ -42,7 +42,7 @@ def _channels(input_data_config: Sequence[Any] | None) -> dict[str, str]:
     return channels
 
 
-def _plan(trainer: Any) -> DistributionPlan:
+def plan_of(trainer: Any) -> DistributionPlan:
     """The trainer's distribution, checked against its compute by the kit's rules."""
     compute = trainer.compute
     distributed = trainer.distributed
@@ -92,7 +92,7 @@ def build_local_spec(trainer: Any, input_data_config: Sequence[Any] | None = Non
     hyperparameters = {name: decoded_hyperparameter(safe_serialize(value)) for name, value in (trainer.hyperparameters or {}).items()}
     return build_job_spec(
         entry_point=source.entry_script, source_dir=source.source_dir,
-        instance_count=trainer.compute.instance_count or 1, plan=_plan(trainer), hyperparameters=hyperparameters,
+        instance_count=trainer.compute.instance_count or 1, plan=plan_of(trainer), hyperparameters=hyperparameters,
         inputs=_channels(input_data_config), output_path=_output_path(trainer, output_path),
         max_run=getattr(stopping, "max_runtime_in_seconds", None),
         job_name=job_name or _get_unique_name(trainer.base_job_name or "model-trainer"),

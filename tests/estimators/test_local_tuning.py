@@ -142,6 +142,18 @@ def test_an_objective_without_a_metric_definition_is_refused_before_any_trial(es
     assert not os.path.exists(tmp_path / "out")
 
 
+def test_a_tuning_job_name_in_use_is_refused_before_any_trial(estimator, tmp_path: Path) -> None:
+    from sagemaker.tuner import CategoricalParameter
+
+    from smddp_compat.estimators import ConfigurationError
+
+    _tuner(estimator, {"lr": CategoricalParameter(["0.03"])}, strategy="Grid").fit(job_name="twice")
+    trials = sorted(p.name for p in (tmp_path / "out" / "twice").iterdir())
+    with pytest.raises(ConfigurationError, match=r"job_name='twice': a tuning job of that name is already in"):
+        _tuner(estimator, {"lr": CategoricalParameter(["0.04"])}, strategy="Grid").fit(job_name="twice")
+    assert sorted(p.name for p in (tmp_path / "out" / "twice").iterdir()) == trials
+
+
 @pytest.mark.timeout(600)
 def test_the_readme_main_job_tuned_learning_rate_and_batch_size(tmp_path: Path, capsys) -> None:
     """The README's main job (smddp_mnist.py on MNIST, SMDDP), short and on one host of one process (so that 2 trials

@@ -266,8 +266,7 @@ def test_a_horovod_script_stall_is_reported_and_ended(tmp_path: Path, private_tm
     entered: list[float] = []
     job = launch(
         smddprun("-np", "2", "--gloo", "--timeout", "150", "--grace", "3", "--stall-check-seconds", "2",
-                 "--stall-shutdown-seconds", "6", sys.executable, str(PROGRAMS / "stall_horovod_face.py"), operation,
-                 mode),
+                 "--stall-shutdown-seconds", "6", sys.executable, str(PROGRAMS / "stall.py"), mode, operation),
         timeout=200,
         on_line=lambda line: entered.extend(float(m) for m in re.findall(r"^\[0\] ENTERING ([0-9.]+)$", line)),
     )
