@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
 from smddp_compat.estimators._local_process import (
-    DEFAULT_LOCAL_OUTPUT, build_job_spec, decoded_hyperparameter, described_as_sent, run_job,
+    DEFAULT_LOCAL_OUTPUT, build_job_spec, described_as_sent, run_job,
 )
 from smddp_compat.estimators._local_tuning import LocalTuningClient, run_tuning_job
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
@@ -38,7 +38,7 @@ __all__ = [
     "known_instance_types", "CpuImageWarning", "check_image_for_instance_type", "image_cuda", "check_channel_names",
     "check_job_name", "stage_driver_dir", "ConfigurationError", "EstimatorError", "JobError", "JobTimeoutError",
     "LocalVersionWarning", "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError",
-    "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job", "described_as_sent", "decoded_hyperparameter",
+    "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job", "described_as_sent",
     "LocalTuningClient", "run_tuning_job",
 ]
 

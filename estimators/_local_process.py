@@ -13,7 +13,6 @@ group, which takes none of the job's mpirun options) and are ignored with a warn
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import os
 import sys
@@ -31,7 +30,7 @@ from smddp_compat.local_mode.spec import JobSpec
 
 __all__ = [
     "local_channels", "script_hyperparameters", "warn_of_other_versions", "build_job_spec", "run_job",
-    "LOCAL_INSTANCE_TYPE", "described_as_sent", "channel_uri", "decoded_hyperparameter",
+    "LOCAL_INSTANCE_TYPE", "described_as_sent", "channel_uri",
 ]
 
 logger = logging.getLogger(__name__)
@@ -118,15 +117,6 @@ def channel_uri(channel: Mapping[str, Any]) -> str | None:
     or the ``file://`` folder of the SDK's local modes; None when it has neither."""
     source = channel.get("DataSource") or {}
     return (source.get("S3DataSource") or {}).get("S3Uri") or (source.get("FileDataSource") or {}).get("FileUri")
-
-
-def decoded_hyperparameter(value: str) -> Any:
-    """A hyperparameter value as SageMaker's training toolkit reads it back (SDK v3's drivers too): JSON when it
-    parses (``"0.01"`` -> 0.01, ``'"sgd"'`` -> ``"sgd"``), else the text as it is."""
-    try:
-        return json.loads(value)
-    except (TypeError, ValueError):
-        return value
 
 
 def script_hyperparameters(hyperparameters: Mapping[str, Any], model_dir: Any) -> dict[str, Any]:

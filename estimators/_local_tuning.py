@@ -21,9 +21,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, channel_uri, decoded_hyperparameter
+from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, channel_uri
 from smddp_compat.estimators.errors import ConfigurationError, JobError
 from smddp_compat.local_mode.tuning import TrialRunner, TuningJob, tuning_job_arn
+from smddp_compat.name_values import decode_value
 
 __all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs"]
 
@@ -111,7 +112,7 @@ class LocalTuningClient:
             # The tuned values and the objective's name over the estimator's own (the SDK's sagemaker_* ones are
             # what a SageMaker container reads: the local job sets its own).
             trial._hyperparameters = {**estimator._hyperparameters, **{
-                key: decoded_hyperparameter(value) for key, value in hyperparameters.items()
+                key: decode_value(value) for key, value in hyperparameters.items()
                 if not key.startswith("sagemaker_")}}
             trial.output_path, trial.metric_definitions = folder, metric_definitions
             with self._lock:

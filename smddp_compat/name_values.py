@@ -47,12 +47,13 @@ def parse_name_values(items: Iterable[str] | None, option: str) -> dict[str, str
 
 
 def decode_value(text: str) -> Any:
-    """A command-line value as the job sees it: the JSON value when ``text`` is JSON, else ``text`` itself.
+    """A value as the job sees it: the JSON value when ``text`` is JSON, else ``text`` itself. The rule of the
+    command lines and of SageMaker's training toolkit (and SDK v3's drivers) reading a hyperparameter back.
 
     ``3`` becomes the number 3, ``true`` True, ``[1,2]`` a list and ``"a b"`` the string ``a b``; anything else
     (``adam``, ``a=b``) stays text.
     """
     try:
         return json.loads(text)
-    except (ValueError, RecursionError):  # nested deeper than Python reads: text too, as for anything not JSON
+    except (TypeError, ValueError, RecursionError):  # nested deeper than Python reads: text, as anything not JSON
         return text

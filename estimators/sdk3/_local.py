@@ -17,11 +17,12 @@ from typing import IO, Any
 from sagemaker.train.utils import _get_unique_name, safe_serialize  # SDK v3's job-name and hyperparameter rules
 
 from smddp_compat.estimators import (
-    DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, build_job_spec, decoded_hyperparameter,
-    described_as_sent, instance_spec, plan_distribution, run_job,
+    DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, build_job_spec, described_as_sent, instance_spec,
+    plan_distribution, run_job,
 )
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
+from smddp_compat.name_values import decode_value
 
 __all__ = ["train_local", "build_local_spec", "local_job_description", "plan_of"]
 
@@ -89,7 +90,8 @@ def build_local_spec(trainer: Any, input_data_config: Sequence[Any] | None = Non
     checkpoint = trainer.checkpoint_config
     metrics = [{"Name": definition.name, "Regex": definition.regex}
                for definition in trainer._metric_definitions or ()]  # no public reader in SDK v3
-    hyperparameters = {name: decoded_hyperparameter(safe_serialize(value)) for name, value in (trainer.hyperparameters or {}).items()}
+    hyperparameters = {name: decode_value(safe_serialize(value))
+                       for name, value in (trainer.hyperparameters or {}).items()}
     return build_job_spec(
         entry_point=source.entry_script, source_dir=source.source_dir,
         instance_count=trainer.compute.instance_count or 1, plan=plan_of(trainer), hyperparameters=hyperparameters,

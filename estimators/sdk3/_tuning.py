@@ -27,11 +27,11 @@ from sagemaker.core.utils.code_injection.codec import transform
 from sagemaker.core.utils.utils import serialize
 
 from smddp_compat.estimators import (
-    DEFAULT_LOCAL_OUTPUT, ConfigurationError, LocalTuningClient, decoded_hyperparameter, run_job, run_tuning_job,
-)
+    DEFAULT_LOCAL_OUTPUT, ConfigurationError, LocalTuningClient, run_job, run_tuning_job)
 from smddp_compat.estimators.sdk3._local import build_local_spec, local_job_description, plan_of
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.tuning import TuningJob
+from smddp_compat.name_values import decode_value
 
 __all__ = ["tune_local"]
 
@@ -65,7 +65,7 @@ LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/smddp-local"
 def _trial_trainer(trainer: Any, hyperparameters: Mapping[str, Any], metrics: Sequence[Mapping[str, str]]) -> Any:
     """A copy of ``trainer`` with ``hyperparameters`` (as the toolkit decodes them) and the tuner's metrics."""
     trial = copy.copy(trainer)
-    trial.hyperparameters = {key: decoded_hyperparameter(str(value)) for key, value in hyperparameters.items()}
+    trial.hyperparameters = {key: decode_value(str(value)) for key, value in hyperparameters.items()}
     trial._metric_definitions = [MetricDefinition(name=d["Name"], regex=d["Regex"]) for d in metrics]
     return trial
 
