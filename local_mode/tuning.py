@@ -352,7 +352,7 @@ class TuningJob:
         metric = summary.get("FinalHyperParameterTuningJobObjectiveMetric")
         result = (f"{self.objective_name}={metric['Value']:g}" if metric else
                   f"{summary['TrainingJobStatus']}, no {self.objective_name}"
-                  + (f" ({summary['FailureReason'][:160]})" if summary.get("FailureReason") else ""))
+                  + (f" ({' | '.join(summary['FailureReason'][:160].splitlines())})" if summary.get("FailureReason") else ""))
         best = self.best()
         best_text = (f"best {best['FinalHyperParameterTuningJobObjectiveMetric']['Value']:g} "
                      f"({best['TrainingJobName']})" if best else "no best yet")

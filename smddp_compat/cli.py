@@ -18,6 +18,8 @@ __all__ = ["main", "SUBCOMMANDS"]
 #: subcommand -> (module, function, whether the subcommand name is passed on, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
     "local": ("smddp_compat.local_cli", "main", False, "run a SageMaker training job on this machine"),
+    "tune": ("smddp_compat.tune_cli", "main", False,
+             "tune a training job's hyperparameters on this machine (SageMaker's tuning, trials as smddp local jobs)"),
     "submit": ("smddp_compat.estimators.cli", "main", True, "submit a training job to SageMaker"),
     "status": ("smddp_compat.estimators.cli", "main", True, "show a SageMaker training job's status"),
     "logs": ("smddp_compat.estimators.cli", "main", True, "print a SageMaker training job's logs"),

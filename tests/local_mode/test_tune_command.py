@@ -1,0 +1,66 @@
+"""``smddp tune``: a tuning job of ``smddp local`` jobs (issue 34), run as the command a user types; every trial a real
+local job, the failed one counted, the table and the best trial printed, every trial kept under the tuning job's
+folder. (Bad options: ``tests/reliability/test_bad_inputs.py``, rows ``tune-*``.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.processes
+
+# val_loss is |lr - 0.03| + layers / 1000: the best trial has lr 0.04 and 1 layer; lr 0.9 diverges (fails).
+SCRIPT = """\
+import argparse, os
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=0.1)
+parser.add_argument("--layers", type=int, default=1)
+parser.add_argument("--_tuning_objective_metric")
+args = parser.parse_args()
+if args.lr > 0.5:
+    raise SystemExit("diverged")
+with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as out:
+    out.write(f"lr={args.lr} layers={args.layers}")
+print(f"objective={args._tuning_objective_metric} data={sorted(os.listdir(os.environ['SM_CHANNEL_TRAIN']))}")
+print(f"val_loss={abs(args.lr - 0.03) + args.layers / 1e3:.6f}")
+"""
+
+
+def test_a_grid_over_a_script_runs_each_trial_and_names_the_best(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "rows.csv").write_text("1\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", "tune", "train.py",
+         "--metric", "val_loss=val_loss=([0-9.]+)", "--objective", "val_loss", "--objective-type", "Minimize",
+         "--categorical", "lr=0.01,0.04,0.9", "layers=1,2", "--strategy", "Grid", "--max-parallel-jobs", "2",
+         "--channel", f"train={data}", "--hyperparameters", "layers=3", "--job-name", "grid-1", "--output", "out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert sum(line.startswith("[tuning grid-1] trial ") for line in lines) == 6, done.stdout
+    # a row per trial: the best one marked "*", then name, layers, lr, status, objective
+    table = [line for line in lines if "grid-1-0" in line and not line.startswith(("[", "best "))]
+    rows = [line.lstrip("* ").split() for line in table]
+    assert len(rows) == 6, done.stdout
+    best = next(line.lstrip("* ").split() for line in table if line.startswith("*"))
+    assert best[1:] == ["1", "0.04", "Completed", "0.011"], rows
+    assert sorted(row[3] for row in rows) == ["Completed"] * 4 + ["Failed"] * 2
+    assert f"best trial {best[0]}: val_loss=0.011" in done.stdout
+    assert "tuning job grid-1: Completed" in done.stdout
+
+    folder = tmp_path / "out" / "grid-1"
+    described = json.loads((folder / "tuning-job.json").read_text())
+    assert described["BestTrainingJob"]["TrainingJobName"] == best[0]
+    assert described["TrainingJobStatusCounters"]["NonRetryableError"] == 2
+    assert described["TrainingJobDefinition"]["StaticHyperParameters"] == {}  # the tuned layers replaced the static 3
+    with tarfile.open(folder / best[0] / "output" / "model.tar.gz") as model:
+        assert model.extractfile("model.txt").read() == b"lr=0.04 layers=1"  # type: ignore[union-attr]
+    log = (folder / best[0] / "logs" / "algo-1.log").read_text()
+    assert "objective=val_loss data=['rows.csv']" in log  # SageMaker's objective hyperparameter, the channel
