@@ -23,10 +23,17 @@ from typing import IO, Any
 
 from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, channel_uri
 from smddp_compat.estimators.errors import ConfigurationError, JobError
-from smddp_compat.local_mode.tuning import TrialRunner, TuningJob, tuning_job_arn
+from smddp_compat.job_files import read_job_file
+from smddp_compat.local_mode.tuning import ParentTuningJob, TrialRunner, TuningJob, tuning_job_arn
 from smddp_compat.name_values import decode_value
 
-__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs"]
+__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs", "DESCRIPTION_FILE", "TRAINING_JOBS_FILE"]
+
+#: Beside a tuning job's trials: its DescribeHyperParameterTuningJob answer, and ListTrainingJobsForHyperParameter-
+#: TuningJob's (every trial: what a warm start from it learns).
+DESCRIPTION_FILE = "tuning-job.json"
+TRAINING_JOBS_FILE = "training-jobs.json"
+_PARENT_FILE_LIMIT = 64 << 20
 
 
 def trial_inputs(definition: Mapping[str, Any]) -> dict[str, str] | None:
@@ -40,7 +47,8 @@ def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder
                    processes_per_trial: int, stream: IO[str] | None = None,
                    created: Callable[[TuningJob], None] | None = None) -> TuningJob:
     """Runs a CreateHyperParameterTuningJob request here to its end and writes its description to
-    ``folder/tuning-job.json`` (also when it was interrupted).
+    ``folder/tuning-job.json``, and its trials to ``folder/training-jobs.json`` (also when it was interrupted). A warm
+    start's parents are read from their folders beside ``folder``.
 
     Args:
         request: The request (one ``TrainingJobDefinition``).
@@ -59,8 +67,9 @@ def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder
     if "TrainingJobDefinitions" in request:
         raise JobError(f"tuning job {name}: several training job definitions (HyperparameterTuner.create) are not "
                        "run locally; tune one estimator or ModelTrainer")
-    job = TuningJob(request, region=region, processes_per_trial=processes_per_trial)
-    if os.path.lexists(os.path.join(folder, "tuning-job.json")):  # SageMaker refuses a tuning job name in use
+    job = TuningJob(request, region=region, processes_per_trial=processes_per_trial,
+                    parents=_parents(request, os.path.dirname(folder)))
+    if os.path.lexists(os.path.join(folder, DESCRIPTION_FILE)):  # SageMaker refuses a tuning job name in use
         raise ConfigurationError("job_name", name, f"a tuning job of that name is already in {folder}",
                                  "give the tuning job another name (job_name=...), or another output path")
     if created is not None:
@@ -69,9 +78,41 @@ def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder
         job.run(run_trial, stream)
     finally:
         os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "tuning-job.json"), "w", encoding="utf-8") as out:
-            json.dump(job.describe(), out, indent=2, default=str)
+        for file_name, answer in ((DESCRIPTION_FILE, job.describe()),
+                                  (TRAINING_JOBS_FILE, {"TrainingJobSummaries": job.training_job_summaries()})):
+            with open(os.path.join(folder, file_name), "w", encoding="utf-8") as out:
+                json.dump(answer, out, indent=2, default=str)
     return job
+
+
+def _parents(request: Mapping[str, Any], output: str) -> list[ParentTuningJob]:
+    """The parent tuning jobs a warm start names, read from their folders beside the new one (``output``/<parent>/:
+    what :func:`run_tuning_job` wrote), as data: regular files inside the output folder, JSON objects.
+
+    Raises:
+        ConfigurationError: A parent that was not run into this output folder, or whose files are not its own.
+    """
+    parents = []
+    for entry in (request.get("WarmStartConfig") or {}).get("ParentHyperParameterTuningJobs") or []:
+        name = str(entry.get("HyperParameterTuningJobName"))
+        answers = []
+        for file_name in (DESCRIPTION_FILE, TRAINING_JOBS_FILE):
+            path = os.path.join(output, name, file_name)
+            try:
+                answer = json.loads(read_job_file(path, output, limit=_PARENT_FILE_LIMIT))
+            except FileNotFoundError:
+                raise ConfigurationError("warm_start_config", name, f"is not a tuning job run here: no {path}",
+                                         "name a tuning job run into the same output folder") from None
+            except (OSError, ValueError) as exc:
+                raise ConfigurationError("warm_start_config", name, f"cannot be read from {path} ({exc})",
+                                         "warm-start from a tuning job whose folder is as local tuning left it") \
+                    from None
+            if not isinstance(answer, dict):
+                raise ConfigurationError("warm_start_config", name, f"{path} holds no tuning job",
+                                         "warm-start from a tuning job whose folder is as local tuning left it")
+            answers.append(answer)
+        parents.append(ParentTuningJob(name, answers[0], list(answers[1].get("TrainingJobSummaries") or [])))
+    return parents
 
 
 class LocalTuningClient:

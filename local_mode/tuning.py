@@ -41,7 +41,7 @@ from smddp_compat.local_mode.errors import ConfigurationError
 
 __all__ = [
     "STRATEGIES", "ParameterRange", "parameter_ranges", "SearchStrategy", "search_strategy", "TuningJob",
-    "tuning_job_arn", "TrialRunner",
+    "tuning_job_arn", "TrialRunner", "ParentTuningJob", "WARM_START_TYPES",
 ]
 
 STRATEGIES = ("Bayesian", "Random", "Grid")
@@ -53,6 +53,19 @@ _POLL_SECONDS = 1.0
 #: Runs one training job: its name and its hyperparameters (strings, static ones, tuned ones and
 #: ``_tuning_objective_metric``) -> its DescribeTrainingJob answer. An exception counts as a failed job.
 TrialRunner = Callable[[str, Mapping[str, str]], Mapping[str, Any]]
+
+#: CreateHyperParameterTuningJob's ``WarmStartConfig.WarmStartType`` values.
+WARM_START_TYPES = ("IdenticalDataAndAlgorithm", "TransferLearning")
+
+
+@dataclass(frozen=True)
+class ParentTuningJob:
+    """An earlier tuning job a warm start learns from: its name, its DescribeHyperParameterTuningJob answer and its
+    trials (ListTrainingJobsForHyperParameterTuningJob's ``TrainingJobSummaries``)."""
+
+    name: str
+    description: Mapping[str, Any]
+    training_jobs: Sequence[Mapping[str, Any]]
 
 
 def tuning_job_arn(region: str, name: str) -> str:
@@ -152,6 +165,11 @@ class SearchStrategy:
     def observe(self, values: Mapping[str, str], objective: float | None) -> None:
         """Learns a trial's objective (None: the trial gave none)."""
 
+    def learn(self, values: Mapping[str, str], objective: float) -> bool:
+        """Learns an earlier tuning job's trial (warm start); returns whether it was taken (Random learns nothing:
+        its trials are independent)."""
+        return False
+
 
 class RandomSearch(SearchStrategy):
     """Each value drawn uniformly along its range's scale, every trial independent of the others."""
@@ -217,6 +235,34 @@ class BayesianSearch(SearchStrategy):
         self._asked[json.dumps(values, sort_keys=True)] = trial
         return values
 
+    def _point(self, r: ParameterRange, text: str) -> tuple[Any, Any] | None:
+        """An earlier trial's value of ``r`` as Optuna's distribution and parameter (as :meth:`suggest` asks for
+        it), or None when it lies outside the range."""
+        distributions = self._optuna.distributions
+        if r.kind == "Categorical":
+            return (distributions.CategoricalDistribution(list(r.values)), text) if text in r.values else None
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        if not r.low <= value <= r.high:
+            return None
+        if r.scaling == "ReverseLogarithmic":
+            return distributions.FloatDistribution(1 - r.high, 1 - r.low, log=True), 1 - value
+        if r.kind == "Integer":
+            return (distributions.IntDistribution(int(r.low), int(r.high), log=r.scaling == "Logarithmic"),
+                    int(value)) if value.is_integer() else None
+        return distributions.FloatDistribution(r.low, r.high, log=r.scaling == "Logarithmic"), value
+
+    def learn(self, values: Mapping[str, str], objective: float) -> bool:
+        points = {r.name: self._point(r, values[r.name]) for r in self.ranges if r.name in values}
+        if len(points) != len(self.ranges) or None in points.values():
+            return False  # tuned otherwise, or outside today's ranges: nothing the sampler can place
+        self._study.add_trial(self._optuna.trial.create_trial(
+            params={name: point[1] for name, point in points.items()},  # type: ignore[index]
+            distributions={name: point[0] for name, point in points.items()}, value=objective))  # type: ignore[index]
+        return True
+
     def observe(self, values: Mapping[str, str], objective: float | None) -> None:
         trial = self._asked.pop(json.dumps(dict(values), sort_keys=True), None)
         if trial is None:
@@ -266,7 +312,8 @@ class TuningJob:
         ConfigurationError: A request local tuning cannot run (its strategy, ranges, objective or limits).
     """
 
-    def __init__(self, request: Mapping[str, Any], *, region: str, processes_per_trial: int = 1) -> None:
+    def __init__(self, request: Mapping[str, Any], *, region: str, processes_per_trial: int = 1,
+                 parents: Sequence[ParentTuningJob] = ()) -> None:
         self.request = copy.deepcopy(dict(request))
         self.name = str(self.request["HyperParameterTuningJobName"])
         self.region = region
@@ -280,11 +327,13 @@ class TuningJob:
             raise ConfigurationError("objective_metric_name", self.objective_name,
                                      f"has no metric definition ({', '.join(map(str, metrics)) or 'none given'})",
                                      "pass metric_definitions=[{'Name': <objective>, 'Regex': ...}] to the tuner")
-        for key, field in (("WarmStartConfig", "warm_start_config"), ("Autotune", "autotune")):
-            if self.request.get(key):
-                raise ConfigurationError(field, self.request[key], "is not run by local tuning",
-                                         f"tune without {field} here (SageMaker runs it)")
+        if self.request.get("Autotune"):
+            raise ConfigurationError("autotune", self.request["Autotune"], "is not run by local tuning",
+                                     "tune without autotune here (SageMaker runs it)")
         self.strategy = search_strategy(config)
+        self.warm_start = self.request.get("WarmStartConfig") or None
+        self.parents = list(parents)
+        self.learned = self._learn_from_parents() if self.warm_start else 0
         limits = config.get("ResourceLimits") or {}
         self.max_jobs = limits.get("MaxNumberOfTrainingJobs")
         if isinstance(self.strategy, GridSearch):
@@ -308,6 +357,52 @@ class TuningJob:
         self.failure_reason: str | None = None
         self._trials: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+
+    def _learn_from_parents(self) -> int:
+        """Checks a warm start as SageMaker does (1 to 5 parents, each ended, each with this objective) and tells the
+        strategy every parent trial that gave the objective; returns how many it took."""
+        config = self.warm_start
+        names = [p.get("HyperParameterTuningJobName") for p in config.get("ParentHyperParameterTuningJobs") or []]
+        if not 1 <= len(names) <= 5:
+            raise ConfigurationError("warm_start_config", names, "needs 1 to 5 parent tuning jobs",
+                                     "name at most 5 earlier tuning jobs")
+        if config.get("WarmStartType") not in WARM_START_TYPES:
+            raise ConfigurationError("warm_start_config", config.get("WarmStartType"), "is not a warm start type",
+                                     f"use one of {', '.join(WARM_START_TYPES)}")
+        if isinstance(self.strategy, GridSearch):
+            raise ConfigurationError("warm_start_config", names, "is not run by local tuning with strategy 'Grid'",
+                                     "use strategy='Bayesian' (or tune without warm start)")
+        if sorted(p.name for p in self.parents) != sorted(names):
+            raise ConfigurationError("warm_start_config", names, "names tuning jobs that were not found",
+                                     "name tuning jobs run here, into the same output folder")
+        objective = {"MetricName": self.objective_name, "Type": "Maximize" if self.maximize else "Minimize"}
+        learned = 0
+        for parent in self.parents:
+            status = parent.description.get("HyperParameterTuningJobStatus")
+            if status not in ("Completed", "Stopped", "Failed"):
+                raise ConfigurationError(f"warm_start_config[{parent.name!r}]", status, "has not ended",
+                                         "warm-start from tuning jobs that have ended")
+            theirs = (parent.description.get("HyperParameterTuningJobConfig") or {}).get(
+                "HyperParameterTuningJobObjective") or {}
+            if {key: theirs.get(key) for key in objective} != objective:
+                raise ConfigurationError(f"warm_start_config[{parent.name!r}]", theirs, "tuned another objective "
+                                         f"than {objective}", "warm-start from tuning jobs of the same objective")
+            for trial in parent.training_jobs:
+                metric = trial.get("FinalHyperParameterTuningJobObjectiveMetric")
+                if metric is not None:
+                    learned += self.strategy.learn(trial.get("TunedHyperParameters") or {}, float(metric["Value"]))
+        return learned
+
+    def overall_best(self) -> dict[str, Any] | None:
+        """An IDENTICAL_DATA_AND_ALGORITHM warm start's ``OverallBestTrainingJob``: the best of this job's trials and
+        its parents' best ones (None for other jobs, or when none gave the objective)."""
+        if not self.warm_start or self.warm_start.get("WarmStartType") != WARM_START_TYPES[0]:
+            return None
+        sign = 1 if self.maximize else -1
+        candidates = [c for c in [self.best(), *(p.description.get("BestTrainingJob") for p in self.parents)]
+                      if c and c.get("FinalHyperParameterTuningJobObjectiveMetric")]
+        return max(candidates, key=lambda c: sign * float(c["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]),
+                   default=None)
 
     # -- running ------------------------------------------------------------------------------------------------
 
@@ -369,6 +464,12 @@ class TuningJob:
         static = dict(self.request.get("TrainingJobDefinition", {}).get("StaticHyperParameters") or {})
         if self.capped_note:
             out.write(f"[tuning {self.name}] {self.capped_note}\n")
+        if self.warm_start:
+            parents = ", ".join(p.name for p in self.parents)
+            learned = (f"the search learned {self.learned} trial(s) of {parents}" if isinstance(
+                self.strategy, BayesianSearch) else f"Random search draws each trial on its own: {parents} inform "
+                "the overall best only")
+            out.write(f"[tuning {self.name}] warm start ({self.warm_start['WarmStartType']}): {learned}\n")
         deadline = self.created.timestamp() + self.max_runtime if self.max_runtime else None
         running: dict[Future[Any], dict[str, Any]] = {}
         exhausted = False
@@ -449,6 +550,9 @@ class TuningJob:
             answer["HyperParameterTuningEndTime"] = self.ended
         if best is not None:
             answer["BestTrainingJob"] = best
+        overall = self.overall_best()
+        if overall is not None:
+            answer["OverallBestTrainingJob"] = copy.deepcopy(overall)
         if self.failure_reason:
             answer["FailureReason"] = self.failure_reason
         return answer

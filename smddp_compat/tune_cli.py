@@ -36,7 +36,7 @@ from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.s3 import is_s3_uri
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
-from smddp_compat.local_mode.tuning import STRATEGIES, TuningJob
+from smddp_compat.local_mode.tuning import STRATEGIES, WARM_START_TYPES, TuningJob
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "tuning_request"]
@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="trials run at once, as this machine's cores allow (default: 1)")
     tuning.add_argument("--random-seed", type=whole_number, default=None, metavar="N",
                         help="repeat a search's values (Random and Bayesian)")
+    tuning.add_argument("--warm-start", nargs="+", action="extend", default=[], metavar="TUNING_JOB",
+                        help="learn from up to 5 earlier tuning jobs in the same --output folder (their trials "
+                        "inform a Bayesian search)")
+    tuning.add_argument("--warm-start-type", choices=WARM_START_TYPES, default=WARM_START_TYPES[0],
+                        help="IdenticalDataAndAlgorithm (the default: the best trial is also compared with the "
+                        "parents' best) or TransferLearning")
     for option, kind in _RANGE_OPTIONS.items():
         form = "V1,V2,..." if kind == "Categorical" else "MIN:MAX[:SCALING]"
         scaling = "" if kind == "Categorical" else " (SCALING: Auto, Linear, Logarithmic" + (
@@ -180,8 +186,12 @@ def tuning_request(args: argparse.Namespace, spec: JobSpec) -> dict[str, Any]:
               if name not in tuned}
     definition = {"StaticHyperParameters": static, **{key: value for key, value in spec.request_params(
         "local_process").items() if key in ("AlgorithmSpecification", "InputDataConfig", "StoppingCondition")}}
-    return {"HyperParameterTuningJobName": _tuning_job_name(args, spec), "HyperParameterTuningJobConfig": config,
-            "TrainingJobDefinition": definition}
+    request = {"HyperParameterTuningJobName": _tuning_job_name(args, spec), "HyperParameterTuningJobConfig": config,
+               "TrainingJobDefinition": definition}
+    if args.warm_start:
+        request["WarmStartConfig"] = {"WarmStartType": args.warm_start_type, "ParentHyperParameterTuningJobs": [
+            {"HyperParameterTuningJobName": name} for name in args.warm_start]}
+    return request
 
 
 def _table(job: TuningJob, folder: str, out: IO[str]) -> None:
@@ -202,6 +212,11 @@ def _table(job: TuningJob, folder: str, out: IO[str]) -> None:
         value = best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]
         out.write(f"best trial {best['TrainingJobName']}: {job.objective_name}={value:g}; its model: "
                   f"{os.path.join(folder, best['TrainingJobName'], 'output', 'model.tar.gz')}\n")
+    overall = job.overall_best()
+    if overall is not None and overall["TrainingJobName"] != (best or {}).get("TrainingJobName"):
+        value = overall["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]
+        out.write(f"best of the parents' (better): {overall['TrainingJobName']} of {overall.get('TuningJobName')}: "
+                  f"{job.objective_name}={value:g}\n")
     out.write(f"tuning job {job.name}: {job.status}"
               + (f": {job.failure_reason}" if job.failure_reason else "")
               + f"; {os.path.join(folder, 'tuning-job.json')}\n")

@@ -155,7 +155,8 @@ def test_a_tuning_job_name_in_use_is_refused_before_any_trial(estimator, tmp_pat
 
 
 @pytest.mark.timeout(600)
-def test_the_readme_main_job_tuned_learning_rate_and_batch_size(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("strategy", ["Random", "Bayesian"])
+def test_the_readme_main_job_tuned_learning_rate_and_batch_size(tmp_path: Path, capsys, strategy: str) -> None:
     """The README's main job (smddp_mnist.py on MNIST, SMDDP), short and on one host of one process (so that 2 trials
     fit this machine's cores at once): 6 trials, 2 at a time, its learning rate and batch size tuned for held-out
     accuracy; the best trial's model is on disk."""
@@ -174,7 +175,7 @@ def test_the_readme_main_job_tuned_learning_rate_and_batch_size(tmp_path: Path, 
         {"learning-rate": ContinuousParameter(0.0005, 0.01, scaling_type="Logarithmic"),
          "batch-size": CategoricalParameter([32, 64])},
         metric_definitions=[{"Name": "test_accuracy", "Regex": r"test_accuracy=([0-9.]+)"}],
-        max_jobs=6, max_parallel_jobs=2, strategy="Random", random_seed=1)
+        max_jobs=6, max_parallel_jobs=2, strategy=strategy, random_seed=1)
     tuner.fit()
     described = tuner.describe()
     assert described["TrainingJobStatusCounters"]["Completed"] == 6, described["TrainingJobStatusCounters"]
@@ -201,3 +202,20 @@ def test_a_local_process_estimator_with_a_session_of_its_own_is_refused_before_a
     tuner = _tuner(estimator, {"lr": CategoricalParameter([0.1])}, strategy="Grid")
     with pytest.raises(ConfigurationError, match="sagemaker_session.*leave sagemaker_session out"):
         tuner.fit()
+
+
+def test_the_sdks_warm_start_tuner_learns_from_the_tuning_job_before_it(estimator, tmp_path: Path, capsys) -> None:
+    from sagemaker.tuner import ContinuousParameter
+
+    parent = _tuner(estimator, {"lr": ContinuousParameter(0.001, 0.1)}, max_jobs=3, strategy="Random", random_seed=2)
+    parent.fit(job_name="parent-1")
+    child = parent.identical_dataset_and_algorithm_tuner()  # the SDK's own warm start: parents={"parent-1"}
+    child.max_jobs, child.strategy = 2, "Bayesian"  # (Random draws each trial on its own: nothing to learn)
+    child.metric_definitions = METRICS  # the SDK does not carry them over (a framework estimator's job needs them)
+    child.fit(job_name="child-1")
+    assert "the search learned 3 trial(s) of parent-1" in capsys.readouterr().out
+    described = child.describe()
+    assert described["WarmStartConfig"]["WarmStartType"] == "IdenticalDataAndAlgorithm"
+    candidates = [parent.describe()["BestTrainingJob"], described["BestTrainingJob"]]
+    best = min(candidates, key=lambda job: job["FinalHyperParameterTuningJobObjectiveMetric"]["Value"])
+    assert described["OverallBestTrainingJob"]["TrainingJobName"] == best["TrainingJobName"]

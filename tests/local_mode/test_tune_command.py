@@ -64,3 +64,36 @@ def test_a_grid_over_a_script_runs_each_trial_and_names_the_best(tmp_path: Path)
         assert model.extractfile("model.txt").read() == b"lr=0.04 layers=1"  # type: ignore[union-attr]
     log = (folder / best[0] / "logs" / "algo-1.log").read_text()
     assert "objective=val_loss data=['rows.csv']" in log  # SageMaker's objective hyperparameter, the channel
+
+
+def _tune(cwd: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", "tune", "train.py",
+         "--metric", "val_loss=val_loss=([0-9.]+)", "--objective", "val_loss", "--objective-type", "Minimize",
+         "--channel", f"train={cwd / 'data'}", "--output", "out", *options],
+        cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_a_warm_start_learns_from_an_earlier_tuning_job_in_the_same_folder(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rows.csv").write_text("1\n")
+    first = _tune(tmp_path, "--continuous", "lr=0.001:0.4", "--strategy", "Random", "--max-jobs", "3",
+                  "--random-seed", "5", "--job-name", "first")
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = _tune(tmp_path, "--continuous", "lr=0.001:0.4", "--strategy", "Bayesian", "--max-jobs", "2",
+                   "--warm-start", "first", "--job-name", "second")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "warm start (IdenticalDataAndAlgorithm): the search learned 3 trial(s) of first" in second.stdout
+    parent = json.loads((tmp_path / "out" / "first" / "tuning-job.json").read_text())
+    child = json.loads((tmp_path / "out" / "second" / "tuning-job.json").read_text())
+    values = [parent["BestTrainingJob"], child["BestTrainingJob"]]
+    best = min(values, key=lambda job: job["FinalHyperParameterTuningJobObjectiveMetric"]["Value"])
+    assert child["OverallBestTrainingJob"]["TrainingJobName"] == best["TrainingJobName"]
+    trials = json.loads((tmp_path / "out" / "second" / "training-jobs.json").read_text())["TrainingJobSummaries"]
+    assert len(trials) == 2
+
+    missing = _tune(tmp_path, "--continuous", "lr=0.001:0.4", "--warm-start", "nowhere", "--job-name", "third")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr
+    assert "warm_start_config='nowhere': is not a tuning job run here" in missing.stderr
+    assert not (tmp_path / "out" / "third").exists()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from smddp_compat.errors import ConfigurationError
-from smddp_compat.local_mode.tuning import ParameterRange, TuningJob, parameter_ranges
+from smddp_compat.local_mode.tuning import ParameterRange, ParentTuningJob, TuningJob, parameter_ranges
 
 
 def _request(ranges: Mapping[str, Any], strategy: str = "Random", max_jobs: int = 6, parallel: int = 1,
@@ -149,3 +149,75 @@ def test_the_answers_have_sagemakers_shapes() -> None:
     assert names == sorted(names, reverse=True) and all(n.startswith("tune-1-00") for n in names)  # newest first
     assert described["TrainingJobStatusCounters"] == {"Completed": 3, "InProgress": 0, "RetryableError": 0,
                                                       "NonRetryableError": 0, "Stopped": 0}
+
+
+# -- warm start ---------------------------------------------------------------------------------------------------
+
+_LR = {"ContinuousParameterRanges": [{"Name": "lr", "MinValue": "0", "MaxValue": "1"}]}
+
+
+def _parent(name: str = "first", objective: str = "Minimize") -> ParentTuningJob:
+    """An ended Random tuning job of 5 trials, loss |lr - 0.3|."""
+    request = {**_request(_LR, max_jobs=5, RandomSeed=7), "HyperParameterTuningJobName": name}
+    request["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]["Type"] = objective
+    job = TuningJob(request, region="us-east-1")
+    job.run(_trial(lambda hp: abs(float(hp["lr"]) - 0.3)), stream=io.StringIO())
+    return ParentTuningJob(name, job.describe(), job.training_job_summaries())
+
+
+def _warm(parents: list[ParentTuningJob], names: list[str] | None = None, strategy: str = "Bayesian",
+          warm_type: str = "IdenticalDataAndAlgorithm", ranges: Mapping[str, Any] = _LR) -> TuningJob:
+    request = {**_request(ranges, strategy=strategy, max_jobs=2, RandomSeed=3), "WarmStartConfig": {
+        "WarmStartType": warm_type, "ParentHyperParameterTuningJobs": [
+            {"HyperParameterTuningJobName": n} for n in (names if names is not None else [p.name for p in parents])]}}
+    return TuningJob(request, region="us-east-1", parents=parents)
+
+
+def test_a_warm_start_teaches_the_search_its_parents_trials_and_compares_their_best() -> None:
+    parent = _parent()
+    narrower = {"ContinuousParameterRanges": [{"Name": "lr", "MinValue": "0", "MaxValue": "0.5"}]}
+    inside = [t for t in parent.training_jobs if float(t["TunedHyperParameters"]["lr"]) <= 0.5]
+    assert 0 < len(inside) < 5  # the seed gives trials on both sides of the new range
+    job = _warm([parent], ranges=narrower)
+    assert job.learned == len(inside)  # those outside today's range cannot be placed
+    out = io.StringIO()
+    job.run(_trial(lambda hp: 10 + float(hp["lr"])), stream=out)  # every new trial worse than the parent's best
+    assert f"warm start (IdenticalDataAndAlgorithm): the search learned {len(inside)} trial(s) of first" in \
+        out.getvalue()
+    assert len(job.strategy._study.trials) == len(inside) + 2  # type: ignore[attr-defined]
+    described = job.describe()
+    assert described["WarmStartConfig"]["ParentHyperParameterTuningJobs"] == [{"HyperParameterTuningJobName": "first"}]
+    assert described["BestTrainingJob"]["TuningJobName"] == "tune-1"  # this job's own best
+    assert described["OverallBestTrainingJob"] == parent.description["BestTrainingJob"]  # the parent's was better
+
+
+def test_a_transfer_learning_warm_start_has_no_overall_best() -> None:
+    job = _warm([_parent()], warm_type="TransferLearning")
+    job.run(_trial(lambda hp: float(hp["lr"])), stream=io.StringIO())
+    assert "OverallBestTrainingJob" not in job.describe()
+
+
+@pytest.mark.parametrize("case, named", [
+    ("grid", "is not run by local tuning with strategy 'Grid'"),
+    ("six parents", "needs 1 to 5 parent tuning jobs"),
+    ("not found", "names tuning jobs that were not found"),
+    ("other objective", "tuned another objective"),
+    ("not ended", "has not ended"),
+])
+def test_a_warm_start_sagemaker_refuses_is_refused_before_any_trial(case: str, named: str) -> None:
+    parent = _parent()
+    if case == "grid":
+        make = lambda: _warm([parent], strategy="Grid", ranges={  # noqa: E731
+            "CategoricalParameterRanges": [{"Name": "lr", "Values": ["0.1"]}]})
+    elif case == "six parents":
+        make = lambda: _warm([parent], names=[f"p{i}" for i in range(6)])  # noqa: E731
+    elif case == "not found":
+        make = lambda: _warm([], names=["first"])  # noqa: E731
+    elif case == "other objective":
+        make = lambda: _warm([_parent(objective="Maximize")])  # noqa: E731
+    else:
+        running = ParentTuningJob("first", {**parent.description, "HyperParameterTuningJobStatus": "InProgress"},
+                                  parent.training_jobs)
+        make = lambda: _warm([running])  # noqa: E731
+    with pytest.raises(ConfigurationError, match=named):
+        make()

@@ -98,3 +98,33 @@ def test_an_objective_without_a_metric_definition_is_refused_before_any_trial(tm
         tune_local(tuner, output_path=str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
     assert tuner.latest_tuning_job is None
+
+
+def test_a_warm_start_from_an_earlier_local_tuning_job(tmp_path: Path) -> None:
+    from sagemaker.core.parameter import ContinuousParameter
+    from sagemaker.core.shapes import HyperParameterTuningJobWarmStartConfig, ParentHyperParameterTuningJob
+    from sagemaker.train.tuner import HyperparameterTuner
+
+    from smddp_compat.estimators.sdk3 import tune_local
+
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "train.py").write_text("import sys\nlr = float(sys.argv[sys.argv.index('--lr') + 1])\n"
+                                     "print(f'val_loss={abs(lr - 0.03):.6f}')\n")
+    metrics = [{"Name": "val_loss", "Regex": r"val_loss=([0-9.]+)"}]
+
+    def tuner(**kwargs):
+        return HyperparameterTuner(_trainer(source, "train.py"), "val_loss", {"lr": ContinuousParameter(0.001, 0.1)},
+                                   metric_definitions=metrics, objective_type="Minimize", **kwargs)
+
+    parent = tune_local(tuner(strategy="Random", max_jobs=3, random_seed=4), output_path=str(tmp_path / "out"),
+                        job_name="parent-1")
+    warm = HyperParameterTuningJobWarmStartConfig(
+        parent_hyper_parameter_tuning_jobs=[ParentHyperParameterTuningJob(hyper_parameter_tuning_job_name="parent-1")],
+        warm_start_type="IdenticalDataAndAlgorithm")
+    child = tune_local(tuner(strategy="Bayesian", max_jobs=2, warm_start_config=warm),
+                       output_path=str(tmp_path / "out"), job_name="child-1")
+    assert child.training_job_status_counters.completed == 2
+    bests = [parent.best_training_job, child.best_training_job]
+    best = min(bests, key=lambda job: job.final_hyper_parameter_tuning_job_objective_metric.value)
+    assert child.overall_best_training_job.training_job_name == best.training_job_name
