@@ -36,7 +36,8 @@ from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.name_values import decode_value, parse_name_values
 
-__all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT"]
+__all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT",
+           "add_environment_and_metrics", "run_reporting_errors"]
 
 DEMO_ENTRY_POINT = "smddp_mnist.py"
 _DEMO_HOSTS = 2
@@ -104,14 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         max_run_default=DEFAULT_MAX_RUN,
     )
     more = parser.add_argument_group("more options of smddp local")
-    more.add_argument(
-        "--env", nargs="+", action="extend", default=[], metavar="NAME=VALUE", help="extra environment variables"
-    )
-    more.add_argument(
-        "--metric", nargs="+", action="extend", default=[], metavar="NAME=REGEX",
-        help="a metric read from the logs, as SageMaker's MetricDefinitions: its last value is in the summary "
-        "(the regex's first group captures it; repeatable)",
-    )
+    add_environment_and_metrics(more, metric_help="its last value is in the summary")
     more.add_argument("--checkpoint-dir", metavar="DIR", help="folder shared as every host's checkpoints folder")
     more.add_argument("--work-dir", metavar="DIR", help="keep the hosts' /opt/ml trees here (default: temporary)")
     more.add_argument(
@@ -151,6 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
                       "waits them, billed); the answer says so in Twin.Warnings. Default: cut when "
                       "SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1 is in the environment, kept otherwise")
     return parser
+
+
+def add_environment_and_metrics(group: argparse._ArgumentGroup, *, metric_help: str) -> None:
+    """``--env`` and ``--metric``, as ``smddp local`` and ``smddp tune`` take them (``metric_help``: what the
+    command does with a metric)."""
+    group.add_argument("--env", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
+                       help="extra environment variables")
+    group.add_argument("--metric", nargs="+", action="extend", default=[], metavar="NAME=REGEX",
+                       help=f"a metric read from the logs, as SageMaker's MetricDefinitions: {metric_help} (the "
+                       "regex's first group captures it; repeatable)")
 
 
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
@@ -222,19 +226,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{result.failure_reason or 'stopped'}", file=sys.stderr)
         return result.exit_code
 
-    return _run_reporting_errors(run)
+    return run_reporting_errors(run)
 
 
-def _run_reporting_errors(job: Callable[[], int]) -> int:
-    """Runs ``job`` and returns its exit code; a configuration error prints and gives 2, any other error of the
-    kit's prints and gives 1."""
+def run_reporting_errors(job: Callable[[], int], prog: str = "smddp local") -> int:
+    """Runs ``job`` and returns its exit code; a configuration error prints (``prog: error: ...``) and gives 2, any
+    other error of the kit's prints and gives 1."""
     try:
         return job()
     except kit_errors.ConfigurationError as exc:
-        print(f"smddp local: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     except kit_errors.SmddpError as exc:
-        print(f"smddp local: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
 
 
@@ -266,7 +270,7 @@ def _run_in_twin(args: argparse.Namespace) -> int:
         print(json.dumps(result.describe(), indent=2, default=str))
         return result.exit_code
 
-    return _run_reporting_errors(run)
+    return run_reporting_errors(run)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -292,7 +296,7 @@ def _replay(args: argparse.Namespace) -> int:
         print(json.dumps(result.describe(), indent=2, default=str))
         return result.exit_code
 
-    return _run_reporting_errors(replay)
+    return run_reporting_errors(replay)
 
 
 def _described_request(job_name: str) -> Any:

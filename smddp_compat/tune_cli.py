@@ -31,7 +31,7 @@ from smddp_compat.cli_help import help_texts
 from smddp_compat.estimators import run_tuning_job
 from smddp_compat.job_options import add_job_options
 from smddp_compat.launcher import whole_number
-from smddp_compat.local_cli import spec_from_args
+from smddp_compat.local_cli import add_environment_and_metrics, run_reporting_errors, spec_from_args
 from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.s3 import is_s3_uri
@@ -41,7 +41,6 @@ from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "tuning_request"]
 
-_USAGE_ERROR = 2
 _EXIT_CODES = [
     ("0", "the tuning job completed: some trial gave the objective"),
     ("1", "no trial gave the objective, or an error of the kit's (the message says which)"),
@@ -92,11 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         max_run_default=DEFAULT_MAX_RUN,
     )
     more = parser.add_argument_group("more options of every trial (as smddp local's)")
-    more.add_argument("--env", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
-                      help="extra environment variables")
-    more.add_argument("--metric", nargs="+", action="extend", default=[], metavar="NAME=REGEX",
-                      help="a metric read from the logs, as SageMaker's MetricDefinitions (the regex's first group "
-                      "captures it; repeatable); the objective must be one")
+    add_environment_and_metrics(more, metric_help="the objective must be one")
     more.add_argument("--show-logs", action="store_true",
                       help="print the trials' output as they run (each trial's logs are kept in its folder anyway)")
     tuning = parser.add_argument_group("the tuning job (as SageMaker's CreateHyperParameterTuningJob)")
@@ -258,11 +253,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     args.checkpoint_dir = args.work_dir = None  # not options of a tuning job: each trial's are its own
     args.tuning_job_name, args.job_name = args.job_name, None  # --job-name names the tuning job; trials their own
-    try:
-        return _run(args)
-    except kit_errors.ConfigurationError as exc:
-        print(f"smddp tune: error: {exc}", file=sys.stderr)
-        return _USAGE_ERROR
-    except kit_errors.SmddpError as exc:
-        print(f"smddp tune: error: {exc}", file=sys.stderr)
-        return 1
+    return run_reporting_errors(lambda: _run(args), "smddp tune")
