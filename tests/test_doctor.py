@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -90,9 +91,9 @@ def test_doctor_passes_here_and_never_prints_a_credential(docker_env: dict[str, 
     code, output, lines = _doctor(env=env)
     seconds = time.monotonic() - started
     assert code == 0, output
-    assert set(lines) == {"tensorflow", "keras", "tf-keras", "horovod", "mpirun", "gpus", "docker", "image", "sdk",
-                          "sdk-v3", "test-tools", "aws-region", "aws-credentials", "datasets"}, output
-    for name in (*REQUIRED, "docker", "aws-region", "aws-credentials"):
+    assert set(lines) == {"tensorflow", "keras", "tf-keras", "horovod", "mpirun", "job-network", "gpus", "docker",
+                          "image", "sdk", "sdk-v3", "test-tools", "aws-region", "aws-credentials", "datasets"}, output
+    for name in (*REQUIRED, "job-network", "docker", "aws-region", "aws-credentials"):
         assert _status(lines[name]) == "ok", output
     assert "2.21" in lines["tensorflow"] and "Keras 3." in lines["keras"], output
     assert "gloo yes" in lines["horovod"] and "mpi yes" in lines["horovod"] and "nccl " in lines["horovod"], output
@@ -173,6 +174,20 @@ def test_sdk3_is_required_only_under_ci(tmp_path: Path) -> None:
     assert code == 0 and _status(lines["sdk-v3"]) == "ok" and "optional" in lines["sdk-v3"], output
     code, output, lines = _doctor("--only", "sdk-v3", "--ci", env=env)
     assert code == 1 and "setup_venv.sh" in lines["sdk-v3"], output
+
+
+def test_a_job_network_that_cannot_be_made_is_a_warning_naming_the_fix(tmp_path: Path) -> None:
+    """No slirp4netns on PATH (unshare and nsenter there): local jobs still run, on this machine's network."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("unshare", "nsenter"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    code, output, lines = _doctor("--only", "job-network", env=_env(PATH=str(tools)))
+    assert code == 0 and _status(lines["job-network"]) == "warn", output
+    assert "slirp4netns not found" in lines["job-network"] and "apt-get install util-linux slirp4netns" in output
+    code, output, lines = _doctor("--only", "job-network", env=_env(SMDDP_JOB_NETWORK="host"))
+    assert code == 0 and _status(lines["job-network"]) == "warn", output
+    assert "unset SMDDP_JOB_NETWORK" in output
 
 
 def test_a_probe_past_its_time_limit_fails_with_the_fix() -> None:
