@@ -29,8 +29,10 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO
 
 from smddp_compat.errors import ConfigurationError
 
@@ -136,50 +138,56 @@ def _wait_readable(fd: int, deadline: float) -> bool:
     return remaining > 0 and bool(select.select([fd], [], [], remaining)[0])
 
 
+def _last_line(said: IO[bytes]) -> str:
+    """The last line a helper wrote to its error file (read only when it failed), or ``no answer``."""
+    said.seek(0)
+    lines = said.read(1 << 16).decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "no answer"
+
+
 def _start(python: str) -> OwnNetwork:
-    """Starts the holder and slirp4netns; raises OSError (with what failed) when the namespace cannot be made."""
+    """Starts the holder and slirp4netns; raises OSError (with what failed) when the namespace cannot be made.
+
+    Their standard error goes to a file, never a pipe: a helper that writes after its start must not meet a closed
+    pipe (and die of it) while the job runs.
+    """
     user_namespace = os.geteuid() != 0
     unshare = ["unshare", "--net", *(["--user", "--map-root-user"] if user_namespace else []), "--"]
-    holder = subprocess.Popen(  # noqa: S603 - argv is a list
-        [*unshare, python, "-S", "-I", "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + _READY_SECONDS
-    assert holder.stdout is not None and holder.stderr is not None
-    if not _wait_readable(holder.stdout.fileno(), deadline) or holder.stdout.readline().strip() != b"ready":
-        holder.kill()
-        said = holder.communicate(timeout=_STOP_SECONDS)[1].decode(errors="replace").strip()
-        raise OSError(f"the namespace could not be made: {said.splitlines()[-1] if said else 'no answer'}")
-    holder.stderr.close()
-    ready_read, ready_write = os.pipe()
-    exit_read, exit_write = os.pipe()
-    try:
-        slirp = subprocess.Popen(  # noqa: S603 - argv is a list
-            ["slirp4netns", "--configure", "--mtu=65520",
-             f"--ready-fd={ready_write}", f"--exit-fd={exit_read}",
-             *([f"--userns-path=/proc/{holder.pid}/ns/user"] if user_namespace else []),
-             str(holder.pid), "tap0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            pass_fds=(ready_write, exit_read), start_new_session=True)
-    except OSError:
-        holder.kill()
-        holder.wait()
-        for fd in (ready_read, ready_write, exit_read, exit_write):
-            os.close(fd)
-        raise
-    os.close(ready_write)
-    os.close(exit_read)
-    network = OwnNetwork(holder, slirp, user_namespace, exit_write)
-    try:
-        ready = _wait_readable(ready_read, deadline) and os.read(ready_read, 1) == b"1"
-    finally:
-        os.close(ready_read)
-    if not ready:
-        slirp.kill()
-        network.close()
-        said = slirp.stderr.read().decode(errors="replace").strip() if slirp.stderr is not None else ""
-        raise OSError(f"slirp4netns did not set the namespace up: {said.splitlines()[-1] if said else 'no answer'}")
-    assert slirp.stderr is not None
-    slirp.stderr.close()
+    with tempfile.TemporaryFile() as holder_said, tempfile.TemporaryFile() as slirp_said:
+        holder = subprocess.Popen(  # noqa: S603 - argv is a list
+            [*unshare, python, "-S", "-I", "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=holder_said, start_new_session=True)
+        deadline = time.monotonic() + _READY_SECONDS
+        assert holder.stdout is not None
+        if not _wait_readable(holder.stdout.fileno(), deadline) or holder.stdout.readline().strip() != b"ready":
+            holder.kill()
+            holder.communicate(timeout=_STOP_SECONDS)
+            raise OSError(f"the namespace could not be made: {_last_line(holder_said)}")
+        ready_read, ready_write = os.pipe()
+        exit_read, exit_write = os.pipe()
+        try:
+            slirp = subprocess.Popen(  # noqa: S603 - argv is a list
+                ["slirp4netns", "--configure", "--mtu=65520", f"--ready-fd={ready_write}", f"--exit-fd={exit_read}",
+                 *([f"--userns-path=/proc/{holder.pid}/ns/user"] if user_namespace else []), str(holder.pid), "tap0"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slirp_said,
+                pass_fds=(ready_write, exit_read), start_new_session=True)
+        except OSError:
+            holder.kill()
+            holder.communicate(timeout=_STOP_SECONDS)
+            for fd in (ready_read, ready_write, exit_read, exit_write):
+                os.close(fd)
+            raise
+        os.close(ready_write)
+        os.close(exit_read)
+        network = OwnNetwork(holder, slirp, user_namespace, exit_write)
+        try:
+            ready = _wait_readable(ready_read, deadline) and os.read(ready_read, 1) == b"1"
+        finally:
+            os.close(ready_read)
+        if not ready:
+            slirp.kill()
+            network.close()
+            raise OSError(f"slirp4netns did not set the namespace up: {_last_line(slirp_said)}")
     return network
 
 
