@@ -6,8 +6,8 @@ static hyperparameters and metric definitions, by the tuner's own code), runs it
 each trial the trainer's job with the trial's hyperparameters run as :func:`~.train_local` runs it, then gives the
 tuner the view of the finished tuning job SageMaker gives: ``tuner.latest_tuning_job`` is a
 ``sagemaker.core.resources.HyperParameterTuningJob`` that answers ``refresh()`` and ``wait()`` here, so
-``tuner.best_training_job()``, ``tuner.describe()`` and ``tuner.analytics().dataframe()`` work as after a SageMaker
-tuning job.
+``tuner.best_training_job()`` and ``tuner.describe()`` work as after a SageMaker tuning job, and so does
+``tuner.analytics().dataframe()``, read here (the trainer's own session is left as it was).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import boto3
 from pydantic import PrivateAttr
+from sagemaker.core.analytics import HyperparameterTuningJobAnalytics
 from sagemaker.core.helper.session_helper import Session
 from sagemaker.core.resources import HyperParameterTuningJob
 from sagemaker.core.shapes import MetricDefinition
@@ -104,17 +105,10 @@ def _request(tuner: Any, job_name: str | None, input_data_config: Sequence[Any] 
     return request
 
 
-def _answering_session(trainer: Any, region: str) -> LocalTuningClient:
-    """The client of ``trainer``'s session, made to answer for tuning jobs run here (the tuner's analytics read
-    it); a trainer without a session gets an offline one (a client that is never called for anything else)."""
-    session = trainer.sagemaker_session
-    if session is None:
-        boto_session = boto3.Session(region_name=region)
-        session = Session(boto_session=boto_session, sagemaker_client=boto_session.client("sagemaker"))
-        trainer.sagemaker_session = session
-    if not isinstance(session.sagemaker_client, LocalTuningClient):
-        session.sagemaker_client = LocalTuningClient(session.sagemaker_client)
-    return session.sagemaker_client
+def _answering_client(region: str) -> LocalTuningClient:
+    """A SageMaker client that answers for the tuning jobs run here (the tuner's analytics read through one); its
+    other calls would go to ``region``'s SageMaker, and none is made."""
+    return LocalTuningClient(boto3.Session(region_name=region).client("sagemaker"))
 
 
 def tune_local(
@@ -145,8 +139,9 @@ def tune_local(
         ``objective_status_counters``.
 
     Raises:
-        ConfigurationError: What local tuning cannot run (several trainers, warm start, autotune, an objective
-            without a metric definition, a strategy it has not) or a trainer local runs cannot express.
+        ConfigurationError: What local tuning cannot run (several trainers, autotune, an objective without a
+            metric definition, a strategy it has not, a warm start SageMaker refuses) or a trainer local runs cannot
+            express.
     """
     trainer = tuner.model_trainer
     if trainer is None:
@@ -168,10 +163,14 @@ def tune_local(
             result = run_job(spec, stream=quiet or stream)
         return local_job_description(result, trial)
 
-    client = _answering_session(trainer, region)
+    client = _answering_client(region)
     processes = (trainer.compute.instance_count or 1) * plan_of(trainer).processes_per_host
     job = run_tuning_job(request, run_trial, folder=folder, region=region, processes_per_trial=processes,
                          stream=stream, created=client.add)
     view = _LocalTuningJobView.of(job)
+    # The tuner's analytics read this tuning job through a session of their own: the trainer keeps its session (a
+    # Mode.LOCAL_CONTAINER trainer has none, and must not gain an AWS one).
+    session = Session(boto_session=boto3.Session(region_name=region), sagemaker_client=client)
+    tuner.analytics = lambda: HyperparameterTuningJobAnalytics(job.name, session)
     tuner.latest_tuning_job = view
     return view

@@ -80,6 +80,7 @@ def test_the_readme_main_job_tuned_by_sdk3s_tuner(tmp_path: Path, strategy: str)
     log = (folder / best.training_job_name / "logs" / "algo-1.log").read_text()
     assert "test_accuracy=" in log
     assert trainer.hyperparameters == {"epochs": 1, "max-steps": 12}  # each trial ran a copy
+    assert trainer.sagemaker_session is None  # a LOCAL_CONTAINER trainer gains no AWS session
 
 
 def test_an_objective_without_a_metric_definition_is_refused_before_any_trial(tmp_path: Path) -> None:
