@@ -536,8 +536,8 @@ def run_process_group(
         raise UsageError(
             f"grace must be a positive number of seconds, got {grace!r}: give a finite number > 0, e.g. 5."
         )
-    with private_tmpdir(specs) as (job_specs, job_tmp), contextlib.ExitStack() as stack:
-        network = stack.enter_context(job_network(notice)) if own_network else None
+    with private_tmpdir(specs) as (job_specs, job_tmp), \
+            (job_network(notice) if own_network else contextlib.nullcontext()) as network:
         return _supervise(job_specs, timeout, grace, stream, failure_reason, [job_tmp, *remove_if_killed], network)
 
 
