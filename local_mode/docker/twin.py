@@ -75,6 +75,14 @@ BINDING_POLICY = "OMPI_MCA_hwloc_base_binding_policy"
 _TWIN_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "smddp-twin", "AWS_SECRET_ACCESS_KEY": "smddp-twin"}
 
 
+def failed_exit_code(codes: dict[str, int], failed_host: str | None) -> int:
+    """The exit code a failed job reports: the failed host's own, never that of a host the twin killed after it (137),
+    which may come first in host order; else the first non-zero code; else 1."""
+    if failed_host and codes.get(failed_host):
+        return codes[failed_host]
+    return next((code for code in codes.values() if code), 1)
+
+
 class SageMakerTwin(JobLifecycle):
     """Runs one CreateTrainingJob request as SageMaker would, in containers on this machine (the twin's part of the
     job's lifecycle, :class:`~local_mode.lifecycle.JobLifecycle`).
@@ -288,8 +296,7 @@ class SageMakerTwin(JobLifecycle):
             status, secondary, self._failed_host, codes = self._watch_run(layouts)
         if secondary == "Interrupted":  # stopped between the interruption and the restart
             status, secondary = "Stopped", self._stop_reason or "Stopped"
-        failed = [code for code in codes.values() if code]
-        return JobEnd(status, secondary, exit_code=(failed[0] if failed else 1) if status == FAILED else None,
+        return JobEnd(status, secondary, exit_code=failed_exit_code(codes, self._failed_host) if status == FAILED else None,
                       details={"exit_codes": codes})
 
     def _after_end(self, layouts: dict[str, HostLayout], end: JobEnd) -> None:
