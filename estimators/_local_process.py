@@ -25,6 +25,7 @@ from smddp_compat import contract
 from smddp_compat.estimators._distribution import DistributionPlan
 from smddp_compat.estimators.errors import ConfigurationError, LocalVersionWarning
 from smddp_compat.local_mode.backends import ProcessBackend
+from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 
@@ -199,14 +200,15 @@ def build_job_spec(
     )
 
 
-def run_job(spec: JobSpec, stream: Any = None) -> JobResult:
+def run_job(spec: JobSpec, stream: Any = None, control: JobControl | None = None) -> JobResult:
     """Runs a local_mode job to its end on local mode's process backend and returns its result.
 
     Args:
         spec: The job.
         stream: Where its processes' prefixed output and the summary go (None: standard output).
+        control: The job's stop and metric listener (a tuning job's trial), or None.
     """
-    return ProcessBackend(stream=stream).run(spec)
+    return ProcessBackend(stream=stream).run(spec, control=control)
 
 
 def described_as_sent(result: JobResult, *, role: str | None, image_uri: str | None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import IO, Any
@@ -24,15 +25,18 @@ from typing import IO, Any
 from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, channel_uri
 from smddp_compat.estimators.errors import ConfigurationError, JobError
 from smddp_compat.job_files import read_job_file
+from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.tuning import ParentTuningJob, TrialRunner, TuningJob, tuning_job_arn
 from smddp_compat.name_values import decode_value
 
-__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs", "DESCRIPTION_FILE", "TRAINING_JOBS_FILE"]
+__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs", "DESCRIPTION_FILE", "TRAINING_JOBS_FILE", "CHART_FILE"]
 
 #: Beside a tuning job's trials: its DescribeHyperParameterTuningJob answer, and ListTrainingJobsForHyperParameter-
 #: TuningJob's (every trial: what a warm start from it learns).
 DESCRIPTION_FILE = "tuning-job.json"
 TRAINING_JOBS_FILE = "training-jobs.json"
+#: Beside them: the objective of each trial and the best so far.
+CHART_FILE = "tuning.png"
 _PARENT_FILE_LIMIT = 64 << 20
 
 
@@ -47,8 +51,9 @@ def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder
                    processes_per_trial: int, stream: IO[str] | None = None,
                    created: Callable[[TuningJob], None] | None = None) -> TuningJob:
     """Runs a CreateHyperParameterTuningJob request here to its end and writes its description to
-    ``folder/tuning-job.json``, and its trials to ``folder/training-jobs.json`` (also when it was interrupted). A warm
-    start's parents are read from their folders beside ``folder``.
+    ``folder/tuning-job.json``, its trials to ``folder/training-jobs.json`` and a chart of their objective to
+    ``folder/tuning.png``, then prints the trials' table on ``stream`` (all of it also when it was interrupted). A
+    warm start's parents are read from their folders beside ``folder``.
 
     Args:
         request: The request (one ``TrainingJobDefinition``).
@@ -82,6 +87,11 @@ def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder
                                   (TRAINING_JOBS_FILE, {"TrainingJobSummaries": job.training_job_summaries()})):
             with open(os.path.join(folder, file_name), "w", encoding="utf-8") as out:
                 json.dump(answer, out, indent=2, default=str)
+        chart = os.path.join(folder, CHART_FILE)
+        charted = job.write_chart(chart)
+        printed = stream if stream is not None else sys.stdout
+        printed.write(job.table(folder) + (f"chart: {chart}\n" if charted else ""))
+        printed.flush()
     return job
 
 
@@ -148,7 +158,7 @@ class LocalTuningClient:
         inputs = trial_inputs(definition)
         metric_definitions = definition.get("AlgorithmSpecification", {}).get("MetricDefinitions")
 
-        def run_trial(trial_name: str, hyperparameters: Mapping[str, str]) -> Mapping[str, Any]:
+        def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl) -> Mapping[str, Any]:
             trial = copy.copy(estimator)
             # The tuned values and the objective's name over the estimator's own (the SDK's sagemaker_* ones are
             # what a SageMaker container reads: the local job sets its own).
@@ -159,7 +169,7 @@ class LocalTuningClient:
             with self._lock:
                 self._outputs[trial_name] = folder
             try:
-                trial._fit_local_process(inputs, trial_name)
+                trial._fit_local_process(inputs, trial_name, control=control)
             except JobError:
                 if trial.latest_training_job is None:  # refused before it ran: no record
                     raise

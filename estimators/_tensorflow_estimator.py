@@ -38,6 +38,7 @@ from smddp_compat.estimators._validation import (
 from smddp_compat.estimators.errors import ConfigurationError, JobError, raised_as_estimator_errors
 from smddp_compat.image.cuda import check_image_for_instance_type
 from smddp_compat.instance_types import is_local
+from smddp_compat.local_mode.lifecycle import JobControl
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE", "SDK_V1_ARGUMENT_NAMES", "sdk_config_without_telemetry"]
 
@@ -303,7 +304,7 @@ class TensorFlow(_SdkTensorFlow):
             return self.image_uri or LOCAL_BASE_JOB_NAME
         return super().training_image_uri()
 
-    def _fit_local_process(self, inputs: Any, job_name: str | None) -> Any:
+    def _fit_local_process(self, inputs: Any, job_name: str | None, control: JobControl | None = None) -> Any:
         self.latest_training_job = None
         with raised_as_estimator_errors():  # local_mode's errors leave fit() as the estimators' own
             spec = _local_process.build_job_spec(
@@ -322,7 +323,7 @@ class TensorFlow(_SdkTensorFlow):
                 model_dir=self.model_dir,
             )
             self._current_job_name = spec.job_name
-            self.local_result = _local_process.run_job(spec)
+            self.local_result = _local_process.run_job(spec, control=control)
         self.latest_training_job = self._local_training_job(spec, self.local_result)
         with raised_as_estimator_errors():
             # A failed job raises local_mode's JobFailedError (rank, host, exit code), re-raised as a JobError.

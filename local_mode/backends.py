@@ -19,6 +19,7 @@ from typing import IO, ClassVar
 
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin
+from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.runner import run
 from smddp_compat.local_mode.spec import JobSpec
@@ -39,9 +40,9 @@ class ProcessBackend:
     stream: IO[str] | None = None
     show_tf_logs: bool = False
 
-    def run(self, job: JobSpec) -> JobResult:
+    def run(self, job: JobSpec, control: JobControl | None = None) -> JobResult:
         """Runs the job's H x P processes; see :func:`smddp_compat.local_mode.runner.run`."""
-        return run(job, stream=self.stream, show_tf_logs=self.show_tf_logs)
+        return run(job, stream=self.stream, show_tf_logs=self.show_tf_logs, control=control)
 
 
 @dataclass

@@ -40,10 +40,24 @@ from smddp_compat.local_mode.metrics import MetricDefinition, MetricWatch
 from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult, SecondaryStatusLog, model_location
 from smddp_compat.local_mode.s3 import S3Location, check_s3_destination
 
-__all__ = ["JobEnd", "JobLifecycle"]
+__all__ = ["JobControl", "JobEnd", "JobLifecycle"]
 
 #: Exit codes by secondary status (a failure gives the failed process's or host's own code).
 _EXIT_CODES = {COMPLETED: 0, "MaxRuntimeExceeded": 124}
+
+
+@dataclass
+class JobControl:
+    """A job's handle for whoever runs it from another thread (a tuning job's trials): :meth:`stop` is SageMaker's
+    StopTrainingJob (the job ends ``Stopped``, its artifacts stored), and ``on_metric`` hears each metric value as the
+    job's logs print it (:class:`~local_mode.metrics.MetricWatch`'s ``on_value``)."""
+
+    on_metric: Callable[[str, float], None] | None = None
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+
+    def stop(self) -> None:
+        """Asks the job to stop; it may be called from any thread, before the job starts too."""
+        self.stop_requested.set()
 
 
 @dataclass
@@ -85,12 +99,14 @@ class JobLifecycle:
     _prefix = "[local_mode]"
 
     def __init__(self, job_name: str, destination: Path | S3Location, *,
-                 metric_definitions: tuple[MetricDefinition, ...] = (), compression: str = "GZIP") -> None:
+                 metric_definitions: tuple[MetricDefinition, ...] = (), compression: str = "GZIP",
+                 control: JobControl | None = None) -> None:
         self.job_name = job_name
         self.destination = destination
         self.compression = compression
+        self.control = control if control is not None else JobControl()
         self.statuses = SecondaryStatusLog()
-        self.metrics = MetricWatch(metric_definitions, keep_series=True)
+        self.metrics = MetricWatch(metric_definitions, keep_series=True, on_value=self.control.on_metric)
         self.stream: IO[str] | None = None
         self._phase = "preparing"
         #: Keep the job's tree at the end: a folder the user chose, the twin's ``keep``, or a tree that holds what
@@ -188,6 +204,9 @@ class JobLifecycle:
                 destination_is_ours = True
                 self.statuses.enter("Downloading")
                 layouts = self._prepared(root)
+                if self.control.stop_requested.is_set():  # StopTrainingJob while it downloaded: nothing starts
+                    self._phase = "interrupted"
+                    raise StopSignalled(signal.SIGTERM)
                 end = self._supervise(root, layouts)
                 detected = datetime.now(timezone.utc) if end.status == FAILED else None
                 self._phase = "finishing"
@@ -196,7 +215,9 @@ class JobLifecycle:
                 artifacts = self._store(root, layouts, end)
                 result = self._result(end, artifacts, detected)
         except StopSignalled as stopped:
-            self._say(f"{signal.Signals(stopped.signum).name} before the job started: nothing was left running")
+            asked = self.control.stop_requested.is_set() and stopped.signum == signal.SIGTERM
+            self._say(f"{'asked to stop' if asked else signal.Signals(stopped.signum).name} before the job started: "
+                      "nothing was left running")
             end = JobEnd(STOPPED, exit_code=128 + stopped.signum)
             result = self._result(end, ArtifactPaths(model=None, output=None), None)
         finally:

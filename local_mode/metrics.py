@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, Any
@@ -140,13 +140,17 @@ class MetricWatch:
     Args:
         definitions: The metrics to watch.
         keep_series: Also keep every value seen (:attr:`series`).
+        on_value: Called with ``(metric name, value)`` for each value that becomes the metric's current one (the
+            leading host's, as the final value is chosen), as it is read: a tuning job's early stopping listens here.
 
     Attributes:
         series: ``(when, metric name, value)`` for every value seen, in order (empty unless ``keep_series``).
     """
 
-    def __init__(self, definitions: Sequence[MetricDefinition], *, keep_series: bool = False) -> None:
+    def __init__(self, definitions: Sequence[MetricDefinition], *, keep_series: bool = False,
+                 on_value: Callable[[str, float], None] | None = None) -> None:
         self.definitions = tuple(definitions)
+        self.on_value = on_value
         self.series: list[tuple[datetime, str, float]] = []
         self._keep_series = keep_series
         self._latest: dict[str, tuple[float, datetime, int]] = {}
@@ -161,12 +165,17 @@ class MetricWatch:
         if found:
             seen = when or datetime.now(timezone.utc)
             order = int(host.rpartition("-")[2]) if host and host.rpartition("-")[2].isdigit() else 0
+            current = []
             with self._lock:
                 for name, value in found:
                     if name not in self._latest or order <= self._latest[name][2]:
                         self._latest[name] = (value, seen, order)
+                        current.append((name, value))
                     if self._keep_series:
                         self.series.append((seen, name, value))
+            if self.on_value is not None:
+                for name, value in current:
+                    self.on_value(name, value)
 
     def values(self) -> dict[str, float]:
         """Metric name -> its last value, in the definitions' order (metrics never seen are left out)."""

@@ -52,7 +52,7 @@ from smddp_compat.local_mode.environment import (
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.folder_sync import FolderSync, S3Target, sync_target
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
-from smddp_compat.local_mode.lifecycle import JobEnd, JobLifecycle
+from smddp_compat.local_mode.lifecycle import JobControl, JobEnd, JobLifecycle
 from smddp_compat.local_mode.metrics import MetricTap, check_metric_definitions
 from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult
 from smddp_compat.local_mode.s3 import S3Location, make_s3_client
@@ -129,10 +129,11 @@ class ProcessJob(JobLifecycle):
     """A :class:`~local_mode.spec.JobSpec` run by this machine's processes: the process backend's part of the
     lifecycle (:class:`~local_mode.lifecycle.JobLifecycle`)."""
 
-    def __init__(self, spec: JobSpec, out: IO[str], grace: float, show_tf_logs: bool) -> None:
+    def __init__(self, spec: JobSpec, out: IO[str], grace: float, show_tf_logs: bool,
+                 control: JobControl | None = None) -> None:
         assert spec.job_name is not None
         super().__init__(spec.job_name, job_destination(spec.output_path, spec.job_name),
-                         metric_definitions=check_metric_definitions(spec.metric_definitions))
+                         metric_definitions=check_metric_definitions(spec.metric_definitions), control=control)
         job_network_choice()  # a bad SMDDP_JOB_NETWORK is refused before anything is written
         self.spec = spec
         self.stream = MetricTap(out, self.metrics)
@@ -202,7 +203,7 @@ class ProcessJob(JobLifecycle):
                 specs, timeout=spec.max_run, grace=self.grace, stream=out,
                 failure_reason=lambda failed: read_failure_reason(failure_files[failed.label]),
                 remove_if_killed=[] if self._keep_root else [str(root)],  # this process killed outright
-                own_network=launch.own_network,
+                own_network=launch.own_network, stop=self.control.stop_requested,
             )
         reason = _with_script_error(group, failure_files) or None
         if group.ok:
@@ -243,7 +244,8 @@ class ProcessJob(JobLifecycle):
 
 
 def run(
-    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, show_tf_logs: bool = False
+    spec: JobSpec, *, stream: IO[str] | None = None, grace: float = _GRACE_SECONDS, show_tf_logs: bool = False,
+    control: JobControl | None = None,
 ) -> JobResult:
     """Runs a training job on this machine as SageMaker would run it on H hosts of P processes.
 
@@ -253,6 +255,8 @@ def run(
         grace: Seconds between SIGTERM and SIGKILL when the processes are stopped.
         show_tf_logs: Also show TensorFlow's C++ log lines in ``stream`` (by default they go to the per-host log
             files only, unless the job's environment sets ``TF_CPP_MIN_LOG_LEVEL``).
+        control: The job's handle for a caller in another thread (a tuning job): a stop that ends the job
+            ``Stopped`` as StopTrainingJob does, and a listener of its metrics.
 
     Returns:
         The job's result; it does not raise when the job fails (see :meth:`JobResult.raise_for_status`).
@@ -263,7 +267,7 @@ def run(
         smddp_compat.errors.LaunchError: A process could not be started (the others were stopped).
     """
     out: IO[str] = ConsoleStream(stream if stream is not None else sys.stdout)  # type: ignore[assignment]
-    return ProcessJob(spec, out, grace, show_tf_logs).run()
+    return ProcessJob(spec, out, grace, show_tf_logs, control).run()
 
 
 # What sagemaker-training's output watcher looks for to start the ErrorMessage of a failed script (process.watch,

@@ -11,6 +11,14 @@ SageMaker's semantics (developer guide, "How Hyperparameter Tuning Works" and "D
 - ``Random``: each trial's values drawn independently (``RandomSeed`` makes the draws repeatable); ``Grid``:
   categorical ranges only, every combination once, in order, ``MaxNumberOfTrainingJobs`` defaulting to their count;
   ``Bayesian``: Optuna's TPE sampler (SageMaker's own Bayesian model is not public: the trials it picks differ);
+  ``Hyperband``: Optuna's Hyperband pruner over randomly drawn values (SageMaker's own Hyperband is not public:
+  which trials it stops differs), each value of the objective a trial prints one epoch (its resource), a trial
+  stopped once it printed ``MaxResource`` values (given, or read from the static ``epochs``, ``numepochs``,
+  ``n-epochs``, ``n_epochs`` or ``num_epochs``) and never before ``MinResource``;
+- early stopping (``TrainingJobEarlyStoppingType`` ``Auto``, "Stop Training Jobs Early"): after each epoch (each value
+  of the objective a trial prints), a trial whose value is worse than the median of the running averages of the
+  ended trials' values up to that epoch is stopped (:mod:`~local_mode.early_stopping`);
+- a trial stopped early (by either) ends ``Stopped`` and its last value is its objective;
 - each trial gets the static and tuned hyperparameters and ``_tuning_objective_metric``; its objective is the
   objective metric's final value (``FinalMetricDataList``: the last value its ``MetricDefinitions`` regex found);
 - a failed trial is counted (``TrainingJobStatusCounters.NonRetryableError``, ``ObjectiveStatusCounters.Failed``,
@@ -28,8 +36,10 @@ import json
 import math
 import os
 import random
+import statistics
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -37,22 +47,29 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from smddp_compat import contract
+from smddp_compat.local_mode.early_stopping import MedianStoppingRule, hyperband_resources
 from smddp_compat.local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.lifecycle import JobControl
 
 __all__ = [
-    "STRATEGIES", "ParameterRange", "parameter_ranges", "SearchStrategy", "search_strategy", "TuningJob",
+    "TrialControl", "STRATEGIES", "ParameterRange", "parameter_ranges", "SearchStrategy", "search_strategy", "TuningJob",
     "tuning_job_arn", "TrialRunner", "ParentTuningJob", "WARM_START_TYPES",
 ]
 
-STRATEGIES = ("Bayesian", "Random", "Grid")
+STRATEGIES = ("Bayesian", "Random", "Grid", "Hyperband")
 _SCALINGS = ("Auto", "Linear", "Logarithmic", "ReverseLogarithmic")
 _RANGE_KINDS = {"ContinuousParameterRanges": "Continuous", "IntegerParameterRanges": "Integer",
                 "CategoricalParameterRanges": "Categorical"}
 _POLL_SECONDS = 1.0
 
-#: Runs one training job: its name and its hyperparameters (strings, static ones, tuned ones and
-#: ``_tuning_objective_metric``) -> its DescribeTrainingJob answer. An exception counts as a failed job.
-TrialRunner = Callable[[str, Mapping[str, str]], Mapping[str, Any]]
+#: The handle a trial's job is run with (:class:`~local_mode.lifecycle.JobControl`): the tuning job stops it early
+#: (or on Ctrl-C) and hears its metrics through it.
+TrialControl = JobControl
+
+#: Runs one training job: its name, its hyperparameters (strings, static ones, tuned ones and
+#: ``_tuning_objective_metric``) and the control to run it with -> its DescribeTrainingJob answer. An exception
+#: counts as a failed job.
+TrialRunner = Callable[[str, Mapping[str, str], JobControl], Mapping[str, Any]]
 
 #: CreateHyperParameterTuningJob's ``WarmStartConfig.WarmStartType`` values.
 WARM_START_TYPES = ("IdenticalDataAndAlgorithm", "TransferLearning")
@@ -162,8 +179,12 @@ class SearchStrategy:
     def suggest(self) -> dict[str, str] | None:
         raise NotImplementedError
 
-    def observe(self, values: Mapping[str, str], objective: float | None) -> None:
-        """Learns a trial's objective (None: the trial gave none)."""
+    def observe(self, values: Mapping[str, str], objective: float | None, stopped_early: bool = False) -> None:
+        """Learns a trial's objective (None: the trial gave none; ``stopped_early``: its last value before a stop)."""
+
+    def intermediate(self, values: Mapping[str, str], epoch: int, value: float) -> bool:
+        """Learns a running trial's objective at ``epoch`` (1, 2, ...); returns whether the strategy stops it."""
+        return False
 
     def learn(self, values: Mapping[str, str], objective: float) -> bool:
         """Learns an earlier tuning job's trial (warm start); returns whether it was taken (Random learns nothing:
@@ -202,22 +223,37 @@ class GridSearch(SearchStrategy):
         return None if combination is None else dict(zip((r.name for r in self.ranges), combination))
 
 
+def _optuna(strategy: str) -> Any:
+    """Optuna, the Bayesian and Hyperband strategies' library (imported only when one is asked for: it is an extra)."""
+    try:
+        import optuna
+    except ImportError:
+        raise ConfigurationError("strategy", strategy, "needs Optuna, which is not installed",
+                                 "pip install 'smddp-compat[tune]' (or bash setup.sh), or use strategy='Random'")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
 class BayesianSearch(SearchStrategy):
     """Optuna's TPE sampler over the ranges (log-scaled ones searched in log space; a reverse-logarithmic value x
     as 1 - x in log space); failed trials are told as failed."""
 
+    _name = "Bayesian"
+
     def __init__(self, ranges: Sequence[ParameterRange], seed: int | None, maximize: bool) -> None:
-        try:
-            import optuna  # the Bayesian strategy's own library, imported only when it is asked for
-        except ImportError:
-            raise ConfigurationError("strategy", "Bayesian", "needs Optuna, which is not installed",
-                                     "pip install 'smddp-compat[tune]' (or bash setup.sh), or use strategy='Random'")
+        optuna = _optuna(self._name)
         super().__init__(ranges)
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         self._study = optuna.create_study(direction="maximize" if maximize else "minimize",
-                                          sampler=optuna.samplers.TPESampler(seed=seed))
+                                          sampler=self._sampler(seed), pruner=self._pruner())
         self._asked: dict[str, Any] = {}
+        self._asked_lock = threading.Lock()
+
+    def _sampler(self, seed: int | None) -> Any:
+        return self._optuna.samplers.TPESampler(seed=seed)
+
+    def _pruner(self) -> Any:
+        return self._optuna.pruners.NopPruner()
 
     def suggest(self) -> dict[str, str]:
         trial = self._study.ask()
@@ -232,7 +268,8 @@ class BayesianSearch(SearchStrategy):
                                                        log=r.scaling == "Logarithmic"))
             else:
                 values[r.name] = repr(trial.suggest_float(r.name, r.low, r.high, log=r.scaling == "Logarithmic"))
-        self._asked[json.dumps(values, sort_keys=True)] = trial
+        with self._asked_lock:
+            self._asked[json.dumps(values, sort_keys=True)] = trial
         return values
 
     def _point(self, r: ParameterRange, text: str) -> tuple[Any, Any] | None:
@@ -263,22 +300,54 @@ class BayesianSearch(SearchStrategy):
             distributions={name: point[0] for name, point in points.items()}, value=objective))  # type: ignore[index]
         return True
 
-    def observe(self, values: Mapping[str, str], objective: float | None) -> None:
-        trial = self._asked.pop(json.dumps(dict(values), sort_keys=True), None)
+    def observe(self, values: Mapping[str, str], objective: float | None, stopped_early: bool = False) -> None:
+        with self._asked_lock:
+            trial = self._asked.pop(json.dumps(dict(values), sort_keys=True), None)
         if trial is None:
             return
-        if objective is None:
+        if stopped_early:
+            self._study.tell(trial, state=self._optuna.trial.TrialState.PRUNED)
+        elif objective is None:
             self._study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
         else:
             self._study.tell(trial, objective)
 
 
-def search_strategy(config: Mapping[str, Any]) -> SearchStrategy:
-    """The strategy of a ``HyperParameterTuningJobConfig`` (``Strategy``, ``ParameterRanges``, ``RandomSeed``).
+class HyperbandSearch(BayesianSearch):
+    """Hyperband: values drawn at random (Optuna's random sampler), trials stopped by Optuna's Hyperband pruner from
+    their objective at each epoch, between ``min_resource`` and ``max_resource`` epochs (successive halving in
+    brackets, reduction factor 3)."""
+
+    _name = "Hyperband"
+
+    def __init__(self, ranges: Sequence[ParameterRange], seed: int | None, maximize: bool, min_resource: int,
+                 max_resource: int) -> None:
+        self.min_resource, self.max_resource = min_resource, max_resource
+        super().__init__(ranges, seed, maximize)
+
+    def _sampler(self, seed: int | None) -> Any:
+        return self._optuna.samplers.RandomSampler(seed=seed)
+
+    def _pruner(self) -> Any:
+        return self._optuna.pruners.HyperbandPruner(min_resource=self.min_resource, max_resource=self.max_resource)
+
+    def intermediate(self, values: Mapping[str, str], epoch: int, value: float) -> bool:
+        with self._asked_lock:
+            trial = self._asked.get(json.dumps(dict(values), sort_keys=True))
+        if trial is None:
+            return False
+        trial.report(value, epoch)
+        return epoch >= self.min_resource and trial.should_prune()
+
+
+def search_strategy(config: Mapping[str, Any], static: Mapping[str, str] | None = None) -> SearchStrategy:
+    """The strategy of a ``HyperParameterTuningJobConfig`` (``Strategy``, ``ParameterRanges``, ``RandomSeed``,
+    ``StrategyConfig``), ``static`` the training job definition's ``StaticHyperParameters`` (Hyperband's epochs).
 
     Raises:
-        ConfigurationError: A strategy other than Bayesian, Random or Grid (``Hyperband`` is not run here yet), or a
-            range refused by :func:`parameter_ranges`.
+        ConfigurationError: A strategy other than Bayesian, Random, Grid or Hyperband, a range refused by
+            :func:`parameter_ranges`, or Hyperband's resources refused by
+            :func:`~local_mode.early_stopping.hyperband_resources`.
     """
     name = config.get("Strategy", "Bayesian")
     if name not in STRATEGIES:
@@ -289,8 +358,10 @@ def search_strategy(config: Mapping[str, Any]) -> SearchStrategy:
         return GridSearch(ranges)
     if name == "Random":
         return RandomSearch(ranges, seed)
-    objective = config.get("HyperParameterTuningJobObjective") or {}
-    return BayesianSearch(ranges, seed, objective.get("Type", "Maximize") == "Maximize")
+    maximize = (config.get("HyperParameterTuningJobObjective") or {}).get("Type", "Maximize") == "Maximize"
+    if name == "Hyperband":
+        return HyperbandSearch(ranges, seed, maximize, *hyperband_resources(config, static or {}))
+    return BayesianSearch(ranges, seed, maximize)
 
 
 def _now() -> datetime:
@@ -330,7 +401,7 @@ class TuningJob:
         if self.request.get("Autotune"):
             raise ConfigurationError("autotune", self.request["Autotune"], "is not run by local tuning",
                                      "tune without autotune here (SageMaker runs it)")
-        self.strategy = search_strategy(config)
+        self.strategy = search_strategy(config, definition.get("StaticHyperParameters") or {})
         self.warm_start = self.request.get("WarmStartConfig") or None
         self.parents = list(parents)
         self.learned = self._learn_from_parents() if self.warm_start else 0
@@ -347,9 +418,10 @@ class TuningJob:
         self.capped_note = (f"max_parallel_jobs={requested}: this machine runs {self.parallel} trial(s) at once "
                             f"({cores} core(s), {processes_per_trial} process(es) a trial)"
                             if self.parallel < requested else None)
-        if config.get("TrainingJobEarlyStoppingType") == "Auto":
-            note = "early_stopping_type='Auto': trials are not stopped early here (each runs to its end)"
-            self.capped_note = f"{self.capped_note}; {note}" if self.capped_note else note
+        early = config.get("TrainingJobEarlyStoppingType", "Off")
+        if early not in ("Off", "Auto"):
+            raise ConfigurationError("early_stopping_type", early, "is not an early stopping type", "use 'Off' or 'Auto'")
+        self.early_stopping = MedianStoppingRule(self.maximize) if early == "Auto" else None
         self.max_runtime = limits.get("MaxRuntimeInSeconds")
         self.created = _now()
         self.ended: datetime | None = None
@@ -357,6 +429,12 @@ class TuningJob:
         self.failure_reason: str | None = None
         self._trials: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        #: Per trial: its objective's value at each epoch so far; why it was stopped early; its control.
+        self._epochs: dict[str, list[float]] = {}
+        self._stopped_early: dict[str, str] = {}
+        self._controls: dict[str, JobControl] = {}
+        self._outcomes: dict[str, Mapping[str, Any] | BaseException] = {}
+        self._durations: list[float] = []
 
     def _learn_from_parents(self) -> int:
         """Checks a warm start as SageMaker does (1 to 5 parents, each ended, each with this objective) and tells the
@@ -424,7 +502,9 @@ class TuningJob:
         summary["TrainingJobStatus"] = described.get("TrainingJobStatus", "Failed")
         summary.setdefault("TrainingEndTime", _now())
         final = {m["MetricName"]: m["Value"] for m in described.get("FinalMetricDataList") or []}
-        if summary["TrainingJobStatus"] == "Completed" and self.objective_name in final:
+        ended_well = summary["TrainingJobStatus"] == "Completed" or (
+            summary["TrainingJobStatus"] == "Stopped" and summary["TrainingJobName"] in self._stopped_early)
+        if ended_well and self.objective_name in final:
             summary["ObjectiveStatus"] = "Succeeded"
             summary["FinalHyperParameterTuningJobObjectiveMetric"] = {
                 "Type": "Maximize" if self.maximize else "Minimize", "MetricName": self.objective_name,
@@ -448,18 +528,111 @@ class TuningJob:
         result = (f"{self.objective_name}={metric['Value']:g}" if metric else
                   f"{summary['TrainingJobStatus']}, no {self.objective_name}"
                   + (f" ({' | '.join(summary['FailureReason'][:160].splitlines())})" if summary.get("FailureReason") else ""))
+        early = self._stopped_early.get(summary["TrainingJobName"])
+        if early is not None:
+            result += f" (stopped early: {early})"
         best = self.best()
         best_text = (f"best {best['FinalHyperParameterTuningJobObjectiveMetric']['Value']:g} "
                      f"({best['TrainingJobName']})" if best else "no best yet")
         out.write(f"[tuning {self.name}] trial {index}/{self.max_jobs} {summary['TrainingJobName']}: {values} -> "
-                  f"{result}; {best_text}\n")
+                  f"{result}; {best_text}{self._time_left()}\n")
         out.flush()
+
+    def _time_left(self) -> str:
+        """``; ~N min left`` from the trials' mean time so far and the trials still to run, ``parallel`` at once
+        (empty when nothing is left or no trial ended yet)."""
+        with self._lock:
+            left = (self.max_jobs or 0) - len(self._durations)
+            durations = list(self._durations)
+        if left <= 0 or not durations:
+            return ""
+        seconds = statistics.fmean(durations) * math.ceil(left / self.parallel)
+        return f"; ~{seconds / 60:.1f} min left" if seconds >= 60 else f"; ~{seconds:.0f} s left"
+
+    def _heard(self, trial: str, values: Mapping[str, str], control: JobControl, metric: str, value: float) -> None:
+        """A value of one of a running trial's metrics: each value of the objective is an epoch, which the strategy
+        (Hyperband), ``MaxResource`` or the early-stopping rule may stop the trial at."""
+        if metric != self.objective_name or not math.isfinite(value):
+            return
+        with self._lock:
+            epochs = self._epochs.setdefault(trial, [])
+            epochs.append(value)
+            mine = list(epochs)
+            ended = [list(self._epochs.get(t["TrainingJobName"], ())) for t in self._trials
+                     if t["TrainingJobStatus"] != "InProgress"]
+        why = None
+        if self.strategy.intermediate(values, len(mine), value):
+            why = f"Hyperband at epoch {len(mine)}"
+        elif isinstance(self.strategy, HyperbandSearch) and len(mine) >= self.strategy.max_resource:
+            why = f"MaxResource ({self.strategy.max_resource} epochs) reached"
+        elif self.early_stopping is not None and self.early_stopping.should_stop(mine, ended):
+            why = f"epoch {len(mine)}: {value:g} is worse than the median of the earlier trials' running averages"
+        if why is not None and trial not in self._stopped_early:
+            with self._lock:
+                self._stopped_early[trial] = why
+            control.stop()
+
+    def _start(self, pool: ThreadPoolExecutor, run_trial: TrialRunner, static: Mapping[str, str],
+               values: Mapping[str, str]) -> tuple[Future[Any], dict[str, Any]]:
+        """Starts one trial in ``pool``: its summary recorded, its control made (stopped early through it)."""
+        summary = self._summary(self._trial_name(len(self._trials) + 1, values), values)
+        name = summary["TrainingJobName"]
+        control = JobControl()
+        control.on_metric = lambda metric, value: self._heard(name, values, control, metric, value)
+        with self._lock:
+            self._trials.append(summary)
+            self._controls[name] = control
+        hyperparameters = {**static, **values, contract.TUNING_OBJECTIVE_METRIC: self.objective_name}
+        return pool.submit(self._timed, run_trial, name, hyperparameters, control), summary
+
+    def _timed(self, run_trial: TrialRunner, name: str, hyperparameters: Mapping[str, str],
+               control: JobControl) -> None:
+        """Runs one trial in a worker thread; its DescribeTrainingJob (or what it raised) is kept for :meth:`_ended`."""
+        started = time.monotonic()
+        outcome: Mapping[str, Any] | BaseException
+        try:
+            outcome = run_trial(name, hyperparameters, control)
+        except Exception as exc:  # noqa: BLE001 - a failed trial, counted as SageMaker counts it
+            outcome = exc
+        with self._lock:
+            self._durations.append(time.monotonic() - started)
+            self._outcomes[name] = outcome
+
+    def _interrupted(self, pool: ThreadPoolExecutor, out: IO[str]) -> None:
+        """Ctrl-C, wherever the loop was: every trial not yet recorded is asked to stop, those that never started are
+        dropped, and the others are recorded once they stopped (each within its grace period)."""
+        self.status, self.failure_reason = "Stopped", "interrupted (Ctrl-C): the running trials were stopped"
+        with self._lock:
+            unfinished = [t for t in self._trials if t["TrainingJobStatus"] == "InProgress"]
+        out.write(f"[tuning {self.name}] interrupted: stopping {len(unfinished)} running trial(s); the ended ones "
+                  "are kept\n")
+        out.flush()
+        for summary in unfinished:
+            self._controls[summary["TrainingJobName"]].stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for summary in unfinished:
+            if summary["TrainingJobName"] in self._outcomes:
+                self._ended(summary, out)
+            else:  # cancelled before it started
+                with self._lock:
+                    self._trials.remove(summary)
+
+    def _ended(self, summary: dict[str, Any], out: IO[str]) -> None:
+        """Records an ended trial, tells the strategy, and prints its line."""
+        with self._lock:
+            self._finish(summary, self._outcomes[summary["TrainingJobName"]])
+            del self._outcomes[summary["TrainingJobName"]]
+        metric = summary.get("FinalHyperParameterTuningJobObjectiveMetric")
+        self.strategy.observe(summary["TunedHyperParameters"], metric["Value"] if metric else None,
+                              stopped_early=summary["TrainingJobName"] in self._stopped_early)
+        self._progress(summary, out)
 
     def run(self, run_trial: TrialRunner, stream: IO[str] | None = None) -> None:
         """Runs the trials: up to ``max_jobs``, ``parallel`` at once, each given its values by the strategy and
         told to it when it ends; a line per ended trial on ``stream`` (None: standard output). A trial that fails
         or raises is counted and the search goes on. The job ends ``Completed`` (``Failed`` when no trial gave an
-        objective); it ends ``Stopped`` when interrupted, keeping the trials that ended."""
+        objective). Ctrl-C (KeyboardInterrupt) stops the running trials (each ends ``Stopped``, its artifacts
+        stored), keeps the ended ones, ends the job ``Stopped`` and is raised again."""
         out = stream if stream is not None else sys.stdout
         static = dict(self.request.get("TrainingJobDefinition", {}).get("StaticHyperParameters") or {})
         if self.capped_note:
@@ -484,27 +657,16 @@ class TuningJob:
                         if values is None:
                             exhausted = True
                             break
-                        summary = self._summary(self._trial_name(len(self._trials) + 1, values), values)
-                        with self._lock:
-                            self._trials.append(summary)
-                        hyperparameters = {**static, **values, contract.TUNING_OBJECTIVE_METRIC: self.objective_name}
-                        running[pool.submit(run_trial, summary["TrainingJobName"], hyperparameters)] = summary
+                        future, summary = self._start(pool, run_trial, static, values)
+                        running[future] = summary
                     exhausted = exhausted or len(self._trials) >= self.max_jobs
                     if not running:
                         break
                     done, _ = wait(list(running), timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
                     for future in done:
-                        summary = running.pop(future)
-                        error = future.exception()
-                        with self._lock:
-                            self._finish(summary, error if error is not None else future.result())
-                        metric = summary.get("FinalHyperParameterTuningJobObjectiveMetric")
-                        self.strategy.observe(summary["TunedHyperParameters"], metric["Value"] if metric else None)
-                        self._progress(summary, out)
+                        self._ended(running.pop(future), out)
             except KeyboardInterrupt:
-                self.status, self.failure_reason = "Stopped", "interrupted (Ctrl-C)"
-                for future in running:
-                    future.cancel()
+                self._interrupted(pool, out)
                 raise
             finally:
                 self.ended = _now()
@@ -513,6 +675,70 @@ class TuningJob:
             if self.status == "Failed":
                 self.failure_reason = (f"no training job gave the objective metric {self.objective_name!r} "
                                        f"({len(self._trials)} ran): see their FailureReason and logs")
+
+    # -- the end's table and chart ----------------------------------------------------------------------------------
+
+    def table(self, folder: str) -> str:
+        """The trials as a table, oldest first, the best one marked ``*``, then the best trial's model (in ``folder``,
+        the tuning job's), the parents' better one (a warm start) and the job's end."""
+        trials = self.training_job_summaries()[::-1]
+        best = self.best()
+        names = sorted({name for trial in trials for name in trial["TunedHyperParameters"]})
+        rows = [["", "trial", *names, "status", self.objective_name or "objective"]]
+        for trial in trials:
+            metric = trial.get("FinalHyperParameterTuningJobObjectiveMetric")
+            rows.append(["*" if best is not None and trial["TrainingJobName"] == best["TrainingJobName"] else "",
+                         trial["TrainingJobName"], *(str(trial["TunedHyperParameters"].get(n, "")) for n in names),
+                         trial["TrainingJobStatus"], f"{metric['Value']:g}" if metric else "-"])
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+        if best is not None:
+            value = best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]
+            lines.append(f"best trial {best['TrainingJobName']}: {self.objective_name}={value:g}; its model: "
+                         f"{os.path.join(folder, best['TrainingJobName'], 'output', 'model.tar.gz')}")
+        overall = self.overall_best()
+        if overall is not None and overall["TrainingJobName"] != (best or {}).get("TrainingJobName"):
+            value = overall["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]
+            lines.append(f"best of the parents' (better): {overall['TrainingJobName']} of "
+                         f"{overall.get('TuningJobName')}: {self.objective_name}={value:g}")
+        lines.append(f"tuning job {self.name}: {self.status}" + (f": {self.failure_reason}" if self.failure_reason
+                                                                   else ""))
+        return "\n".join(lines) + "\n"
+
+    def write_chart(self, path: str) -> bool:
+        """Writes a PNG of the objective of each trial (in start order; a hollow mark for a trial stopped early) and
+        the best so far; returns False, writing nothing, when no trial gave the objective."""
+        trials = self.training_job_summaries()[::-1]
+        points = [(i, t["FinalHyperParameterTuningJobObjectiveMetric"]["Value"], t["TrainingJobName"] in
+                   self._stopped_early) for i, t in enumerate(trials, 1)
+                  if t.get("FinalHyperParameterTuningJobObjectiveMetric")]
+        if not points:
+            return False
+        import matplotlib  # a plotting library is a heavy import: only when a chart is drawn
+        matplotlib.use("Agg")
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=(7, 4))
+        axes = figure.subplots()
+        pick = max if self.maximize else min
+        best, bests = None, []
+        for _, value, _ in points:
+            best = value if best is None else pick(best, value)
+            bests.append(best)
+        full = [(i, v) for i, v, early in points if not early]
+        early = [(i, v) for i, v, stopped in points if stopped]
+        if full:
+            axes.scatter(*zip(*full), label="trial")
+        if early:
+            axes.scatter(*zip(*early), facecolors="none", edgecolors="tab:blue", label="trial stopped early")
+        axes.step([i for i, _, _ in points], bests, where="post", color="tab:orange", label="best so far")
+        axes.set_xlabel("trial")
+        axes.set_ylabel(f"{self.objective_name} ({'maximize' if self.maximize else 'minimize'})")
+        axes.set_title(f"tuning job {self.name} ({self.request['HyperParameterTuningJobConfig'].get('Strategy', 'Bayesian')})")
+        axes.legend()
+        figure.tight_layout()
+        figure.savefig(path)
+        return True
 
     # -- answers ------------------------------------------------------------------------------------------------
 

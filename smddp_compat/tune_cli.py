@@ -3,13 +3,15 @@
 It takes ``smddp local``'s job options (the job every trial runs, with the trial's values over its hyperparameters)
 plus what SageMaker's CreateHyperParameterTuningJob takes: the ranges (``--continuous``, ``--integer``,
 ``--categorical``), the objective (one of the ``--metric`` definitions, read from each trial's logs as SageMaker reads
-it), the strategy and the limits. The search is local tuning's (:mod:`smddp_compat.local_mode.tuning`: Random, Grid,
-or Bayesian through Optuna), run as the SDKs' tuners run it here (:func:`smddp_compat.estimators.run_tuning_job`).
-Every trial is kept under ``OUTPUT/<tuning job>/<trial>/`` (logs, model, output), beside ``tuning-job.json`` (the
-tuning job's DescribeHyperParameterTuningJob answer); a table of the trials and the best one end the output.
+it), the strategy, early stopping and the limits. The search is local tuning's (:mod:`smddp_compat.local_mode.tuning`:
+Random, Grid, or Bayesian and Hyperband through Optuna), run as the SDKs' tuners run it here
+(:func:`smddp_compat.estimators.run_tuning_job`). Every trial is kept under ``OUTPUT/<tuning job>/<trial>/`` (logs,
+model, output), beside ``tuning-job.json`` (the tuning job's DescribeHyperParameterTuningJob answer) and
+``tuning.png`` (each trial's objective and the best so far); a table of the trials and the best one end the output.
 
 Exit codes: 0 the tuning job completed (some trial gave the objective); 1 no trial did, or an error of the kit's;
-2 a usage or configuration error (nothing was started); 130 interrupted (the ended trials are kept).
+2 a usage or configuration error (nothing was started); 130 interrupted (Ctrl-C: the running trials are stopped, the
+ended ones kept).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from smddp_compat import contract
 from smddp_compat import errors as kit_errors
@@ -36,7 +38,8 @@ from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.s3 import is_s3_uri
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
-from smddp_compat.local_mode.tuning import STRATEGIES, WARM_START_TYPES, TuningJob
+from smddp_compat.local_mode.lifecycle import JobControl
+from smddp_compat.local_mode.tuning import STRATEGIES, WARM_START_TYPES
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "tuning_request"]
@@ -45,7 +48,7 @@ _EXIT_CODES = [
     ("0", "the tuning job completed: some trial gave the objective"),
     ("1", "no trial gave the objective, or an error of the kit's (the message says which)"),
     ("2", "a usage or configuration error: nothing was started"),
-    ("130", "interrupted (Ctrl-C): no further trial starts; the ended ones are kept"),
+    ("130", "interrupted (Ctrl-C): the running trials are stopped (each ends Stopped); the ended ones are kept"),
 ]
 #: SageMaker's rule for a tuning job's name (CreateHyperParameterTuningJob: 1 to 32 characters).
 _TUNING_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,31}$")
@@ -99,7 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     tuning.add_argument("--objective-type", choices=("Maximize", "Minimize"), default="Maximize",
                         help="whether a larger or a smaller objective is better (default: Maximize)")
     tuning.add_argument("--strategy", choices=STRATEGIES, default="Bayesian",
-                        help="how trials' values are chosen (default: Bayesian, through Optuna's TPE)")
+                        help="how trials' values are chosen (default: Bayesian, through Optuna's TPE; Hyperband: "
+                        "random values, trials stopped by Optuna's Hyperband pruner)")
+    tuning.add_argument("--early-stopping", choices=("Off", "Auto"), default="Off",
+                        help="Auto: stop a trial whose objective at an epoch is worse than the median of the earlier "
+                        "trials' running averages (SageMaker's rule; each printed objective value is an epoch)")
+    tuning.add_argument("--max-resource", type=whole_number, default=None, metavar="EPOCHS",
+                        help="Hyperband: a trial's most epochs (default: the static epochs hyperparameter)")
+    tuning.add_argument("--min-resource", type=whole_number, default=None, metavar="EPOCHS",
+                        help="Hyperband: epochs before a trial may be stopped (default: 1)")
     tuning.add_argument("--max-jobs", type=whole_number, default=None, metavar="N",
                         help="how many trials (default: 4; Grid: every combination)")
     tuning.add_argument("--max-parallel-jobs", type=whole_number, default=1, metavar="N",
@@ -177,6 +188,15 @@ def tuning_request(args: argparse.Namespace, spec: JobSpec) -> dict[str, Any]:
     }
     if args.random_seed is not None:
         config["RandomSeed"] = args.random_seed
+    if args.early_stopping != "Off":
+        config["TrainingJobEarlyStoppingType"] = args.early_stopping
+    resources = {key: value for key, value in (("MinResource", args.min_resource), ("MaxResource", args.max_resource))
+                 if value is not None}
+    if resources:
+        if args.strategy != "Hyperband":
+            raise kit_errors.ConfigurationError("--max-resource/--min-resource", resources, "are Hyperband's",
+                                                "add --strategy Hyperband, or leave them out")
+        config["StrategyConfig"] = {"HyperbandStrategyConfig": resources}
     static = {name: value for name, value in contract.encode_hyperparameters(spec.hyperparameters).items()
               if name not in tuned}
     definition = {"StaticHyperParameters": static, **{key: value for key, value in spec.request_params(
@@ -189,35 +209,6 @@ def tuning_request(args: argparse.Namespace, spec: JobSpec) -> dict[str, Any]:
     return request
 
 
-def _table(job: TuningJob, folder: str, out: IO[str]) -> None:
-    """The trials, oldest first, the best one marked, then where its model is."""
-    trials = job.training_job_summaries()[::-1]
-    best = job.best()
-    names = sorted({name for trial in trials for name in trial["TunedHyperParameters"]})
-    rows = [["", "trial", *names, "status", job.objective_name or "objective"]]
-    for trial in trials:
-        metric = trial.get("FinalHyperParameterTuningJobObjectiveMetric")
-        rows.append(["*" if best is not None and trial["TrainingJobName"] == best["TrainingJobName"] else "",
-                     trial["TrainingJobName"], *(str(trial["TunedHyperParameters"].get(n, "")) for n in names),
-                     trial["TrainingJobStatus"], f"{metric['Value']:g}" if metric else "-"])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        out.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() + "\n")
-    if best is not None:
-        value = best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]
-        out.write(f"best trial {best['TrainingJobName']}: {job.objective_name}={value:g}; its model: "
-                  f"{os.path.join(folder, best['TrainingJobName'], 'output', 'model.tar.gz')}\n")
-    overall = job.overall_best()
-    if overall is not None and overall["TrainingJobName"] != (best or {}).get("TrainingJobName"):
-        value = overall["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]
-        out.write(f"best of the parents' (better): {overall['TrainingJobName']} of {overall.get('TuningJobName')}: "
-                  f"{job.objective_name}={value:g}\n")
-    out.write(f"tuning job {job.name}: {job.status}"
-              + (f": {job.failure_reason}" if job.failure_reason else "")
-              + f"; {os.path.join(folder, 'tuning-job.json')}\n")
-    out.flush()
-
-
 def _run(args: argparse.Namespace) -> int:
     base = spec_from_args(args)
     if is_s3_uri(base.output_path):
@@ -227,24 +218,19 @@ def _run(args: argparse.Namespace) -> int:
     folder = os.path.abspath(os.path.join(base.output_path, request["HyperParameterTuningJobName"]))
     out = sys.stdout
 
-    def run_trial(trial_name: str, hyperparameters: Mapping[str, str]) -> Mapping[str, Any]:
+    def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl) -> Mapping[str, Any]:
         trial = dataclasses.replace(base, job_name=trial_name, output_path=folder, hyperparameters={
             name: decode_value(value) for name, value in hyperparameters.items()})
         with contextlib.ExitStack() as stack:
             stream = out if args.show_logs else stack.enter_context(open(os.devnull, "w"))
-            return ProcessBackend(stream=stream).run(trial).describe()
+            return ProcessBackend(stream=stream).run(trial, control=control).describe()
 
-    holder: list[TuningJob] = []
     try:
         job = run_tuning_job(request, run_trial, folder=folder, region=default_region(),
-                             processes_per_trial=base.instance_count * base.processes_per_host, stream=out,
-                             created=holder.append)
+                             processes_per_trial=base.instance_count * base.processes_per_host, stream=out)
     except KeyboardInterrupt:
-        if holder:
-            _table(holder[0], folder, out)
-        print("smddp tune: interrupted: no further trial started; the ended ones are kept", file=sys.stderr)
+        print("smddp tune: interrupted: the running trials were stopped; the ended ones are kept", file=sys.stderr)
         return 128 + 2
-    _table(job, folder, out)
     return 0 if job.status == "Completed" else 1
 
 

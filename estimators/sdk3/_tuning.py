@@ -155,12 +155,12 @@ def tune_local(
         default_region()
     metrics = request["TrainingJobDefinition"]["AlgorithmSpecification"]["MetricDefinitions"]
 
-    def run_trial(trial_name: str, hyperparameters: Mapping[str, str]) -> Mapping[str, Any]:
+    def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl) -> Mapping[str, Any]:
         trial = _trial_trainer(trainer, hyperparameters, metrics)
         spec = build_local_spec(trial, input_data_config, output_path=folder, job_name=trial_name)
         with contextlib.ExitStack() as stack:
             quiet = None if logs else stack.enter_context(open(os.devnull, "w"))
-            result = run_job(spec, stream=quiet or stream)
+            result = run_job(spec, stream=quiet or stream, control=control)
         return local_job_description(result, trial)
 
     client = _answering_client(region)

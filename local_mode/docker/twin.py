@@ -48,7 +48,7 @@ from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ChannelError, ConfigurationError
 from smddp_compat.local_mode.folder_sync import FolderSync, sync_target
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
-from smddp_compat.local_mode.lifecycle import JobEnd, JobLifecycle
+from smddp_compat.local_mode.lifecycle import JobControl, JobEnd, JobLifecycle
 from smddp_compat.local_mode.metrics import watchable_definitions
 from smddp_compat.local_mode.outcome import FAILED, JobResult
 from smddp_compat.local_mode.s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
@@ -112,6 +112,8 @@ class SageMakerTwin(JobLifecycle):
             Not SageMaker's behaviour, which keeps them: the answer lists it under ``Twin.Warnings``. None: cut
             when ``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1`` is in this process's environment (a default for every twin
             job of a shell or a test run), kept otherwise.
+        control: The job's handle for a caller in another thread (a tuning job): its stop is :meth:`stop`'s, its
+            metric listener hears the job's metrics as they are printed.
 
     Raises:
         ConfigurationError: A setting is out of range, ``checkpoints`` is given for a request without
@@ -138,6 +140,7 @@ class SageMakerTwin(JobLifecycle):
         checkpoints: str | None = None,
         interrupt_after: float | None = None,
         short_toolkit_waits: bool | None = None,
+        control: JobControl | None = None,
     ) -> None:
         timings = [("stop_grace", stop_grace), ("checkpoint_sync_seconds", checkpoint_sync_seconds)]
         if interrupt_after is not None:
@@ -155,7 +158,7 @@ class SageMakerTwin(JobLifecycle):
             "AlgorithmSpecification.MetricDefinitions",
         )
         super().__init__(name, job_destination(self.output, name), metric_definitions=definitions,
-                         compression=request.compression)
+                         compression=request.compression, control=control)
         self.stream = ConsoleStream(stream) if stream is not None else None  # type: ignore[assignment]
         self.checkpoint_source, self.checkpoint_target = self._checkpoint_locations(checkpoints)
         self.tensorboard_target = self._job_folder("tensorboard") if self.request.tensorboard_s3 is not None else None
@@ -172,7 +175,7 @@ class SageMakerTwin(JobLifecycle):
         self.job_id = f"{name[:40].lower()}-{uuid.uuid4().hex[:6]}"
         self.docker = TwinEngine(self.engine, self.job_id)
         self._stop_reason: str | None = None
-        self._stop_requested = threading.Event()
+        self._stop_requested = self.control.stop_requested  # StopTrainingJob: stop(), or the job's control
         self._kill_now = threading.Event()
         self.started = threading.Event()
         self._checkpoint_sync: FolderSync | None = None  # made with the request's S3 client, in run()

@@ -262,12 +262,14 @@ def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None,
                   stream: IO[str] | None = None, failure_reason: Callable[[ProcessSpec], str | None] | None = None,
                   mpirun_log: str | None = None, extra_mca: Mapping[str, str] | None = None,
                   python: str = sys.executable, console_hides: Callable[[str], bool] | None = None,
-                  remove_if_killed: Sequence[str] = (), own_network: bool = True) -> GroupResult:
+                  remove_if_killed: Sequence[str] = (), own_network: bool = True,
+                  stop: threading.Event | None = None) -> GroupResult:
     """Runs the ranks under one mpirun on this machine: all succeed, or all are stopped.
 
     Args:
         specs: One spec per rank, in rank order (all on this machine).
-        timeout, grace, stream, failure_reason: As for :func:`run_process_group` (the failed process is a rank).
+        timeout, grace, stream, failure_reason, stop: As for :func:`run_process_group` (the failed process is a
+            rank).
         mpirun_log: Log file of mpirun's own lines, or None.
         extra_mca: Open MPI settings added to :data:`MPIRUN_TUNING`.
         python: The interpreter that runs the per-rank wrapper (one with smddp_compat importable).
@@ -310,7 +312,7 @@ def run_mpi_group(specs: Sequence[ProcessSpec], *, timeout: float | None = None,
             )
             group = run_process_group([mpirun], timeout=timeout, grace=grace, stream=stream,
                                       remove_if_killed=[directory, job_tmp, shared_memory, *remove_if_killed],
-                                      own_network=own_network)
+                                      own_network=own_network, stop=stop)
         finally:
             _kill_rank_groups(directory, len(specs))
             shutil.rmtree(directory, ignore_errors=True)

@@ -498,6 +498,7 @@ def run_process_group(
     failure_reason: Callable[[ProcessSpec], str | None] | None = None,
     remove_if_killed: Sequence[str] = (),
     own_network: bool = False,
+    stop: threading.Event | None = None,
 ) -> GroupResult:
     """Runs processes as one job: all succeed, or all are stopped.
 
@@ -515,6 +516,8 @@ def run_process_group(
             is reachable from the job only, never from another machine. For processes that all run on this
             machine and reach no server of the launcher's; where no such network can be made, they run on this
             machine's network and a warning says why.
+        stop: Set from another thread to stop the group as a SIGTERM to this launcher would (SageMaker's
+            StopTrainingJob: the group ends ``interrupted`` by SIGTERM, its reason saying it was asked to stop).
 
     Returns:
         How the group ended. A stop signal while the group is stopped (after a failure, after the time limit,
@@ -538,12 +541,22 @@ def run_process_group(
         )
     with private_tmpdir(specs) as (job_specs, job_tmp), \
             (job_network(notice) if own_network else contextlib.nullcontext()) as network:
-        return _supervise(job_specs, timeout, grace, stream, failure_reason, [job_tmp, *remove_if_killed], network)
+        return _supervise(job_specs, timeout, grace, stream, failure_reason, [job_tmp, *remove_if_killed], network,
+                          stop)
+
+
+def _asked_to_stop(stop: threading.Event | None, signals: list[int]) -> bool:
+    """Whether ``stop`` was set; if so, notes it in ``signals`` as the SIGTERM it stands for."""
+    if stop is None or not stop.is_set():
+        return False
+    signals.append(signal.SIGTERM)
+    return True
 
 
 def _supervise(specs: Sequence[ProcessSpec], timeout: float | None, grace: float, stream: IO[str] | None,
                failure_reason: Callable[[ProcessSpec], str | None] | None,
-               remove_if_killed: Sequence[str], network: OwnNetwork | None) -> GroupResult:
+               remove_if_killed: Sequence[str], network: OwnNetwork | None,
+               stop: threading.Event | None) -> GroupResult:
     """:func:`run_process_group`'s work, its arguments checked, each process given the job's temporary folder and
     started in ``network`` (None: this machine's)."""
     console = ConsoleStream(stream if stream is not None else sys.stdout)
@@ -570,10 +583,10 @@ def _supervise(specs: Sequence[ProcessSpec], timeout: float | None, grace: float
     try:
         try:
             for spec in specs:
-                if signals:
+                if signals or _asked_to_stop(stop, signals):
                     break  # asked to stop: start no more
                 group.append(_start(spec, console, lifeline, network))
-            while not signals:
+            while not signals and not _asked_to_stop(stop, signals):
                 live = 0
                 for running in group:
                     code = running.popen.poll()
@@ -624,6 +637,8 @@ def _supervise(specs: Sequence[ProcessSpec], timeout: float | None, grace: float
         reason += memory_note(oom_kills, failed_result.returncode)
     elif timed_out:
         reason = f"the job exceeded its time limit of {timeout:g} s and was stopped"
+    elif interrupted is not None and stop is not None and stop.is_set() and interrupted == signal.SIGTERM:
+        reason = "the job was asked to stop (StopTrainingJob) and stopped"
     elif interrupted is not None:
         reason = f"the job was interrupted by {signal.Signals(interrupted).name} and stopped"
     if cut is not None:

@@ -29,7 +29,7 @@ def _request(ranges: Mapping[str, Any], strategy: str = "Random", max_jobs: int 
 
 
 def _trial(loss_of: Any) -> Any:
-    def run(name: str, hyperparameters: Mapping[str, str]) -> Mapping[str, Any]:
+    def run(name: str, hyperparameters: Mapping[str, str], control: Any) -> Mapping[str, Any]:
         loss = loss_of(hyperparameters)
         if loss is None:
             raise RuntimeError("the script failed")
@@ -221,3 +221,139 @@ def test_a_warm_start_sagemaker_refuses_is_refused_before_any_trial(case: str, n
         make = lambda: _warm([running])  # noqa: E731
     with pytest.raises(ConfigurationError, match=named):
         make()
+
+
+# -- early stopping, Hyperband, Ctrl-C, the end's table and chart -----------------------------------------------------
+
+def _epochs_trial(curve: Any) -> Any:
+    """A trial that prints its objective once per epoch (``curve(hyperparameters)``, a list) through its control, as
+    a job's log lines reach the metric reader, and ends ``Stopped`` when it was asked to stop."""
+    def run(name: str, hyperparameters: Mapping[str, str], control: Any) -> Mapping[str, Any]:
+        last = None
+        for value in curve(hyperparameters):
+            if control.stop_requested.is_set():
+                break
+            control.on_metric("loss", value)
+            last = value
+        status = "Stopped" if control.stop_requested.is_set() else "Completed"
+        return {"TrainingJobStatus": status, "FinalMetricDataList": [{"MetricName": "loss", "Value": last}]}
+    return run
+
+
+def test_auto_early_stopping_stops_a_trial_worse_than_the_median_of_the_earlier_running_averages() -> None:
+    curves = {"1": [1.0, 1.0, 1.0, 1.0], "2": [0.5, 0.5, 0.5, 0.5], "3": [0.9, 5.0, 5.0, 5.0]}
+    job = TuningJob(_request({"CategoricalParameterRanges": [{"Name": "x", "Values": ["1", "2", "3"]}]},
+                             strategy="Grid", TrainingJobEarlyStoppingType="Auto"), region="us-east-1")
+    out = io.StringIO()
+    job.run(_epochs_trial(lambda hp: curves[hp["x"]]), stream=out)
+    trials = {t["TunedHyperParameters"]["x"]: t for t in job.training_job_summaries()}
+    # x=2 is better than x=1 at each epoch: it runs on; x=3 is better at epoch 1 (0.9 < median 0.75? no: worse
+    # than 0.75 but the median of the running averages of 1.0 and 0.5 is 0.75, and 0.9 > 0.75): stopped at once.
+    assert trials["1"]["TrainingJobStatus"] == trials["2"]["TrainingJobStatus"] == "Completed"
+    assert trials["3"]["TrainingJobStatus"] == "Stopped"
+    assert trials["3"]["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == 0.9  # its last value
+    described = job.describe()
+    assert described["TrainingJobStatusCounters"]["Stopped"] == 1
+    assert described["BestTrainingJob"]["TunedHyperParameters"] == {"x": "2"}
+    assert "stopped early: epoch 1: 0.9 is worse than the median" in out.getvalue()
+
+
+def test_the_median_rule_compares_running_averages_up_to_the_same_epoch() -> None:
+    from smddp_compat.local_mode.early_stopping import MedianStoppingRule
+
+    rule = MedianStoppingRule(maximize=True)
+    earlier = [[0.1, 0.9], [0.2, 0.4], [0.3]]  # running averages at epoch 2: 0.5 and 0.3 (the third has no epoch 2)
+    assert not rule.should_stop([0.0, 0.41], earlier)  # 0.41 is not below the median 0.4
+    assert rule.should_stop([0.0, 0.39], earlier)
+    assert not rule.should_stop([0.0, 0.0, 0.0], earlier)  # no earlier trial reached epoch 3: it goes on
+    assert not rule.should_stop([0.1], [])
+
+
+def test_hyperband_stops_trials_between_min_and_max_resource_epochs() -> None:
+    job = TuningJob(_request({"ContinuousParameterRanges": [{"Name": "x", "MinValue": "0", "MaxValue": "1"}]},
+                             strategy="Hyperband", max_jobs=16, RandomSeed=3,
+                             StrategyConfig={"HyperbandStrategyConfig": {"MinResource": 1, "MaxResource": 9}}),
+                    region="us-east-1")
+    heard: dict[str, int] = {}
+
+    def curve(hp: Mapping[str, str]) -> list[float]:
+        return [float(hp["x"]) + 1 / epoch for epoch in range(1, 30)]  # runs past MaxResource unless stopped
+
+    def counting(name: str, hp: Mapping[str, str], control: Any) -> Mapping[str, Any]:
+        listener = control.on_metric
+
+        def count(metric: str, value: float) -> None:
+            heard[name] = heard.get(name, 0) + 1
+            listener(metric, value)
+        control.on_metric = count
+        return _epochs_trial(curve)(name, hp, control)
+
+    out = io.StringIO()
+    job.run(counting, stream=out)
+    assert max(heard.values()) == 9  # MaxResource: no trial printed more than 9 epochs
+    assert "MaxResource (9 epochs) reached" in out.getvalue()
+    assert any(count < 9 for count in heard.values()), heard  # Hyperband's own stops, before MaxResource
+    assert "stopped early: Hyperband at epoch" in out.getvalue()
+    assert all(t["ObjectiveStatus"] == "Succeeded" for t in job.training_job_summaries())
+
+
+@pytest.mark.parametrize("config, static, named", [
+    ({"TrainingJobEarlyStoppingType": "Auto"}, {"epochs": "3"}, "is not 'Off' with strategy 'Hyperband'"),
+    ({}, {}, "cannot be read from the static hyperparameters"),
+    ({}, {"num_epochs": "\"0\""}, "is outside 1 to 20000"),
+    ({"StrategyConfig": {"HyperbandStrategyConfig": {"MinResource": 5, "MaxResource": 4}}}, {}, "is above MaxResource"),
+])
+def test_hyperband_resources_are_checked_as_sagemaker_checks_them(config: dict[str, Any], static: dict[str, str],
+                                                                  named: str) -> None:
+    request = _request({"ContinuousParameterRanges": [{"Name": "x", "MinValue": "0", "MaxValue": "1"}]},
+                       strategy="Hyperband", **config)
+    request["TrainingJobDefinition"]["StaticHyperParameters"] = static
+    with pytest.raises(ConfigurationError, match=named):
+        TuningJob(request, region="us-east-1")
+
+
+def test_hyperband_reads_max_resource_from_the_static_epochs() -> None:
+    job = TuningJob(_request({"ContinuousParameterRanges": [{"Name": "x", "MinValue": "0", "MaxValue": "1"}]},
+                             strategy="Hyperband"), region="us-east-1")  # StaticHyperParameters epochs "1"
+    assert (job.strategy.min_resource, job.strategy.max_resource) == (1, 1)  # type: ignore[attr-defined]
+
+
+def test_ctrl_c_stops_the_running_trials_and_keeps_them() -> None:
+    import _thread
+    import threading
+
+    started = threading.Barrier(2)
+
+    def run(name: str, hp: Mapping[str, str], control: Any) -> Mapping[str, Any]:
+        control.on_metric("loss", 1.0)
+        if started.wait(timeout=10) == 0:
+            _thread.interrupt_main()  # Ctrl-C, while both trials run
+        asked = control.stop_requested.wait(timeout=10)
+        return {"TrainingJobStatus": "Stopped" if asked else "Completed",
+                "FinalMetricDataList": [{"MetricName": "loss", "Value": 1.0}]}
+
+    job = TuningJob(_request({"CategoricalParameterRanges": [{"Name": "x", "Values": ["1", "2", "3", "4"]}]},
+                             strategy="Grid", parallel=2), region="us-east-1")
+    out = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        job.run(run, stream=out)
+    described = job.describe()
+    assert described["HyperParameterTuningJobStatus"] == "Stopped"
+    assert described["TrainingJobStatusCounters"]["Stopped"] == 2  # both asked to stop, kept; none started after
+    assert len(job.training_job_summaries()) == 2
+    assert "interrupted: stopping 2 running trial(s)" in out.getvalue()
+
+
+def test_the_end_has_a_table_a_chart_and_progress_says_the_time_left(tmp_path: Any) -> None:
+    job = TuningJob(_request({"CategoricalParameterRanges": [{"Name": "x", "Values": ["1", "2", "3"]}]},
+                             strategy="Grid"), region="us-east-1")
+    out = io.StringIO()
+    job.run(_trial(lambda hp: None if hp["x"] == "3" else float(hp["x"])), stream=out)
+    lines = [line for line in out.getvalue().splitlines() if " trial " in line]
+    assert [line.endswith("s left") for line in lines] == [True, True, False]  # nothing left after the last
+    table = job.table(str(tmp_path))
+    best = next(line for line in table.splitlines() if line.startswith("*"))
+    assert best.split()[2:] == ["1", "Completed", "1"]
+    assert "Failed" in table and f"its model: {tmp_path}" in table and "tuning job tune-1: Completed" in table
+    assert job.write_chart(str(tmp_path / "tuning.png"))
+    assert (tmp_path / "tuning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
