@@ -36,6 +36,7 @@ import json
 import math
 import os
 import random
+import signal
 import statistics
 import sys
 import threading
@@ -364,6 +365,15 @@ def search_strategy(config: Mapping[str, Any], static: Mapping[str, str] | None 
     return BayesianSearch(ranges, seed, maximize)
 
 
+def _heard_as(signum: int, heard: threading.Event) -> Callable[[], None]:
+    """From the main thread: ``signum`` sets ``heard`` instead of interrupting whatever runs; returns what restores
+    the previous handler (nothing to restore elsewhere: only the main thread receives signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signum, lambda _signum, _frame: heard.set())
+    return lambda: signal.signal(signum, previous)
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -598,24 +608,21 @@ class TuningJob:
             self._durations.append(time.monotonic() - started)
             self._outcomes[name] = outcome
 
-    def _interrupted(self, pool: ThreadPoolExecutor, out: IO[str]) -> None:
-        """Ctrl-C, wherever the loop was: every trial not yet recorded is asked to stop, those that never started are
-        dropped, and the others are recorded once they stopped (each within its grace period)."""
+    def _interrupted(self, running: Mapping[Future[Any], dict[str, Any]], out: IO[str]) -> None:
+        """Ctrl-C: every running trial is asked to stop and recorded once it stopped (each within its grace period);
+        one that had not started yet is dropped."""
         self.status, self.failure_reason = "Stopped", "interrupted (Ctrl-C): the running trials were stopped"
-        with self._lock:
-            unfinished = [t for t in self._trials if t["TrainingJobStatus"] == "InProgress"]
-        out.write(f"[tuning {self.name}] interrupted: stopping {len(unfinished)} running trial(s); the ended ones "
-                  "are kept\n")
+        out.write(f"[tuning {self.name}] interrupted: stopping {len(running)} running trial(s); the ended ones are "
+                  "kept\n")
         out.flush()
-        for summary in unfinished:
-            self._controls[summary["TrainingJobName"]].stop()
-        pool.shutdown(wait=True, cancel_futures=True)
-        for summary in unfinished:
-            if summary["TrainingJobName"] in self._outcomes:
-                self._ended(summary, out)
-            else:  # cancelled before it started
+        for future, summary in running.items():
+            if future.cancel():
                 with self._lock:
                     self._trials.remove(summary)
+            else:
+                self._controls[summary["TrainingJobName"]].stop()
+        for future in wait([future for future in running if not future.cancelled()]).done:
+            self._ended(running[future], out)
 
     def _ended(self, summary: dict[str, Any], out: IO[str]) -> None:
         """Records an ended trial, tells the strategy, and prints its line."""
@@ -631,8 +638,9 @@ class TuningJob:
         """Runs the trials: up to ``max_jobs``, ``parallel`` at once, each given its values by the strategy and
         told to it when it ends; a line per ended trial on ``stream`` (None: standard output). A trial that fails
         or raises is counted and the search goes on. The job ends ``Completed`` (``Failed`` when no trial gave an
-        objective). Ctrl-C (KeyboardInterrupt) stops the running trials (each ends ``Stopped``, its artifacts
-        stored), keeps the ended ones, ends the job ``Stopped`` and is raised again."""
+        objective). Ctrl-C (SIGINT, heard between two steps of the loop when this runs in the main thread, so that
+        no trial is half recorded) stops the running trials (each ends ``Stopped``, its artifacts stored), keeps the
+        ended ones, ends the job ``Stopped`` and raises KeyboardInterrupt."""
         out = stream if stream is not None else sys.stdout
         static = dict(self.request.get("TrainingJobDefinition", {}).get("StaticHyperParameters") or {})
         if self.capped_note:
@@ -646,9 +654,11 @@ class TuningJob:
         deadline = self.created.timestamp() + self.max_runtime if self.max_runtime else None
         running: dict[Future[Any], dict[str, Any]] = {}
         exhausted = False
+        ctrl_c = threading.Event()
+        restore = _heard_as(signal.SIGINT, ctrl_c)
         with ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix=f"tuning-{self.name}") as pool:
             try:
-                while running or not exhausted:
+                while (running or not exhausted) and not ctrl_c.is_set():
                     while not exhausted and len(running) < self.parallel and len(self._trials) < self.max_jobs:
                         if deadline is not None and _now().timestamp() >= deadline:
                             exhausted = True
@@ -665,10 +675,11 @@ class TuningJob:
                     done, _ = wait(list(running), timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
                     for future in done:
                         self._ended(running.pop(future), out)
-            except KeyboardInterrupt:
-                self._interrupted(pool, out)
-                raise
+                if ctrl_c.is_set():
+                    self._interrupted(running, out)
+                    raise KeyboardInterrupt
             finally:
+                restore()
                 self.ended = _now()
         if self.status == "InProgress":
             self.status = "Completed" if self.best() else "Failed"
@@ -717,6 +728,7 @@ class TuningJob:
         import matplotlib  # a plotting library is a heavy import: only when a chart is drawn
         matplotlib.use("Agg")
         from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
 
         figure = Figure(figsize=(7, 4))
         axes = figure.subplots()
@@ -733,6 +745,7 @@ class TuningJob:
             axes.scatter(*zip(*early), facecolors="none", edgecolors="tab:blue", label="trial stopped early")
         axes.step([i for i, _, _ in points], bests, where="post", color="tab:orange", label="best so far")
         axes.set_xlabel("trial")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_ylabel(f"{self.objective_name} ({'maximize' if self.maximize else 'minimize'})")
         axes.set_title(f"tuning job {self.name} ({self.request['HyperParameterTuningJobConfig'].get('Strategy', 'Bayesian')})")
         axes.legend()

@@ -97,3 +97,104 @@ def test_a_warm_start_learns_from_an_earlier_tuning_job_in_the_same_folder(tmp_p
     assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr
     assert "warm_start_config='nowhere': is not a tuning job run here" in missing.stderr
     assert not (tmp_path / "out" / "third").exists()
+
+
+# val_loss per epoch: |lr - 0.03| + 1/epoch, printed after each of --epochs epochs (0.3 s each); a model is saved at
+# the start, so a trial stopped early still has one.
+EPOCHS_SCRIPT = """\
+import argparse, os, time
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=0.1)
+parser.add_argument("--epochs", type=int, default=6)
+args, _ = parser.parse_known_args()
+with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as out:
+    out.write(f"lr={args.lr}")
+for epoch in range(1, args.epochs + 1):
+    time.sleep(0.3)
+    print(f"epoch {epoch} val_loss={abs(args.lr - 0.03) + 1 / epoch:.6f}", flush=True)
+"""
+
+
+def _epochs_job(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(EPOCHS_SCRIPT)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rows.csv").write_text("1\n")
+
+
+def test_auto_early_stopping_stops_a_worse_trial_and_keeps_its_job(tmp_path: Path) -> None:
+    _epochs_job(tmp_path)
+    # Grid, one at a time: lr 0.04, then 0.03 (better at each epoch: runs on), then 0.5, worse than the median of the
+    # two at its first epoch: stopped there.
+    done = _tune(tmp_path, "--categorical", "lr=0.04,0.03,0.5", "--strategy", "Grid", "--early-stopping", "Auto",
+                 "--job-name", "early")
+    assert done.returncode == 0, done.stdout + done.stderr
+    described = json.loads((tmp_path / "out" / "early" / "tuning-job.json").read_text())
+    assert described["TrainingJobDefinition"] and described["HyperParameterTuningJobConfig"][
+        "TrainingJobEarlyStoppingType"] == "Auto"
+    trials = {t["TunedHyperParameters"]["lr"]: t for t in json.loads(
+        (tmp_path / "out" / "early" / "training-jobs.json").read_text())["TrainingJobSummaries"]}
+    assert trials["0.03"]["TrainingJobStatus"] == trials["0.04"]["TrainingJobStatus"] == "Completed"
+    stopped = trials["0.5"]
+    assert stopped["TrainingJobStatus"] == "Stopped", stopped
+    assert stopped["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == 1.47  # its first epoch's
+    assert described["TrainingJobStatusCounters"]["Stopped"] == 1
+    assert "stopped early: epoch 1: 1.47 is worse than the median" in done.stdout
+    log = (tmp_path / "out" / "early" / stopped["TrainingJobName"] / "logs" / "algo-1.log").read_text()
+    assert "epoch 1 " in log and "epoch 6 " not in log  # stopped, not run to its end
+    with tarfile.open(tmp_path / "out" / "early" / stopped["TrainingJobName"] / "output" / "model.tar.gz") as model:
+        assert model.extractfile("model.txt").read() == b"lr=0.5"  # type: ignore[union-attr]
+    assert (tmp_path / "out" / "early" / "tuning.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"chart: {tmp_path / 'out' / 'early' / 'tuning.png'}" in done.stdout
+
+
+def test_hyperband_stops_trials_at_max_resource_and_prunes(tmp_path: Path) -> None:
+    _epochs_job(tmp_path)
+    done = _tune(tmp_path, "--continuous", "lr=0.0:1.0", "--strategy", "Hyperband", "--max-resource", "3",
+                 "--hyperparameters", "epochs=6", "--max-jobs", "4", "--random-seed", "2", "--job-name", "hb")
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = json.loads((tmp_path / "out" / "hb" / "training-jobs.json").read_text())["TrainingJobSummaries"]
+    assert len(trials) == 4 and all(t["TrainingJobStatus"] == "Stopped" for t in trials), trials  # never 6 epochs
+    for trial in trials:
+        log = (tmp_path / "out" / "hb" / trial["TrainingJobName"] / "logs" / "algo-1.log").read_text()
+        assert "epoch 4 " not in log, log
+    assert "MaxResource (3 epochs) reached" in done.stdout
+
+
+def test_ctrl_c_stops_the_running_trials_keeps_them_and_leaves_no_process(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    _epochs_job(tmp_path)
+    tune = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", "tune", "train.py",
+         "--metric", "val_loss=val_loss=([0-9.]+)", "--objective", "val_loss", "--objective-type", "Minimize",
+         "--channel", f"train={tmp_path / 'data'}", "--output", "out", "--hyperparameters", "epochs=200",
+         "--categorical", "lr=0.01,0.02,0.03,0.04", "--strategy", "Grid", "--max-parallel-jobs", "2",
+         "--job-name", "ctrlc"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        logs = tmp_path / "out" / "ctrlc"
+        while len([p for p in logs.glob("*/logs/algo-1.log") if "epoch 2 " in p.read_text()]) < 2:
+            assert time.monotonic() < deadline and tune.poll() is None, tune.communicate()
+            time.sleep(0.2)
+        scripts = [p for p in psutil.process_iter(["cmdline", "environ"]) if "train.py" in " ".join(
+            p.info["cmdline"] or []) and "ctrlc-" in (p.info["environ"] or {}).get("SM_MODEL_DIR", "")]
+        os.killpg(tune.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole foreground group
+        stdout, stderr = tune.communicate(timeout=60)
+    finally:
+        if tune.poll() is None:
+            os.killpg(tune.pid, signal.SIGKILL)
+    assert tune.returncode == 130, stdout + stderr
+    assert "interrupted: stopping 2 running trial(s)" in stdout
+    described = json.loads((tmp_path / "out" / "ctrlc" / "tuning-job.json").read_text())
+    assert described["HyperParameterTuningJobStatus"] == "Stopped"
+    assert described["TrainingJobStatusCounters"]["Stopped"] == 2  # the two running ones; no third started
+    trials = json.loads((tmp_path / "out" / "ctrlc" / "training-jobs.json").read_text())["TrainingJobSummaries"]
+    assert len(trials) == 2
+    for trial in trials:
+        assert (tmp_path / "out" / "ctrlc" / trial["TrainingJobName"] / "output" / "model.tar.gz").exists()
+    assert scripts and not [p for p in scripts if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
