@@ -219,3 +219,46 @@ def test_the_sdks_warm_start_tuner_learns_from_the_tuning_job_before_it(estimato
     candidates = [parent.describe()["BestTrainingJob"], described["BestTrainingJob"]]
     best = min(candidates, key=lambda job: job["FinalHyperParameterTuningJobObjectiveMetric"]["Value"])
     assert described["OverallBestTrainingJob"]["TrainingJobName"] == best["TrainingJobName"]
+
+
+# val_loss per epoch, one line each (0.2 s apart): |lr - 0.03| + 1/epoch.
+EPOCHS_SCRIPT = """\
+import argparse, os, time
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=0.1)
+parser.add_argument("--epochs", type=int, default=8)
+args, _ = parser.parse_known_args()
+with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as out:
+    out.write(f"lr={args.lr}")
+for epoch in range(1, args.epochs + 1):
+    time.sleep(0.2)
+    print(f"epoch {epoch} val_loss={abs(args.lr - 0.03) + 1 / epoch:.6f}", flush=True)
+"""
+
+
+def test_the_sdks_hyperband_tuner_stops_each_trial_by_max_resource_or_hyperband(tmp_path: Path) -> None:
+    from sagemaker.tuner import ContinuousParameter, HyperbandStrategyConfig, StrategyConfig
+
+    from smddp_compat.estimators import TensorFlow
+
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "train.py").write_text(EPOCHS_SCRIPT)
+    estimator = TensorFlow(entry_point="train.py", source_dir=str(source), instance_type="local_process",
+                           instance_count=1, framework_version="2.21", py_version="py311",
+                           output_path=str(tmp_path / "out"), hyperparameters={"epochs": 8})
+    tuner = _tuner(estimator, {"lr": ContinuousParameter(0.0, 1.0)}, strategy="Hyperband", max_jobs=4,
+                   random_seed=4, strategy_config=StrategyConfig(
+                       hyperband_strategy_config=HyperbandStrategyConfig(min_resource=1, max_resource=3)))
+    tuner.fit(job_name="hyperband-v2")
+    described = tuner.describe()
+    assert described["HyperParameterTuningJobConfig"]["StrategyConfig"] == {
+        "HyperbandStrategyConfig": {"MinResource": 1, "MaxResource": 3}}
+    assert described["TrainingJobStatusCounters"]["Stopped"] == 4, described["TrainingJobStatusCounters"]
+    assert described["ObjectiveStatusCounters"]["Succeeded"] == 4  # a stopped trial's last value is its objective
+    frame = tuner.analytics().dataframe()
+    assert len(frame) == 4 and set(frame["TrainingJobStatus"]) == {"Stopped"}
+    for name in frame["TrainingJobName"]:
+        log = (tmp_path / "out" / "hyperband-v2" / name / "logs" / "algo-1.log").read_text()
+        assert "epoch 1 " in log and "epoch 4 " not in log, log  # at most MaxResource epochs
+    assert (tmp_path / "out" / "hyperband-v2" / "tuning.png").exists()
