@@ -82,7 +82,7 @@ def hyperband_resources(config: Mapping[str, Any], static: Mapping[str, str]) ->
             raise ConfigurationError(
                 "HyperbandStrategyConfig.MaxResource", "not given", "cannot be read from the static hyperparameters "
                 f"(none of {', '.join(EPOCH_KEYS)})", "pass strategy_config with HyperbandStrategyConfig("
-                "max_resource=...), or a static 'epochs' hyperparameter")
+                "max_resource=...) (smddp tune: --max-resource), or a static 'epochs' hyperparameter")
         where, maximum = f"static hyperparameter {key!r} (Hyperband's MaxResource)", static[key]
     max_resource = _whole_number(where, maximum)
     min_resource = _whole_number("HyperbandStrategyConfig.MinResource", given.get("MinResource", 1))
