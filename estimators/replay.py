@@ -32,6 +32,7 @@ from smddp_compat.local_mode.artifacts import job_destination, upload_artifact
 from smddp_compat.local_mode.channels import check_local_channel, copy_s3_prefix
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.docker.twin import SageMakerTwin
+from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.s3 import S3Location, check_s3_destination, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.spec import JobSpec
@@ -360,6 +361,7 @@ def replay_spec(
     stream: IO[str] | None = sys.stderr,
     stop_grace: float | None = None,
     short_toolkit_waits: bool | None = None,
+    control: JobControl | None = None,
 ) -> JobResult:
     """Runs ``spec`` as SageMaker would: its estimator request, built against a private server, replayed by the twin.
 
@@ -367,8 +369,9 @@ def replay_spec(
     built if missing (its progress on ``stream``), the request built, and the twin run under the spec's job name,
     with its output (``<output>/<job>/``) and checkpoint folder.
 
-    ``stream`` gets progress, the twin's and the containers' output; ``stop_grace`` and ``short_toolkit_waits`` are
-    :class:`~local_mode.docker.twin.SageMakerTwin`'s (None: its defaults). Returns the twin's
+    ``stream`` gets progress, the twin's and the containers' output; ``stop_grace``, ``short_toolkit_waits`` and
+    ``control`` (a tuning job's stop and metric listener) are :class:`~local_mode.docker.twin.SageMakerTwin`'s
+    (None: its defaults). Returns the twin's
     :class:`~local_mode.outcome.JobResult` (artifact URIs in the spec's output).
 
     Raises:
@@ -394,7 +397,7 @@ def replay_spec(
             result = SageMakerTwin(
                 request, stream=stream, engine=engine, s3_client_factory=aws.s3_client, job_name=job.job_name,
                 output=str(staging) if staging is not None else spec.output_path,
-                checkpoints=spec.checkpoint_path, short_toolkit_waits=short_toolkit_waits, **options,
+                checkpoints=spec.checkpoint_path, short_toolkit_waits=short_toolkit_waits, control=control, **options,
             ).run()
         if staging is not None:
             assert isinstance(destination, S3Location)

@@ -31,6 +31,7 @@ from smddp_compat import contract
 from smddp_compat import errors as kit_errors
 from smddp_compat.cli_help import help_texts
 from smddp_compat.estimators import run_tuning_job
+from smddp_compat.estimators.replay import replay_spec
 from smddp_compat.job_options import add_job_options
 from smddp_compat.launcher import whole_number
 from smddp_compat.local_cli import add_environment_and_metrics, run_reporting_errors, spec_from_args
@@ -97,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_environment_and_metrics(more, metric_help="the objective must be one")
     more.add_argument("--show-logs", action="store_true",
                       help="print the trials' output as they run (each trial's logs are kept in its folder anyway)")
+    more.add_argument("--backend", choices=("process", "docker"), default="process",
+                      help="process (default): each trial on this machine's processes, as smddp local runs a job; "
+                      "docker: each trial in the SageMaker twin, from the request the kit's estimator sends (as "
+                      "smddp local --backend docker runs it; the kit's image is built on first use)"),
     tuning = parser.add_argument_group("the tuning job (as SageMaker's CreateHyperParameterTuningJob)")
     tuning.add_argument("--objective", required=True, metavar="METRIC", help="the metric to optimise")
     tuning.add_argument("--objective-type", choices=("Maximize", "Minimize"), default="Maximize",
@@ -223,6 +228,8 @@ def _run(args: argparse.Namespace) -> int:
             name: decode_value(value) for name, value in hyperparameters.items()})
         with contextlib.ExitStack() as stack:
             stream = out if args.show_logs else stack.enter_context(open(os.devnull, "w"))
+            if args.backend == "docker":
+                return replay_spec(trial, stream=stream, control=control).describe()
             return ProcessBackend(stream=stream).run(trial, control=control).describe()
 
     try:

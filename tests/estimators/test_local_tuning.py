@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.epoch_script import epochs_script
+
 pytestmark = pytest.mark.processes
 
 # The objective is |lr - 0.03| (+ a small batch-size term): the best trial is the one whose lr is nearest 0.03. A
@@ -221,21 +223,6 @@ def test_the_sdks_warm_start_tuner_learns_from_the_tuning_job_before_it(estimato
     assert described["OverallBestTrainingJob"]["TrainingJobName"] == best["TrainingJobName"]
 
 
-# val_loss per epoch, one line each (0.2 s apart): |lr - 0.03| + 1/epoch.
-EPOCHS_SCRIPT = """\
-import argparse, os, time
-parser = argparse.ArgumentParser()
-parser.add_argument("--lr", type=float, default=0.1)
-parser.add_argument("--epochs", type=int, default=8)
-args, _ = parser.parse_known_args()
-with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as out:
-    out.write(f"lr={args.lr}")
-for epoch in range(1, args.epochs + 1):
-    time.sleep(0.2)
-    print(f"epoch {epoch} val_loss={abs(args.lr - 0.03) + 1 / epoch:.6f}", flush=True)
-"""
-
-
 def test_the_sdks_hyperband_tuner_stops_each_trial_by_max_resource_or_hyperband(tmp_path: Path) -> None:
     from sagemaker.tuner import ContinuousParameter, HyperbandStrategyConfig, StrategyConfig
 
@@ -243,7 +230,7 @@ def test_the_sdks_hyperband_tuner_stops_each_trial_by_max_resource_or_hyperband(
 
     source = tmp_path / "code"
     source.mkdir()
-    (source / "train.py").write_text(EPOCHS_SCRIPT)
+    (source / "train.py").write_text(epochs_script(0.2, 8))
     estimator = TensorFlow(entry_point="train.py", source_dir=str(source), instance_type="local_process",
                            instance_count=1, framework_version="2.21", py_version="py311",
                            output_path=str(tmp_path / "out"), hyperparameters={"epochs": 8})

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.epoch_script import epochs_script
+
 pytestmark = pytest.mark.processes
 
 # val_loss is |lr - 0.03| + layers / 1000: the best trial has lr 0.04 and 1 layer; lr 0.9 diverges (fails).
@@ -99,24 +101,8 @@ def test_a_warm_start_learns_from_an_earlier_tuning_job_in_the_same_folder(tmp_p
     assert not (tmp_path / "out" / "third").exists()
 
 
-# val_loss per epoch: |lr - 0.03| + 1/epoch, printed after each of --epochs epochs (0.3 s each); a model is saved at
-# the start, so a trial stopped early still has one.
-EPOCHS_SCRIPT = """\
-import argparse, os, time
-parser = argparse.ArgumentParser()
-parser.add_argument("--lr", type=float, default=0.1)
-parser.add_argument("--epochs", type=int, default=6)
-args, _ = parser.parse_known_args()
-with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as out:
-    out.write(f"lr={args.lr}")
-for epoch in range(1, args.epochs + 1):
-    time.sleep(0.3)
-    print(f"epoch {epoch} val_loss={abs(args.lr - 0.03) + 1 / epoch:.6f}", flush=True)
-"""
-
-
 def _epochs_job(tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text(EPOCHS_SCRIPT)
+    (tmp_path / "train.py").write_text(epochs_script(0.3, 6))
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "rows.csv").write_text("1\n")
 
@@ -142,7 +128,7 @@ def test_auto_early_stopping_stops_a_worse_trial_and_keeps_its_job(tmp_path: Pat
     log = (tmp_path / "out" / "early" / stopped["TrainingJobName"] / "logs" / "algo-1.log").read_text()
     assert "epoch 1 " in log and "epoch 6 " not in log  # stopped, not run to its end
     with tarfile.open(tmp_path / "out" / "early" / stopped["TrainingJobName"] / "output" / "model.tar.gz") as model:
-        assert model.extractfile("model.txt").read() == b"lr=0.5"  # type: ignore[union-attr]
+        assert model.extractfile("model.txt").read() == b"lr=0.5 on algo-1"  # type: ignore[union-attr]
     assert (tmp_path / "out" / "early" / "tuning.png").read_bytes()[:4] == b"\x89PNG"
     assert f"chart: {tmp_path / 'out' / 'early' / 'tuning.png'}" in done.stdout
 

@@ -137,21 +137,14 @@ def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp
     from sagemaker.train.tuner import HyperparameterTuner
 
     from smddp_compat.estimators.sdk3 import tune_local
+    from tests.epoch_script import VAL_LOSS, epochs_script
 
     source = tmp_path / "code"
     source.mkdir()
-    (source / "train.py").write_text(
-        "import argparse, os, time\n"
-        "parser = argparse.ArgumentParser()\n"
-        "parser.add_argument('--lr', type=float)\n"
-        "args, _ = parser.parse_known_args()\n"
-        "for epoch in range(1, 7):\n"
-        "    time.sleep(0.2)\n"
-        "    print(f'val_loss={abs(args.lr - 0.03) + 1 / epoch:.6f}', flush=True)\n")
+    (source / "train.py").write_text(epochs_script(0.2, 6))
     tuner = HyperparameterTuner(
         _trainer(source, "train.py"), "val_loss", {"lr": CategoricalParameter(["0.04", "0.03", "0.5"])},
-        metric_definitions=[{"Name": "val_loss", "Regex": r"val_loss=([0-9.]+)"}], objective_type="Minimize",
-        strategy="Grid", early_stopping_type="Auto")
+        metric_definitions=[VAL_LOSS], objective_type="Minimize", strategy="Grid", early_stopping_type="Auto")
     job = tune_local(tuner, output_path=str(tmp_path / "out"), job_name="early-v3")
     assert job.training_job_status_counters.completed == 2 and job.training_job_status_counters.stopped == 1
     frame = tuner.analytics().dataframe()
