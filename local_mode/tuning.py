@@ -172,18 +172,20 @@ def parameter_ranges(config: Mapping[str, Any]) -> list[ParameterRange]:
 
 
 class SearchStrategy:
-    """Picks the trials' values: :meth:`suggest` (None: nothing left to try), then :meth:`observe` each result."""
+    """Picks the trials' values: :meth:`suggest` (None: nothing left to try), then :meth:`observe` each result; a
+    trial is known by its number (1, 2, ...: two trials may have the same values)."""
 
     def __init__(self, ranges: Sequence[ParameterRange]) -> None:
         self.ranges = list(ranges)
 
-    def suggest(self) -> dict[str, str] | None:
+    def suggest(self, number: int) -> dict[str, str] | None:
+        """The values of trial ``number``, or None: nothing left to try."""
         raise NotImplementedError
 
-    def observe(self, values: Mapping[str, str], objective: float | None, stopped_early: bool = False) -> None:
+    def observe(self, number: int, objective: float | None, stopped_early: bool = False) -> None:
         """Learns a trial's objective (None: the trial gave none; ``stopped_early``: its last value before a stop)."""
 
-    def intermediate(self, values: Mapping[str, str], epoch: int, value: float) -> bool:
+    def intermediate(self, number: int, epoch: int, value: float) -> bool:
         """Learns a running trial's objective at ``epoch`` (1, 2, ...); returns whether the strategy stops it."""
         return False
 
@@ -200,7 +202,7 @@ class RandomSearch(SearchStrategy):
         super().__init__(ranges)
         self._random = random.Random(seed)
 
-    def suggest(self) -> dict[str, str]:
+    def suggest(self, number: int) -> dict[str, str]:
         return {r.name: r.from_unit(self._random.random()) for r in self.ranges}
 
 
@@ -219,7 +221,7 @@ class GridSearch(SearchStrategy):
     def count(self) -> int:
         return math.prod(len(r.values) for r in self.ranges)
 
-    def suggest(self) -> dict[str, str] | None:
+    def suggest(self, number: int) -> dict[str, str] | None:
         combination = next(self._combinations, None)
         return None if combination is None else dict(zip((r.name for r in self.ranges), combination))
 
@@ -247,7 +249,7 @@ class BayesianSearch(SearchStrategy):
         self._optuna = optuna
         self._study = optuna.create_study(direction="maximize" if maximize else "minimize",
                                           sampler=self._sampler(seed), pruner=self._pruner())
-        self._asked: dict[str, Any] = {}
+        self._asked: dict[int, Any] = {}  # trial number -> Optuna's trial
         self._asked_lock = threading.Lock()
 
     def _sampler(self, seed: int | None) -> Any:
@@ -256,7 +258,7 @@ class BayesianSearch(SearchStrategy):
     def _pruner(self) -> Any:
         return self._optuna.pruners.NopPruner()
 
-    def suggest(self) -> dict[str, str]:
+    def suggest(self, number: int) -> dict[str, str]:
         trial = self._study.ask()
         values = {}
         for r in self.ranges:
@@ -270,7 +272,7 @@ class BayesianSearch(SearchStrategy):
             else:
                 values[r.name] = repr(trial.suggest_float(r.name, r.low, r.high, log=r.scaling == "Logarithmic"))
         with self._asked_lock:
-            self._asked[json.dumps(values, sort_keys=True)] = trial
+            self._asked[number] = trial
         return values
 
     def _point(self, r: ParameterRange, text: str) -> tuple[Any, Any] | None:
@@ -301,9 +303,9 @@ class BayesianSearch(SearchStrategy):
             distributions={name: point[0] for name, point in points.items()}, value=objective))  # type: ignore[index]
         return True
 
-    def observe(self, values: Mapping[str, str], objective: float | None, stopped_early: bool = False) -> None:
+    def observe(self, number: int, objective: float | None, stopped_early: bool = False) -> None:
         with self._asked_lock:
-            trial = self._asked.pop(json.dumps(dict(values), sort_keys=True), None)
+            trial = self._asked.pop(number, None)
         if trial is None:
             return
         if stopped_early:
@@ -332,9 +334,9 @@ class HyperbandSearch(BayesianSearch):
     def _pruner(self) -> Any:
         return self._optuna.pruners.HyperbandPruner(min_resource=self.min_resource, max_resource=self.max_resource)
 
-    def intermediate(self, values: Mapping[str, str], epoch: int, value: float) -> bool:
+    def intermediate(self, number: int, epoch: int, value: float) -> bool:
         with self._asked_lock:
-            trial = self._asked.get(json.dumps(dict(values), sort_keys=True))
+            trial = self._asked.get(number)
         if trial is None:
             return False
         trial.report(value, epoch)
@@ -443,6 +445,7 @@ class TuningJob:
         self._epochs: dict[str, list[float]] = {}
         self._stopped_early: dict[str, str] = {}
         self._controls: dict[str, JobControl] = {}
+        self._numbers: dict[str, int] = {}
         self._outcomes: dict[str, Mapping[str, Any] | BaseException] = {}
         self._durations: list[float] = []
 
@@ -559,7 +562,7 @@ class TuningJob:
         seconds = statistics.fmean(durations) * math.ceil(left / self.parallel)
         return f"; ~{seconds / 60:.1f} min left" if seconds >= 60 else f"; ~{seconds:.0f} s left"
 
-    def _heard(self, trial: str, values: Mapping[str, str], control: JobControl, metric: str, value: float) -> None:
+    def _heard(self, trial: str, number: int, control: JobControl, metric: str, value: float) -> None:
         """A value of one of a running trial's metrics: each value of the objective is an epoch, which the strategy
         (Hyperband), ``MaxResource`` or the early-stopping rule may stop the trial at."""
         if metric != self.objective_name or not math.isfinite(value):
@@ -571,7 +574,7 @@ class TuningJob:
             ended = [list(self._epochs.get(t["TrainingJobName"], ())) for t in self._trials
                      if t["TrainingJobStatus"] != "InProgress"]
         why = None
-        if self.strategy.intermediate(values, len(mine), value):
+        if self.strategy.intermediate(number, len(mine), value):
             why = f"Hyperband at epoch {len(mine)}"
         elif isinstance(self.strategy, HyperbandSearch) and len(mine) >= self.strategy.max_resource:
             why = f"MaxResource ({self.strategy.max_resource} epochs) reached"
@@ -582,16 +585,17 @@ class TuningJob:
                 self._stopped_early[trial] = why
             control.stop()
 
-    def _start(self, pool: ThreadPoolExecutor, run_trial: TrialRunner, static: Mapping[str, str],
+    def _start(self, pool: ThreadPoolExecutor, run_trial: TrialRunner, static: Mapping[str, str], number: int,
                values: Mapping[str, str]) -> tuple[Future[Any], dict[str, Any]]:
-        """Starts one trial in ``pool``: its summary recorded, its control made (stopped early through it)."""
-        summary = self._summary(self._trial_name(len(self._trials) + 1, values), values)
+        """Starts trial ``number`` in ``pool``: its summary recorded, its control made (stopped early through it)."""
+        summary = self._summary(self._trial_name(number, values), values)
         name = summary["TrainingJobName"]
         control = JobControl()
-        control.on_metric = lambda metric, value: self._heard(name, values, control, metric, value)
+        control.on_metric = lambda metric, value: self._heard(name, number, control, metric, value)
         with self._lock:
             self._trials.append(summary)
             self._controls[name] = control
+            self._numbers[name] = number
         hyperparameters = {**static, **values, contract.TUNING_OBJECTIVE_METRIC: self.objective_name}
         return pool.submit(self._timed, run_trial, name, hyperparameters, control), summary
 
@@ -630,7 +634,7 @@ class TuningJob:
             self._finish(summary, self._outcomes[summary["TrainingJobName"]])
             del self._outcomes[summary["TrainingJobName"]]
         metric = summary.get("FinalHyperParameterTuningJobObjectiveMetric")
-        self.strategy.observe(summary["TunedHyperParameters"], metric["Value"] if metric else None,
+        self.strategy.observe(self._numbers[summary["TrainingJobName"]], metric["Value"] if metric else None,
                               stopped_early=summary["TrainingJobName"] in self._stopped_early)
         self._progress(summary, out)
 
@@ -663,11 +667,12 @@ class TuningJob:
                         if deadline is not None and _now().timestamp() >= deadline:
                             exhausted = True
                             break
-                        values = self.strategy.suggest()
+                        number = len(self._trials) + 1
+                        values = self.strategy.suggest(number)
                         if values is None:
                             exhausted = True
                             break
-                        future, summary = self._start(pool, run_trial, static, values)
+                        future, summary = self._start(pool, run_trial, static, number, values)
                         running[future] = summary
                     exhausted = exhausted or len(self._trials) >= self.max_jobs
                     if not running:

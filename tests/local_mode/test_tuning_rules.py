@@ -357,3 +357,15 @@ def test_the_end_has_a_table_a_chart_and_progress_says_the_time_left(tmp_path: A
     assert "Failed" in table and f"its model: {tmp_path}" in table and "tuning job tune-1: Completed" in table
     assert job.write_chart(str(tmp_path / "tuning.png"))
     assert (tmp_path / "tuning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_hyperband_over_a_categorical_range_tells_each_trial_apart() -> None:
+    """Trials with the same values (a categorical range, more trials than values) are reported to Hyperband each as
+    its own trial: every trial is told and judged once."""
+    job = TuningJob(_request({"CategoricalParameterRanges": [{"Name": "x", "Values": ["1", "2"]}]},
+                             strategy="Hyperband", max_jobs=8, RandomSeed=1,
+                             StrategyConfig={"HyperbandStrategyConfig": {"MaxResource": 4}}), region="us-east-1")
+    job.run(_epochs_trial(lambda hp: [float(hp["x"]) + 1 / e for e in range(1, 10)]), stream=io.StringIO())
+    study = job.strategy._study  # type: ignore[attr-defined]
+    assert len(study.trials) == 8 and all(t.state.is_finished() for t in study.trials)
+    assert all(len(t.intermediate_values) >= 1 for t in study.trials)
