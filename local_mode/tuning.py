@@ -48,6 +48,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from smddp_compat import contract
+from smddp_compat.launcher import STOP_SIGNALS, StopSignalled
 from smddp_compat.local_mode.early_stopping import MedianStoppingRule, hyperband_resources
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.lifecycle import JobControl
@@ -367,13 +368,18 @@ def search_strategy(config: Mapping[str, Any], static: Mapping[str, str] | None 
     return BayesianSearch(ranges, seed, maximize)
 
 
-def _heard_as(signum: int, heard: threading.Event) -> Callable[[], None]:
-    """From the main thread: ``signum`` sets ``heard`` instead of interrupting whatever runs; returns what restores
-    the previous handler (nothing to restore elsewhere: only the main thread receives signals)."""
+def _stop_signals_noted(heard: list[int]) -> Callable[[], None]:
+    """From the main thread: each stop signal (:data:`~smddp_compat.launcher.STOP_SIGNALS`) is appended to ``heard``
+    instead of interrupting whatever runs; returns what restores the previous handlers (nothing to restore
+    elsewhere: only the main thread receives signals)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    previous = signal.signal(signum, lambda _signum, _frame: heard.set())
-    return lambda: signal.signal(signum, previous)
+    previous = {signum: signal.signal(signum, lambda signum, _frame: heard.append(signum)) for signum in STOP_SIGNALS}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return restore
 
 
 def _now() -> datetime:
@@ -612,12 +618,13 @@ class TuningJob:
             self._durations.append(time.monotonic() - started)
             self._outcomes[name] = outcome
 
-    def _interrupted(self, running: Mapping[Future[Any], dict[str, Any]], out: IO[str]) -> None:
-        """Ctrl-C: every running trial is asked to stop and recorded once it stopped (each within its grace period);
-        one that had not started yet is dropped."""
-        self.status, self.failure_reason = "Stopped", "interrupted (Ctrl-C): the running trials were stopped"
-        out.write(f"[tuning {self.name}] interrupted: stopping {len(running)} running trial(s); the ended ones are "
-                  "kept\n")
+    def _interrupted(self, running: Mapping[Future[Any], dict[str, Any]], signum: int, out: IO[str]) -> None:
+        """A stop signal: every running trial is asked to stop and recorded once it stopped (each within its grace
+        period); one that had not started yet is dropped."""
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        self.status, self.failure_reason = "Stopped", f"interrupted ({name}): the running trials were stopped"
+        out.write(f"[tuning {self.name}] interrupted ({name}): stopping {len(running)} running trial(s); the ended "
+                  "ones are kept\n")
         out.flush()
         for future, summary in running.items():
             if future.cancel():
@@ -642,9 +649,10 @@ class TuningJob:
         """Runs the trials: up to ``max_jobs``, ``parallel`` at once, each given its values by the strategy and
         told to it when it ends; a line per ended trial on ``stream`` (None: standard output). A trial that fails
         or raises is counted and the search goes on. The job ends ``Completed`` (``Failed`` when no trial gave an
-        objective). Ctrl-C (SIGINT, heard between two steps of the loop when this runs in the main thread, so that
-        no trial is half recorded) stops the running trials (each ends ``Stopped``, its artifacts stored), keeps the
-        ended ones, ends the job ``Stopped`` and raises KeyboardInterrupt."""
+        objective). A stop signal (Ctrl-C, SIGTERM, a closed terminal's SIGHUP, SIGQUIT: heard between two steps of
+        the loop when this runs in the main thread, so that no trial is half recorded) stops the running trials
+        (each ends ``Stopped``, its artifacts stored), keeps the ended ones and ends the job ``Stopped``; then
+        KeyboardInterrupt is raised for Ctrl-C, :class:`~smddp_compat.launcher.StopSignalled` for the others."""
         out = stream if stream is not None else sys.stdout
         static = dict(self.request.get("TrainingJobDefinition", {}).get("StaticHyperParameters") or {})
         if self.capped_note:
@@ -658,11 +666,11 @@ class TuningJob:
         deadline = self.created.timestamp() + self.max_runtime if self.max_runtime else None
         running: dict[Future[Any], dict[str, Any]] = {}
         exhausted = False
-        ctrl_c = threading.Event()
-        restore = _heard_as(signal.SIGINT, ctrl_c)
+        signals: list[int] = []
+        restore = _stop_signals_noted(signals)
         with ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix=f"tuning-{self.name}") as pool:
             try:
-                while (running or not exhausted) and not ctrl_c.is_set():
+                while (running or not exhausted) and not signals:
                     while not exhausted and len(running) < self.parallel and len(self._trials) < self.max_jobs:
                         if deadline is not None and _now().timestamp() >= deadline:
                             exhausted = True
@@ -680,9 +688,9 @@ class TuningJob:
                     done, _ = wait(list(running), timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
                     for future in done:
                         self._ended(running.pop(future), out)
-                if ctrl_c.is_set():
-                    self._interrupted(running, out)
-                    raise KeyboardInterrupt
+                if signals:
+                    self._interrupted(running, signals[0], out)
+                    raise KeyboardInterrupt if signals[0] == signal.SIGINT else StopSignalled(signals[0])
             finally:
                 restore()
                 self.ended = _now()

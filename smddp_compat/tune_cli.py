@@ -11,7 +11,7 @@ model, output), beside ``tuning-job.json`` (the tuning job's DescribeHyperParame
 
 Exit codes: 0 the tuning job completed (some trial gave the objective); 1 no trial did, or an error of the kit's;
 2 a usage or configuration error (nothing was started); 130 interrupted (Ctrl-C: the running trials are stopped, the
-ended ones kept).
+ended ones kept); 128+N another stop signal N (SIGTERM, SIGHUP, SIGQUIT), handled as Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -33,7 +34,7 @@ from smddp_compat.cli_help import help_texts
 from smddp_compat.estimators import run_tuning_job
 from smddp_compat.estimators.replay import replay_spec
 from smddp_compat.job_options import add_job_options
-from smddp_compat.launcher import whole_number
+from smddp_compat.launcher import StopSignalled, whole_number
 from smddp_compat.local_cli import add_environment_and_metrics, run_reporting_errors, spec_from_args
 from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.environment import default_region
@@ -50,6 +51,7 @@ _EXIT_CODES = [
     ("1", "no trial gave the objective, or an error of the kit's (the message says which)"),
     ("2", "a usage or configuration error: nothing was started"),
     ("130", "interrupted (Ctrl-C): the running trials are stopped (each ends Stopped); the ended ones are kept"),
+    ("128+N", "stopped by signal N (SIGTERM 143, a closed terminal's SIGHUP 129, SIGQUIT 131), as Ctrl-C"),
 ]
 #: SageMaker's rule for a tuning job's name (CreateHyperParameterTuningJob: 1 to 32 characters).
 _TUNING_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,31}$")
@@ -235,9 +237,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         job = run_tuning_job(request, run_trial, folder=folder, region=default_region(),
                              processes_per_trial=base.instance_count * base.processes_per_host, stream=out)
-    except KeyboardInterrupt:
-        print("smddp tune: interrupted: the running trials were stopped; the ended ones are kept", file=sys.stderr)
-        return 128 + 2
+    except (KeyboardInterrupt, StopSignalled) as stopped:
+        signum = stopped.signum if isinstance(stopped, StopSignalled) else signal.SIGINT
+        print(f"smddp tune: interrupted ({signal.Signals(signum).name}): the running trials were stopped; the ended "
+              "ones are kept", file=sys.stderr)
+        return 128 + signum
     return 0 if job.status == "Completed" else 1
 
 

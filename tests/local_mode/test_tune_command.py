@@ -146,9 +146,11 @@ def test_hyperband_stops_trials_at_max_resource_and_prunes(tmp_path: Path) -> No
     assert "MaxResource (3 epochs) reached" in done.stdout
 
 
-def test_ctrl_c_stops_the_running_trials_keeps_them_and_leaves_no_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum, code, said", [(2, 130, "Ctrl-C"), (1, 129, "SIGHUP")])
+def test_ctrl_c_or_a_closed_terminal_stops_the_running_trials_keeps_them_and_leaves_no_process(
+        tmp_path: Path, signum: int, code: int, said: str) -> None:
+    """Ctrl-C in a terminal (SIGINT to the whole foreground group) or a closed terminal (SIGHUP)."""
     import os
-    import signal
     import time
 
     import psutil
@@ -169,13 +171,13 @@ def test_ctrl_c_stops_the_running_trials_keeps_them_and_leaves_no_process(tmp_pa
             time.sleep(0.2)
         scripts = [p for p in psutil.process_iter(["cmdline", "environ"]) if "train.py" in " ".join(
             p.info["cmdline"] or []) and "ctrlc-" in (p.info["environ"] or {}).get("SM_MODEL_DIR", "")]
-        os.killpg(tune.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole foreground group
+        os.killpg(tune.pid, signum)  # the whole group, as a terminal sends it
         stdout, stderr = tune.communicate(timeout=60)
     finally:
         if tune.poll() is None:
-            os.killpg(tune.pid, signal.SIGKILL)
-    assert tune.returncode == 130, stdout + stderr
-    assert "interrupted: stopping 2 running trial(s)" in stdout
+            os.killpg(tune.pid, 9)
+    assert tune.returncode == code, stdout + stderr
+    assert f"interrupted ({said}): stopping 2 running trial(s)" in stdout
     described = json.loads((tmp_path / "out" / "ctrlc" / "tuning-job.json").read_text())
     assert described["HyperParameterTuningJobStatus"] == "Stopped"
     assert described["TrainingJobStatusCounters"]["Stopped"] == 2  # the two running ones; no third started

@@ -341,7 +341,7 @@ def test_ctrl_c_stops_the_running_trials_and_keeps_them() -> None:
     assert described["HyperParameterTuningJobStatus"] == "Stopped"
     assert described["TrainingJobStatusCounters"]["Stopped"] == 2  # both asked to stop, kept; none started after
     assert len(job.training_job_summaries()) == 2
-    assert "interrupted: stopping 2 running trial(s)" in out.getvalue()
+    assert "interrupted (Ctrl-C): stopping 2 running trial(s)" in out.getvalue()
 
 
 def test_the_end_has_a_table_a_chart_and_progress_says_the_time_left(tmp_path: Any) -> None:
