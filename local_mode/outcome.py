@@ -267,8 +267,9 @@ class JobResult:
         """The DescribeTrainingJob answer SageMaker would give for this job (and, from the twin, its own notes).
 
         The request's members (:attr:`request_params`) that DescribeTrainingJob answers, then the job's name, ARN,
-        statuses, ``SecondaryStatusTransitions``, times, ``ModelArtifacts``, ``FinalMetricDataList`` and
-        ``FailureReason``; under :data:`TWIN_NOTES`, what the twin did differently.
+        statuses, ``SecondaryStatusTransitions``, times, ``ModelArtifacts``, ``FinalMetricDataList`` and, for a
+        failed job only (as SageMaker answers: a stopped job has none), ``FailureReason``; under :data:`TWIN_NOTES`,
+        what the twin did differently.
         """
         transitions = self._transitions()
         echoed = response_members("DescribeTrainingJob")
@@ -305,7 +306,7 @@ class JobResult:
                 "TrainingTimeInSeconds": seconds,
                 "BillableTimeInSeconds": max(0, int(seconds - unbilled)),
             })
-        if self.failure_reason:
+        if self.failure_reason and self.status == FAILED:  # SageMaker's FailureReason: why a failed job failed
             answer["FailureReason"] = contract.truncate_failure_reason(self.failure_reason)
         if self.notes is not None:
             answer[TWIN_NOTES] = dict(self.notes)

@@ -176,3 +176,16 @@ def test_a_jobs_end_is_data_not_words_in_its_reason(status, exceeded, secondary)
     result = JobResult("j", status, secondary, "anything at all", 124 if exceeded else 0, ArtifactPaths(None, None))
     assert result.max_run_exceeded is exceeded
     assert result.secondary_status == secondary
+
+
+@pytest.mark.parametrize("status, secondary, has_reason", [
+    ("Failed", "Failed", True), ("Stopped", "Stopped", False), ("Stopped", "MaxRuntimeExceeded", False),
+])
+def test_only_a_failed_job_answers_a_failure_reason(status: str, secondary: str, has_reason: bool) -> None:
+    """DescribeTrainingJob's FailureReason is why a failed job failed: a stopped job (StopTrainingJob, a stop signal,
+    its time limit) has none, in both backends (the twin's answer had none already; the process backend's said
+    "interrupted by SIGTERM"). The summary still prints the reason."""
+    result = JobResult("j", status, secondary, "the job was interrupted by SIGTERM and stopped", 143,
+                       ArtifactPaths(None, None))
+    assert ("FailureReason" in result.describe()) is has_reason
+    assert "interrupted by SIGTERM" in result.summary()
