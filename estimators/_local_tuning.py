@@ -29,7 +29,8 @@ from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.tuning import ParentTuningJob, TrialRunner, TuningJob, tuning_job_arn
 from smddp_compat.name_values import decode_value
 
-__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs", "DESCRIPTION_FILE", "TRAINING_JOBS_FILE", "CHART_FILE"]
+__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs", "DESCRIPTION_FILE", "TRAINING_JOBS_FILE",
+           "CHART_FILE"]
 
 #: Beside a tuning job's trials: its DescribeHyperParameterTuningJob answer, and ListTrainingJobsForHyperParameter-
 #: TuningJob's (every trial: what a warm start from it learns).

@@ -54,7 +54,7 @@ from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.lifecycle import JobControl
 
 __all__ = [
-    "TrialControl", "STRATEGIES", "ParameterRange", "parameter_ranges", "SearchStrategy", "search_strategy", "TuningJob",
+    "STRATEGIES", "ParameterRange", "parameter_ranges", "SearchStrategy", "search_strategy", "TuningJob",
     "tuning_job_arn", "TrialRunner", "ParentTuningJob", "WARM_START_TYPES",
 ]
 
@@ -64,13 +64,10 @@ _RANGE_KINDS = {"ContinuousParameterRanges": "Continuous", "IntegerParameterRang
                 "CategoricalParameterRanges": "Categorical"}
 _POLL_SECONDS = 1.0
 
-#: The handle a trial's job is run with (:class:`~local_mode.lifecycle.JobControl`): the tuning job stops it early
-#: (or on Ctrl-C) and hears its metrics through it.
-TrialControl = JobControl
-
 #: Runs one training job: its name, its hyperparameters (strings, static ones, tuned ones and
-#: ``_tuning_objective_metric``) and the control to run it with -> its DescribeTrainingJob answer. An exception
-#: counts as a failed job.
+#: ``_tuning_objective_metric``) and the control to run it with (:class:`~local_mode.lifecycle.JobControl`: the
+#: tuning job stops it early, or on a stop signal, and hears its metrics through it) -> its DescribeTrainingJob
+#: answer. An exception counts as a failed job.
 TrialRunner = Callable[[str, Mapping[str, str], JobControl], Mapping[str, Any]]
 
 #: CreateHyperParameterTuningJob's ``WarmStartConfig.WarmStartType`` values.
@@ -438,7 +435,8 @@ class TuningJob:
                             if self.parallel < requested else None)
         early = config.get("TrainingJobEarlyStoppingType", "Off")
         if early not in ("Off", "Auto"):
-            raise ConfigurationError("early_stopping_type", early, "is not an early stopping type", "use 'Off' or 'Auto'")
+            raise ConfigurationError("early_stopping_type", early, "is not an early stopping type",
+                                     "use 'Off' or 'Auto'")
         self.early_stopping = MedianStoppingRule(self.maximize) if early == "Auto" else None
         self.max_runtime = limits.get("MaxRuntimeInSeconds")
         self.created = _now()
@@ -612,7 +610,7 @@ class TuningJob:
         outcome: Mapping[str, Any] | BaseException
         try:
             outcome = run_trial(name, hyperparameters, control)
-        except Exception as exc:  # noqa: BLE001 - a failed trial, counted as SageMaker counts it
+        except BaseException as exc:  # noqa: BLE001 - a failed trial (even SystemExit), counted as SageMaker counts it
             outcome = exc
         with self._lock:
             self._durations.append(time.monotonic() - started)
@@ -760,7 +758,8 @@ class TuningJob:
         axes.set_xlabel("trial")
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_ylabel(f"{self.objective_name} ({'maximize' if self.maximize else 'minimize'})")
-        axes.set_title(f"tuning job {self.name} ({self.request['HyperParameterTuningJobConfig'].get('Strategy', 'Bayesian')})")
+        strategy = self.request["HyperParameterTuningJobConfig"].get("Strategy", "Bayesian")
+        axes.set_title(f"tuning job {self.name} ({strategy})")
         axes.legend()
         figure.tight_layout()
         figure.savefig(path)

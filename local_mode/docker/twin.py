@@ -299,7 +299,8 @@ class SageMakerTwin(JobLifecycle):
             status, secondary, self._failed_host, codes = self._watch_run(layouts)
         if secondary == "Interrupted":  # stopped between the interruption and the restart
             status, secondary = "Stopped", self._stop_reason or "Stopped"
-        return JobEnd(status, secondary, exit_code=failed_exit_code(codes, self._failed_host) if status == FAILED else None,
+        code = failed_exit_code(codes, self._failed_host) if status == FAILED else None
+        return JobEnd(status, secondary, exit_code=code,
                       details={"exit_codes": codes})
 
     def _after_end(self, layouts: dict[str, HostLayout], end: JobEnd) -> None:
