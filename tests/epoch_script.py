@@ -23,3 +23,10 @@ for epoch in range(1, args.epochs + 1):
     time.sleep({seconds_per_epoch})
     print(f"epoch {{epoch}} val_loss={{abs(args.lr - 0.03) + 1 / epoch:.6f}}", flush=True)
 """
+
+
+def epoch_of(value: float, lr: float, epochs: int) -> int | None:
+    """The epoch (1..``epochs``) whose line printed ``value`` for a trial of learning rate ``lr``, or None. A trial
+    stopped early ends with the value of the last epoch it printed before its stop took effect: the epoch its stop
+    was decided at, or one or two later (the stop reaches the script a poll later, the twin's through Docker)."""
+    return next((epoch for epoch in range(1, epochs + 1) if round(abs(lr - 0.03) + 1 / epoch, 6) == value), None)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.epoch_script import epochs_script
+from tests.epoch_script import epoch_of, epochs_script
 
 pytestmark = pytest.mark.processes
 
@@ -122,7 +122,8 @@ def test_auto_early_stopping_stops_a_worse_trial_and_keeps_its_job(tmp_path: Pat
     assert trials["0.03"]["TrainingJobStatus"] == trials["0.04"]["TrainingJobStatus"] == "Completed"
     stopped = trials["0.5"]
     assert stopped["TrainingJobStatus"] == "Stopped", stopped
-    assert stopped["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == 1.47  # its first epoch's
+    stopped_at = epoch_of(stopped["FinalHyperParameterTuningJobObjectiveMetric"]["Value"], 0.5, 6)
+    assert stopped_at is not None and stopped_at < 6, stopped  # the last value it printed before the stop
     assert described["TrainingJobStatusCounters"]["Stopped"] == 1
     assert "stopped early: epoch 1: 1.47 is worse than the median" in done.stdout
     log = (tmp_path / "out" / "early" / stopped["TrainingJobName"] / "logs" / "algo-1.log").read_text()

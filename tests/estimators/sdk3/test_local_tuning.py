@@ -137,7 +137,7 @@ def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp
     from sagemaker.train.tuner import HyperparameterTuner
 
     from smddp_compat.estimators.sdk3 import tune_local
-    from tests.epoch_script import VAL_LOSS, epochs_script
+    from tests.epoch_script import VAL_LOSS, epoch_of, epochs_script
 
     source = tmp_path / "code"
     source.mkdir()
@@ -149,4 +149,6 @@ def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp
     assert job.training_job_status_counters.completed == 2 and job.training_job_status_counters.stopped == 1
     frame = tuner.analytics().dataframe()
     stopped = frame[frame["TrainingJobStatus"] == "Stopped"]
-    assert list(stopped["lr"]) == [0.5] and list(stopped["FinalObjectiveValue"]) == [1.47]
+    assert list(stopped["lr"]) == [0.5]
+    stopped_at = epoch_of(float(stopped["FinalObjectiveValue"].iloc[0]), 0.5, 6)
+    assert stopped_at is not None and stopped_at < 6  # the last value it printed before the stop reached it
