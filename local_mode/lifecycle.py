@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from smddp_compat import contract
-from smddp_compat.launcher import STOP_SIGNALS, StopSignalled
+from smddp_compat.launcher import StopSignalled, stop_signals_handled
 from smddp_compat.local_mode.artifacts import ArtifactPaths, store_artifacts
 from smddp_compat.errors import SmddpError
 from smddp_compat.local_mode.errors import ArtifactError, ConfigurationError, LocalModeError
@@ -196,7 +196,11 @@ class JobLifecycle:
         self.statuses.enter("Starting")  # CreationTime
         self._phase = "preparing"
         root = self._make_root()
-        restore = self._handle_signals()
+        with stop_signals_handled(self._on_stop_signal):
+            return self._run_in(root)
+
+    def _run_in(self, root: Path) -> JobResult:
+        """:meth:`run`'s sequence in the job's tree ``root``, its stop signals handled (:meth:`_on_stop_signal`)."""
         destination_is_ours = False  # it did not exist when the job claimed it
         try:
             with claimed_job(self.destination, self.job_name):
@@ -230,7 +234,6 @@ class JobLifecycle:
                     shutil.rmtree(root, ignore_errors=True)
                 if ours_unused:
                     self._remove_empty_destination()
-                restore()
         return result
 
     def _remove_empty_destination(self) -> None:
@@ -277,24 +280,11 @@ class JobLifecycle:
             failure_detected=detected, **end.details, **self._extras(end),
         )
 
-    def _handle_signals(self) -> Callable[[], None]:
-        """From the main thread: a stop signal ends the preparation (:class:`StopSignalled`); while the
-        hosts run, :meth:`_on_signal`; later ones are noted only (the clean-up runs to its end). Returns what
-        restores the previous handlers."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-
-        def on_signal(signum: int, _frame: object) -> None:
-            if self._phase == "preparing":
-                self._phase = "interrupted"
-                raise StopSignalled(signum)
-            if self._phase == "running":
-                self._on_signal(signum)
-
-        previous = {signum: signal.signal(signum, on_signal) for signum in STOP_SIGNALS}
-
-        def restore() -> None:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-        return restore
+    def _on_stop_signal(self, signum: int, _frame: object) -> None:
+        """A stop signal (heard in the main thread only): it ends the preparation (:class:`StopSignalled`); while
+        the hosts run, it is :meth:`_on_signal`'s; later ones are noted only (the clean-up runs to its end)."""
+        if self._phase == "preparing":
+            self._phase = "interrupted"
+            raise StopSignalled(signum)
+        if self._phase == "running":
+            self._on_signal(signum)

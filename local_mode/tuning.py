@@ -48,7 +48,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from smddp_compat import contract
-from smddp_compat.launcher import STOP_SIGNALS, StopSignalled
+from smddp_compat.launcher import StopSignalled, stop_signals_noted
 from smddp_compat.local_mode.early_stopping import MedianStoppingRule, hyperband_resources
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.lifecycle import JobControl
@@ -183,9 +183,9 @@ class SearchStrategy:
     def observe(self, number: int, objective: float | None, stopped_early: bool = False) -> None:
         """Learns a trial's objective (None: the trial gave none; ``stopped_early``: its last value before a stop)."""
 
-    def intermediate(self, number: int, epoch: int, value: float) -> bool:
-        """Learns a running trial's objective at ``epoch`` (1, 2, ...); returns whether the strategy stops it."""
-        return False
+    def intermediate(self, number: int, epoch: int, value: float) -> str | None:
+        """Learns a running trial's objective at ``epoch`` (1, 2, ...); returns why the strategy stops it, or None."""
+        return None
 
     def learn(self, values: Mapping[str, str], objective: float) -> bool:
         """Learns an earlier tuning job's trial (warm start); returns whether it was taken (Random learns nothing:
@@ -332,13 +332,16 @@ class HyperbandSearch(BayesianSearch):
     def _pruner(self) -> Any:
         return self._optuna.pruners.HyperbandPruner(min_resource=self.min_resource, max_resource=self.max_resource)
 
-    def intermediate(self, number: int, epoch: int, value: float) -> bool:
+    def intermediate(self, number: int, epoch: int, value: float) -> str | None:
         with self._asked_lock:
             trial = self._asked.get(number)
-        if trial is None:
-            return False
-        trial.report(value, epoch)
-        return epoch >= self.min_resource and trial.should_prune()
+        if trial is not None:
+            trial.report(value, epoch)
+            if epoch >= self.min_resource and trial.should_prune():
+                return f"Hyperband at epoch {epoch}"
+        if epoch >= self.max_resource:
+            return f"MaxResource ({self.max_resource} epochs) reached"
+        return None
 
 
 def search_strategy(config: Mapping[str, Any], static: Mapping[str, str] | None = None) -> SearchStrategy:
@@ -363,20 +366,6 @@ def search_strategy(config: Mapping[str, Any], static: Mapping[str, str] | None 
     if name == "Hyperband":
         return HyperbandSearch(ranges, seed, maximize, *hyperband_resources(config, static or {}))
     return BayesianSearch(ranges, seed, maximize)
-
-
-def _stop_signals_noted(heard: list[int]) -> Callable[[], None]:
-    """From the main thread: each stop signal (:data:`~smddp_compat.launcher.STOP_SIGNALS`) is appended to ``heard``
-    instead of interrupting whatever runs; returns what restores the previous handlers (nothing to restore
-    elsewhere: only the main thread receives signals)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {signum: signal.signal(signum, lambda signum, _frame: heard.append(signum)) for signum in STOP_SIGNALS}
-
-    def restore() -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    return restore
 
 
 def _now() -> datetime:
@@ -577,12 +566,8 @@ class TuningJob:
             mine = list(epochs)
             ended = [list(self._epochs.get(t["TrainingJobName"], ())) for t in self._trials
                      if t["TrainingJobStatus"] != "InProgress"]
-        why = None
-        if self.strategy.intermediate(number, len(mine), value):
-            why = f"Hyperband at epoch {len(mine)}"
-        elif isinstance(self.strategy, HyperbandSearch) and len(mine) >= self.strategy.max_resource:
-            why = f"MaxResource ({self.strategy.max_resource} epochs) reached"
-        elif self.early_stopping is not None and self.early_stopping.should_stop(mine, ended):
+        why = self.strategy.intermediate(number, len(mine), value)
+        if why is None and self.early_stopping is not None and self.early_stopping.should_stop(mine, ended):
             why = f"epoch {len(mine)}: {value:g} is worse than the median of the earlier trials' running averages"
         if why is not None and trial not in self._stopped_early:
             with self._lock:
@@ -664,9 +649,10 @@ class TuningJob:
         deadline = self.created.timestamp() + self.max_runtime if self.max_runtime else None
         running: dict[Future[Any], dict[str, Any]] = {}
         exhausted = False
-        signals: list[int] = []
-        restore = _stop_signals_noted(signals)
-        with ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix=f"tuning-{self.name}") as pool:
+        # The stop signals are noted only while the loop runs; they are back to what they were (a Ctrl-C raises)
+        # while the pool waits for its threads on the way out.
+        with ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix=f"tuning-{self.name}") as pool, \
+                stop_signals_noted() as signals:
             try:
                 while (running or not exhausted) and not signals:
                     while not exhausted and len(running) < self.parallel and len(self._trials) < self.max_jobs:
@@ -690,7 +676,6 @@ class TuningJob:
                     self._interrupted(running, signals[0], out)
                     raise KeyboardInterrupt if signals[0] == signal.SIGINT else StopSignalled(signals[0])
             finally:
-                restore()
                 self.ended = _now()
         if self.status == "InProgress":
             self.status = "Completed" if self.best() else "Failed"

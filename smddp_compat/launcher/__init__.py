@@ -23,13 +23,13 @@ from smddp_compat.cluster import HostSlots
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous
 from smddp_compat.launcher._supervisor import (
     STOP_SIGNALS, GroupResult, ProcessResult, ProcessSpec, StopSignalled, describe_failure, run_process_group,
-    stop_signals_raise)
+    stop_signals_handled, stop_signals_noted, stop_signals_raise)
 from smddp_compat.smdistributed_shim import path as shim_path
 
 __all__ = [
     "DEFAULT_GLOO_TIMEOUT_SECONDS", "ENGINE_VARIABLE", "JOB_NETWORK_VARIABLE", "job_network_choice",
     "own_network_unavailable_reason", "MAX_SECONDS", "STOP_SIGNALS", "StopSignalled",
-    "stop_signals_raise", "ConsoleStream", "EngineChoice", "GroupResult",
+    "stop_signals_handled", "stop_signals_noted", "stop_signals_raise", "ConsoleStream", "EngineChoice", "GroupResult",
     "HorovodRendezvous", "HostSlots", "ProcessResult", "ProcessSpec", "TensorFlowLogFilter", "TaggedLines",
     "assign_ranks", "choose_engine", "describe_failure", "finite_seconds", "is_tensorflow_log_line", "is_this_machine",
     "main", "mpirun_unavailable_reason", "oversubscription_warning", "parse_hosts", "positive_count",

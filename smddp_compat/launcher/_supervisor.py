@@ -56,25 +56,41 @@ class StopSignalled(Exception):
 
 
 @contextlib.contextmanager
-def stop_signals_raise() -> Iterator[None]:
-    """Within the block (from the main thread), each of :data:`STOP_SIGNALS` raises :class:`StopSignalled`.
-
-    For the preparation of a job: nothing runs yet that a stop must wait for, and the code that prepares cleans up
-    in its ``finally`` blocks. :func:`run_process_group` installs its own handlers while it supervises.
-    """
+def stop_signals_handled(on_signal: Callable[[int, object], None]) -> Iterator[None]:
+    """Within the block, each of :data:`STOP_SIGNALS` calls ``on_signal`` (from the main thread only: elsewhere
+    nothing is installed, signals being the main thread's); the previous handlers come back when it ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def on_signal(signum: int, _frame: object) -> None:
-        raise StopSignalled(signum)
-
     previous = {signum: signal.signal(signum, on_signal) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """Within the block (from the main thread), each of :data:`STOP_SIGNALS` raises :class:`StopSignalled`.
+
+    For the preparation of a job: nothing runs yet that a stop must wait for, and the code that prepares cleans up
+    in its ``finally`` blocks. :func:`run_process_group` installs its own handlers while it supervises.
+    """
+    def on_signal(signum: int, _frame: object) -> None:
+        raise StopSignalled(signum)
+
+    with stop_signals_handled(on_signal):
+        yield
+
+
+@contextlib.contextmanager
+def stop_signals_noted() -> Iterator[list[int]]:
+    """Within the block (from the main thread), each of :data:`STOP_SIGNALS` is only appended to the list it yields,
+    never raised where the code happens to be: for a loop that acts on a stop at its next step (a tuning job)."""
+    heard: list[int] = []
+    with stop_signals_handled(lambda signum, _frame: heard.append(signum)):
+        yield heard
 
 
 #: For a process carrying several ranks' output (mpirun): called with each line it prints (None at the end of its
