@@ -55,7 +55,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import docker_missing_is_an_error
-from tests.docker.conftest import docker_engine, kit_image, no_leftovers  # noqa: F401 - fixtures
+from tests.docker.conftest import (  # noqa: F401 - fixtures
+    _leftover_suspects, docker_engine, kit_image, no_leftovers)
 from tests.fake_aws import ACCESS_KEY, REGION, SECRET_KEY, moto_url  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.e2e

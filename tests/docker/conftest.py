@@ -49,27 +49,41 @@ def kit_image(docker_engine: Engine) -> str:
     return tag
 
 
-@pytest.fixture
-def no_leftovers(docker_engine: Engine) -> Iterator[None]:
-    """Fails the test if a twin job it ran leaves a container or a network behind (entries that were already there,
-    or belong to another twin job running beside it, are not this test's)."""
+def _twin_entries(docker_engine: Engine) -> set[str]:
+    """The twin's containers and networks on the engine now (``ps:<id>``, ``network:<id>``)."""
+    found: set[str] = set()
+    for what in (["ps", "--all"], ["network", "ls"]):
+        code, output = capture([docker_engine.docker, *what, "--quiet", "--filter", f"label={TWIN_LABEL}"],
+                               timeout=60)
+        assert code == 0, output
+        found.update(f"{what[0]}:{entry}" for entry in output.split())
+    return found
 
-    def twin_entries() -> set[str]:
-        found: set[str] = set()
-        for what in (["ps", "--all"], ["network", "ls"]):
-            code, output = capture([docker_engine.docker, *what, "--quiet", "--filter", f"label={TWIN_LABEL}"],
-                                   timeout=60)
-            assert code == 0, output
-            found.update(f"{what[0]}:{entry}" for entry in output.split())
-        return found
 
-    before = twin_entries()
-    yield
-    left = twin_entries() - before
-    # Under pytest-xdist (bash tests/run) a twin job of another worker may be running at this test's end: its
-    # entries go away when it ends; this test's leftovers never do.
+@pytest.fixture(scope="session")
+def _leftover_suspects(docker_engine: Engine) -> Iterator[dict[str, str]]:
+    """Twin entries that were new at some test's end, each with that test's id; at the end of this worker's session
+    the ones still there fail it, naming their tests. Under pytest-xdist a new entry may be another worker's job still
+    running: checking at the end, not at each test's, costs no test a wait for another worker's job."""
+    suspects: dict[str, str] = {}
+    yield suspects
     deadline = time.monotonic() + _OTHER_JOBS_SECONDS
+    left = set(suspects)
     while left and time.monotonic() < deadline:
-        time.sleep(2)
-        left &= twin_entries()
-    assert not left, f"a twin job left these behind: {sorted(left)}"
+        left &= _twin_entries(docker_engine)
+        if left:
+            time.sleep(2)
+    assert not left, "twin jobs left these behind: " + "; ".join(
+        f"{entry} (new at the end of {suspects[entry]})" for entry in sorted(left))
+
+
+@pytest.fixture
+def no_leftovers(docker_engine: Engine, _leftover_suspects: dict[str, str],
+                 request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails if a twin job the test ran leaves a container or a network behind (entries that were already there,
+    or belong to another twin job running beside it, are not this test's): what is new at the test's end and not gone
+    by the end of the session (:func:`_leftover_suspects`)."""
+    before = _twin_entries(docker_engine)
+    yield
+    for entry in _twin_entries(docker_engine) - before:
+        _leftover_suspects.setdefault(entry, request.node.nodeid)

@@ -20,7 +20,8 @@ import pytest
 
 from smddp_compat.image.commands import capture
 from smddp_compat.local_mode.docker._containers import TWIN_LABEL, Mount, TwinEngine
-from tests.docker.conftest import docker_engine, kit_image, no_leftovers  # noqa: F401 - fixtures
+from tests.docker.conftest import (  # noqa: F401 - fixtures
+    _leftover_suspects, docker_engine, kit_image, no_leftovers)
 from tests.fake_aws import moto_url  # noqa: F401 - fixture
 from tests.reliability.conftest import quiet_env, smddp
 
