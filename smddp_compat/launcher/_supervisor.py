@@ -577,79 +577,81 @@ def _supervise(specs: Sequence[ProcessSpec], timeout: float | None, grace: float
     started in ``network`` (None: this machine's)."""
     console = ConsoleStream(stream if stream is not None else sys.stdout)
     group: list[_Running] = []
-    # A stop signal is only noted, never raised: an exception from a handler would surface wherever the main thread
-    # happens to be (a process created but not yet in `group`, a stop half done) and leave processes running.
-    with stop_signals_noted() as signals:
-        lifeline = _Lifeline(grace, remove_if_killed)
-
-        start = time.monotonic()
-        oom_kills_before = oom_kill_count()
-        failed: _Running | None = None
-        timed_out = False
-        interrupted: int | None = None
-        cut: int | None = None
-        try:
+    failed: _Running | None = None
+    timed_out = False
+    interrupted: int | None = None
+    cut: int | None = None
+    try:
+        # A stop signal is only noted, never raised: an exception from a handler would surface wherever the main
+        # thread happens to be (a process created but not yet in `group`, a stop half done) and leave processes
+        # running. The previous handlers are back before the output pumps are joined.
+        with stop_signals_noted() as signals:
+            lifeline = _Lifeline(grace, remove_if_killed)
+            start = time.monotonic()
+            oom_kills_before = oom_kill_count()
             try:
-                for spec in specs:
-                    if signals or _asked_to_stop(stop, signals):
-                        break  # asked to stop: start no more
-                    group.append(_start(spec, console, lifeline, network))
-                while not signals and not _asked_to_stop(stop, signals):
-                    live = 0
-                    for running in group:
-                        code = running.popen.poll()
-                        if code is None:
-                            live += not running.spec.serves
-                            continue
-                        if running.ended is None:
-                            running.ended = time.monotonic()
-                        if code != 0 and failed is None:
-                            failed = running
-                    if failed is not None or live == 0:
-                        break
-                    if timeout is not None and time.monotonic() - start > timeout:
-                        timed_out = True
-                        break
-                    time.sleep(_POLL_SECONDS)
-                else:
-                    interrupted = signals[0]
-            except BaseException:
-                _stop_all(group, grace, signals, heeded=len(signals))
-                raise
-            # The signal that stopped the group is answered by this stop; any further one (or, for a failure or a
-            # time-out, any one at all) cuts its grace period short.
-            cut = _stop_all(group, grace, signals, heeded=1 if interrupted is not None else len(signals))
-        finally:
-            lifeline.dismiss()
-            joined_by = time.monotonic() + _PUMP_JOIN_SECONDS
-            for running in group:
-                running.pump.join(timeout=max(0.0, joined_by - time.monotonic()))
-                running.logs.close()
+                try:
+                    for spec in specs:
+                        if signals or _asked_to_stop(stop, signals):
+                            break  # asked to stop: start no more
+                        group.append(_start(spec, console, lifeline, network))
+                    while not signals and not _asked_to_stop(stop, signals):
+                        live = 0
+                        for running in group:
+                            code = running.popen.poll()
+                            if code is None:
+                                live += not running.spec.serves
+                                continue
+                            if running.ended is None:
+                                running.ended = time.monotonic()
+                            if code != 0 and failed is None:
+                                failed = running
+                        if failed is not None or live == 0:
+                            break
+                        if timeout is not None and time.monotonic() - start > timeout:
+                            timed_out = True
+                            break
+                        time.sleep(_POLL_SECONDS)
+                    else:
+                        interrupted = signals[0]
+                except BaseException:
+                    _stop_all(group, grace, signals, heeded=len(signals))
+                    raise
+                # The signal that stopped the group is answered by this stop; any further one (or, for a failure
+                # or a time-out, any one at all) cuts its grace period short.
+                cut = _stop_all(group, grace, signals, heeded=1 if interrupted is not None else len(signals))
+            finally:
+                lifeline.dismiss()
+    finally:
+        joined_by = time.monotonic() + _PUMP_JOIN_SECONDS
+        for running in group:
+            running.pump.join(timeout=max(0.0, joined_by - time.monotonic()))
+            running.logs.close()
 
-        end = time.monotonic()
-        results = [
-            ProcessResult(spec=r.spec, returncode=r.popen.returncode, duration=(r.ended or end) - r.started)
-            for r in group
-        ]
-        oom_kills_after = oom_kill_count()
-        oom_kills = None if oom_kills_before is None or oom_kills_after is None else oom_kills_after - oom_kills_before
-        reason = ""
-        failed_result: ProcessResult | None = None
-        if failed is not None:
-            failed_result = results[group.index(failed)]
-            assert failed_result.returncode is not None
-            recorded = failure_reason(failed.spec) if failure_reason is not None else None
-            reason = describe_failure(failed.spec, failed_result.returncode, recorded)
-            reason += memory_note(oom_kills, failed_result.returncode)
-        elif timed_out:
-            reason = f"the job exceeded its time limit of {timeout:g} s and was stopped"
-        elif interrupted is not None and stop is not None and stop.is_set() and interrupted == signal.SIGTERM:
-            reason = "the job was asked to stop (StopTrainingJob) and stopped"
-        elif interrupted is not None:
-            reason = f"the job was interrupted by {signal.Signals(interrupted).name} and stopped"
-        if cut is not None:
-            reason += f"; {signal.Signals(cut).name} during the stop: what was left was killed at once (SIGKILL)"
-        ok = failed is None and not timed_out and interrupted is None and all(
-            r.returncode == 0 for r in results if not r.spec.serves)
-        return GroupResult(results, ok, reason, failed_result, end - start, timed_out=timed_out,
-                           interrupted=interrupted, oom_kills=oom_kills)
+    end = time.monotonic()
+    results = [
+        ProcessResult(spec=r.spec, returncode=r.popen.returncode, duration=(r.ended or end) - r.started)
+        for r in group
+    ]
+    oom_kills_after = oom_kill_count()
+    oom_kills = None if oom_kills_before is None or oom_kills_after is None else oom_kills_after - oom_kills_before
+    reason = ""
+    failed_result: ProcessResult | None = None
+    if failed is not None:
+        failed_result = results[group.index(failed)]
+        assert failed_result.returncode is not None
+        recorded = failure_reason(failed.spec) if failure_reason is not None else None
+        reason = describe_failure(failed.spec, failed_result.returncode, recorded)
+        reason += memory_note(oom_kills, failed_result.returncode)
+    elif timed_out:
+        reason = f"the job exceeded its time limit of {timeout:g} s and was stopped"
+    elif interrupted is not None and stop is not None and stop.is_set() and interrupted == signal.SIGTERM:
+        reason = "the job was asked to stop (StopTrainingJob) and stopped"
+    elif interrupted is not None:
+        reason = f"the job was interrupted by {signal.Signals(interrupted).name} and stopped"
+    if cut is not None:
+        reason += f"; {signal.Signals(cut).name} during the stop: what was left was killed at once (SIGKILL)"
+    ok = failed is None and not timed_out and interrupted is None and all(
+        r.returncode == 0 for r in results if not r.spec.serves)
+    return GroupResult(results, ok, reason, failed_result, end - start, timed_out=timed_out, interrupted=interrupted,
+                       oom_kills=oom_kills)
