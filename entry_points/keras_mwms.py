@@ -34,6 +34,7 @@ from smddp_compat.entry_points.common.training_env import TrainingEnv, add_outpu
 
 from smddp_compat.cluster import Cluster, endpoints, mwms_tf_config, uniform_placements
 from smddp_compat.errors import SmddpError
+from smddp_compat.keras_flavor import selects_tf_keras
 
 __all__ = [
     "STRATEGIES", "StrategyPlan", "build_parser", "global_batch_size", "main", "plan_strategy", "select_keras_flavour",
@@ -48,7 +49,6 @@ STRATEGY_CLASSES = {
     "central_storage": "CentralStorageStrategy",
     "multi_worker_mirrored": "MultiWorkerMirroredStrategy",
 }
-_LEGACY_KERAS_VALUES = ("true", "True", "1")  # what TensorFlow reads as "tf-keras" (tensorflow/__init__.py)
 
 
 def strategy_name(text: str) -> str:
@@ -119,7 +119,8 @@ class StrategyPlan:
         kind: The strategy built: ``mirrored``, ``central_storage`` or ``multi_worker_mirrored``.
         workers: Workers in the cluster (``TF_CONFIG``'s chief and workers, else the hosts of ``SM_HOSTS``).
         cpu_devices: ``--cpu-devices``.
-        needs_tf_keras: Whether Keras 3 cannot fit under this strategy (see docs/training-scripts.md#keras_mwms).
+        needs_tf_keras: Whether Keras 3 cannot fit under this strategy (CentralStorageStrategy; see
+            docs/training-scripts.md#keras_mwms).
     """
 
     requested: str
@@ -170,18 +171,15 @@ def plan_strategy(strategy: str, cpu_devices: int, environ: Mapping[str, str]) -
             f"MultiWorkerMirroredStrategy (--strategy={strategy}) places one replica per worker on a CPU host, "
             "whatever its logical devices, so the extra devices would stay idle",
             "drop --cpu-devices (or set it to 1), or use --strategy mirrored or central_storage on one host")
-    needs_tf_keras = kind == "central_storage" or (kind == "multi_worker_mirrored" and workers > 1)
+    needs_tf_keras = kind == "central_storage"
     return StrategyPlan(strategy, kind, workers, cpu_devices, needs_tf_keras)
 
 
 def _keras_refusal(plan: StrategyPlan, value: str | None, fix: str) -> EntryPointError:
-    why = ("with several workers (keras-team/keras#20585)" if plan.kind == "multi_worker_mirrored" else
-           "(its Dropout layers' seed-generator variables cannot be updated inside a replica)")
-    if plan.kind == "central_storage":
-        fix += ", or use --strategy mirrored"
     return EntryPointError(field="TF_USE_LEGACY_KERAS", value=value,
-                           problem=f"selects Keras 3, which cannot fit this model under {plan.class_name} {why}",
-                           fix=fix)
+                           problem=f"selects Keras 3, which cannot fit this model under {plan.class_name} (its "
+                                   "Dropout layers' seed-generator variables cannot be updated inside a replica)",
+                           fix=fix + ", or use --strategy mirrored")
 
 
 def select_keras_flavour(plan: StrategyPlan, environ: MutableMapping[str, str]) -> None:
@@ -195,7 +193,7 @@ def select_keras_flavour(plan: StrategyPlan, environ: MutableMapping[str, str]) 
     value = environ.get("TF_USE_LEGACY_KERAS")
     if not value:
         environ["TF_USE_LEGACY_KERAS"] = "1"
-    elif value not in _LEGACY_KERAS_VALUES:
+    elif not selects_tf_keras(environ):
         raise _keras_refusal(plan, value, "unset TF_USE_LEGACY_KERAS (the script then selects tf-keras) or set it to 1")
 
 
@@ -222,6 +220,7 @@ else:  # imported (e.g. to call main()): the multi-worker default, as for --stra
     except SmddpError:
         pass  # reported by main()
 
+import smddp_compat.keras3  # noqa: E402,F401 - Keras 3 under MultiWorkerMirroredStrategy (the kit's jobs arm it too)
 import tensorflow as tf
 from smddp_compat.entry_points.common.checkpoints import restore_latest
 from smddp_compat.entry_points.common.datasets import load_mnist

@@ -4,8 +4,9 @@
 1. Argument lists stay argument lists: every command the toolkit runs (the entry point with its hyperparameters,
    ``mpirun``) is started as a list (``asyncio.create_subprocess_exec``), never joined into a string for a shell.
 2. SIGTERM reaches the job: ``train``, the container's first process, passes it on to every other process.
-3. Known limits in one line: the job's processes get :func:`smddp_compat.known_limits.startup_path` on
-   ``PYTHONPATH``, so a limit of TensorFlow or Keras itself fails with one line naming it and the fix.
+3. The kit's start-up: the job's processes get :func:`smddp_compat.job_startup.startup_path` on ``PYTHONPATH``, so
+   a Keras 3 script under MultiWorkerMirroredStrategy or ParameterServerStrategy trains unchanged
+   (:mod:`smddp_compat.keras3`).
 
 The twin's opt-in alone, never SageMaker's: with ``SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1`` (``--short-toolkit-waits``) the
 fixed 30 s sleeps of the toolkit's MPI and SMDDP runners last at most 1 s; their protocol is kept.
@@ -21,7 +22,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from smddp_compat import known_limits
+from smddp_compat import job_startup
 
 __all__ = ["main", "run_argument_list", "SHORT_TOOLKIT_WAITS", "ShortSleeps"]
 
@@ -41,7 +42,7 @@ async def run_argument_list(
     from sagemaker_training import process
 
     env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = known_limits.with_startup_path(env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = job_startup.with_startup_path(env.get("PYTHONPATH"))
     proc = await asyncio.create_subprocess_exec(
         *[str(part) for part in cmd], env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=stderr, **kwargs
     )

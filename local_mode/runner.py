@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from smddp_compat import contract, known_limits
+from smddp_compat import contract, job_startup
 from smddp_compat.cluster import encode_host_addresses
 from smddp_compat.contract import ARGUMENT_RULES, encode_hyperparameters, read_failure_reason
 from smddp_compat.job_files import iter_regular_files
@@ -427,7 +427,7 @@ def _process_spec(
 ) -> ProcessSpec:
     env = process_environment(
         **host_layers, distribution=plan.env, stall_watchdog=stall_watchdog_env(None, None, str(stall_dir)),
-        python_path=[*plan.python_path, str(layout.code_dir), known_limits.startup_path()],
+        python_path=[*plan.python_path, str(layout.code_dir), job_startup.startup_path()],
     )
     arguments = ARGUMENT_RULES[spec.argument_rule](layout.hyperparameters_here(spec.hyperparameters))
     argv = [spec.python, "-m", plan.module] if plan.module else _argv(spec, layout, arguments)

@@ -34,6 +34,7 @@ from smddp_compat.image.build import LATEST_TAG, checkout_context, host_horovod_
 from smddp_compat.image.commands import capture
 from smddp_compat.image.engine import find_engine
 from smddp_compat.image.errors import DockerUnavailableError, ImageBuildError
+from smddp_compat.keras_flavor import LEGACY_KERAS_VARIABLE, selects_tf_keras
 from smddp_compat.image.rootfs import host_base_recipe
 from smddp_compat.launcher import JOB_NETWORK_VARIABLE, job_network_choice, own_network_unavailable_reason
 
@@ -229,9 +230,9 @@ class _Probe:
 
 def _probe_env(legacy_keras: bool) -> dict[str, str]:
     env = dict(os.environ)
-    env.pop("TF_USE_LEGACY_KERAS", None)
+    env.pop(LEGACY_KERAS_VARIABLE, None)
     if legacy_keras:
-        env["TF_USE_LEGACY_KERAS"] = "1"
+        env[LEGACY_KERAS_VARIABLE] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env["PYTHONWARNINGS"] = "ignore"
     return env
@@ -262,7 +263,7 @@ def _keras_check(stack: dict[str, Any]) -> Check:
     if not found.startswith("3."):
         return Check("keras", FAIL, f"keras {found} is installed; TensorFlow {EXPECTED_TF} needs Keras 3", _SETUP_FIX)
     note = ""
-    if os.environ.get("TF_USE_LEGACY_KERAS", "") not in ("", "0", "false", "False"):
+    if selects_tf_keras():
         note = "; note: TF_USE_LEGACY_KERAS is set in this shell, so tf.keras is tf-keras here"
     return Check("keras", OK, f"Keras {found} (tf.keras by default){note}")
 

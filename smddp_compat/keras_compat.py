@@ -14,6 +14,8 @@ after ``init()`` they work again on Keras 3 (nothing changes on tf-keras):
   ``tf.compat.v1`` session can fetch; a Keras 3 variable now does both through its ``tf.Variable``.
 - ``tf.keras.losses.mean_squared_error`` (and the other loss functions ``keras.losses`` has but Keras 3's
   ``tf.keras.losses`` namespace lacks): Horovod's Keras tests and examples call them there.
+- ``metric.reset_states()``: Keras 2's name of ``reset_state()`` (AWS's SMDDP TF2 custom-loop example resets its
+  metrics with it each epoch).
 - ``BatchNormalization(fused=False)``: Keras 2's choice of kernel, which Keras 3 refuses; Keras 3 has one kernel,
   so the argument is accepted and ignored (Horovod's SyncBatchNormalization recipe passes it).
 - ``model.save(path)`` (and ``tf.keras.models.save_model``) with a path without ``.keras``/``.h5``: Keras 2 wrote a
@@ -37,10 +39,10 @@ import sys
 from typing import Any
 
 from smddp_compat.errors import UsageError
+from smddp_compat.keras_flavor import keras3_module, tf_keras_module
 
 __all__ = [
-    "CallableList", "adapt_keras3_for_keras2_scripts", "make_optimizer_variables_callable", "keras3_module",
-    "tf_keras_module", "is_keras3_variable", "keras_layer_types", "is_keras3_optimizer", "optimizer_variables",
+    "CallableList", "adapt_keras3_for_keras2_scripts", "make_optimizer_variables_callable", "is_keras3_variable", "keras_layer_types", "is_keras3_optimizer", "optimizer_variables",
     "unwrap_variable", "mark_distributed_optimizer", "is_distributed_optimizer", "SAVEDMODEL_OPT_OUT",
     "SAVEDMODEL_NOTE", "XLA_REFUSED", "HOROVOD_XLA_OPS", "refuse_xla_compilation",
 ]
@@ -74,26 +76,6 @@ class CallableList(list):
         return self
 
 
-def keras3_module() -> Any:
-    """The ``keras`` package when it is Keras 3, else None."""
-    try:
-        import keras
-    except ImportError:
-        return None
-    if not str(getattr(keras, "__version__", "0")).startswith("3"):
-        return None
-    return keras
-
-
-def tf_keras_module() -> Any:
-    """The ``tf_keras`` package (Keras 2) when it is installed, else None."""
-    try:
-        import tf_keras
-    except ImportError:
-        return None
-    return tf_keras
-
-
 def _keras3_optimizer_base() -> type | None:
     keras = keras3_module()
     return None if keras is None else keras.optimizers.Optimizer
@@ -116,6 +98,7 @@ def adapt_keras3_for_keras2_scripts() -> None:
     _add_optimizer_lr_alias()
     _accept_legacy_compile_arguments()
     _add_variable_ref()
+    _add_metric_reset_states()
     _accept_batch_normalization_fused()
     _complete_tf_keras_losses()
     _save_extensionless_paths_as_savedmodel()
@@ -252,6 +235,18 @@ def _add_variable_ref() -> None:
     ref.__doc__ = "The ``ref()`` of the ``tf.Variable`` behind this variable (a hashable key, as in Keras 2)."
     keras.Variable.ref = ref
     keras.Variable._as_graph_element = as_graph_element
+
+
+def _add_metric_reset_states() -> None:
+    keras = keras3_module()
+    if keras is None or hasattr(keras.metrics.Metric, "reset_states"):
+        return
+
+    def reset_states(self: Any) -> None:
+        self.reset_state()
+
+    reset_states.__doc__ = "Keras 2's name of ``reset_state()``."
+    keras.metrics.Metric.reset_states = reset_states
 
 
 def _accept_batch_normalization_fused() -> None:

@@ -21,7 +21,7 @@ PYPROJECT = REPO / "pyproject.toml"
 
 #: Imports of the kit's own modules inside a function (or method). Lower it with each step of the house; the goal
 #: (issue 31) is at most 25, each keeping TensorFlow or the SageMaker SDK out of a light import.
-IN_FUNCTION_BUDGET = 6
+IN_FUNCTION_BUDGET = 7  # 7th: the Keras 3 adaptation, loaded only once Keras is (it imports TensorFlow)
 
 #: Folders the product's Python files come from, as pyproject maps them, without outputs and caches.
 _SKIPPED = {"__pycache__", "results"}

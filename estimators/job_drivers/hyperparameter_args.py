@@ -12,7 +12,7 @@ import sys
 from typing import Any, Mapping
 
 from smddp_compat.contract import driver_args
-from smddp_compat.known_limits import with_startup_path
+from smddp_compat.job_startup import with_startup_path
 
 
 def from_environment(environ: Mapping[str, str]) -> list[str]:
@@ -30,7 +30,7 @@ def from_environment(environ: Mapping[str, str]) -> list[str]:
 
 def script_environment() -> dict[str, str]:
     """This process's environment as the user's script gets it: the kit's start-up folder first on ``PYTHONPATH``,
-    as every job the kit starts has it (the known limits' one-line messages: ``smddp_compat.known_limits``)."""
+    as every job the kit starts has it (:mod:`smddp_compat.job_startup`: Keras 3 under TensorFlow's strategies)."""
     return {**os.environ, "PYTHONPATH": with_startup_path(os.environ.get("PYTHONPATH"))}
 
 

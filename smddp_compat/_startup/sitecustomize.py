@@ -1,5 +1,7 @@
-"""Start-up of the processes of the kit's jobs: arms :mod:`smddp_compat.known_limits`, then runs the
-``sitecustomize`` that this one hides, if any (a later folder of ``sys.path``), so a site's own start-up still runs."""
+"""Start-up of the processes of the kit's jobs (:mod:`smddp_compat.job_startup`): arms the Keras 3 adaptation
+(``import smddp_compat.keras3``) unless the job selects tf-keras, then runs the ``sitecustomize`` that this one hides,
+if any (a later folder of ``sys.path``), so a site's own start-up still runs. Standard library only: TensorFlow and
+Keras are imported by the script."""
 
 import importlib.machinery
 import importlib.util
@@ -7,9 +9,9 @@ import os
 import sys
 
 try:
-    from smddp_compat import known_limits
+    from smddp_compat.keras_flavor import selects_tf_keras
 except ImportError:  # an interpreter without the kit: nothing to arm
-    known_limits = None  # type: ignore[assignment]
+    selects_tf_keras = None  # type: ignore[assignment]
 
 
 def _run_hidden_sitecustomize() -> None:
@@ -23,6 +25,6 @@ def _run_hidden_sitecustomize() -> None:
     spec.loader.exec_module(module)
 
 
-if known_limits is not None:
-    known_limits.install()
+if selects_tf_keras is not None and not selects_tf_keras():
+    import smddp_compat.keras3  # noqa: F401 - importing it arms it
 _run_hidden_sitecustomize()

@@ -14,7 +14,7 @@ from typing import Any
 import tensorflow as tf
 from horovod.tensorflow.mpi_ops import Sum, _allreduce, global_process_set
 
-from smddp_compat.keras_compat import keras3_module
+from smddp_compat.keras_flavor import keras3_module
 
 __all__ = ["SyncBatchNormalization"]
 

@@ -13,7 +13,7 @@ error types): ``import horovod.tensorflow as hvd`` -> ``import smddp_compat.horo
 (see :mod:`smddp_compat.horovod`).
 """
 
-from smddp_compat.known_limits import require_horovod
+from smddp_compat.job_startup import require_horovod
 
 require_horovod()  # before the modules that import Horovod: a missing Horovod is named with its fix
 

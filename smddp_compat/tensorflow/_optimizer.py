@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from smddp_compat.errors import UsageError
 from smddp_compat.tensorflow._gradients import DEFAULT_BUCKET_CAP_MB, GradientReducer
-from smddp_compat.keras_compat import is_keras3_optimizer, mark_distributed_optimizer, tf_keras_module
+from smddp_compat.keras_compat import is_keras3_optimizer, mark_distributed_optimizer
+from smddp_compat.keras_flavor import tf_keras_module
 from smddp_compat.tensorflow._ops import Compression, check_device_arguments
 from smddp_compat.tensorflow.state import require_init
 

@@ -135,15 +135,18 @@ def test_mwms_gets_tf_config_from_the_toolkit(aws: Aws, kit_image: str, tmp_path
     _assert_one_world(_worlds(aws, output, tmp_path), size=2, per_host=1)
 
 
-def test_keras3_fit_under_mwms_fails_in_one_line_naming_the_fix(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    """A user's plain Keras 3 ``fit`` under 2-worker MWMS (a Keras limit) fails with the kit's one line, in the image
-    as SageMaker starts it; the failure reason carries it, not TensorFlow's PerReplica error."""
-    from smddp_compat import known_limits
-
-    described = _mwms_replay(aws, kit_image, tmp_path, "twin-keras3-fit", 1, entry_point="plain_keras_fit.py")
-    assert described["TrainingJobStatus"] == "Failed"
-    assert known_limits.KERAS3_MWMS_FIT.format(workers=2) in described["FailureReason"]
-    assert "PerReplica" not in described["FailureReason"]
+def test_keras3_fit_under_mwms_trains_in_the_image(aws: Aws, kit_image: str, tmp_path: Path) -> None:
+    """A user's plain Keras 3 ``fit`` under 2-worker MWMS trains on Keras 3 in the image as SageMaker starts it (the
+    image's ``train`` arms the kit's adaptation): both workers end with the same weights."""
+    described = _mwms_replay(aws, kit_image, tmp_path, "twin-keras3-fit", 0, entry_point="plain_keras_fit.py")
+    assert described["TrainingJobStatus"] == "Completed"
+    output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
+    path = aws.download(output, str(tmp_path / "output.tar.gz"))
+    with tarfile.open(path) as archive:
+        records = [json.loads(archive.extractfile(m).read()) for m in archive.getmembers()  # type: ignore[union-attr]
+                   if m.isfile() and Path(m.name).name.startswith("fit-")]
+    assert sorted(r["task"] for r in records) == [0, 1] and {r["keras"] for r in records} == {"keras-3"}, records
+    assert records[0]["weights"] == records[1]["weights"]
 
 
 def _cli(argv: list[str], expect: int) -> dict[str, Any]:

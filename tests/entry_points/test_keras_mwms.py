@@ -1,6 +1,6 @@
 """keras_mwms.py: TF_CONFIG and batch-size rules; one-host MirroredStrategy run killed mid-epoch and resumed;
-two workers (MultiWorkerMirroredStrategy over loopback, --strategy auto and multi_worker_mirrored) with identical
-final weights and chief-only artifacts. The other strategies: test_keras_mwms_strategies.py."""
+two workers (MultiWorkerMirroredStrategy over loopback, --strategy auto on Keras 3 and multi_worker_mirrored on
+tf-keras) with identical final weights and chief-only artifacts. The other strategies: test_keras_mwms_strategies.py."""
 
 from __future__ import annotations
 
@@ -95,8 +95,8 @@ def _free_port_pair() -> int:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("strategy", ["auto", "multi_worker_mirrored"])
-def test_two_workers_mwms(strategy: str, tmp_path) -> None:  # noqa: ANN001 - pytest's tmp_path
+@pytest.mark.parametrize(("strategy", "keras"), [("auto", "keras-3"), ("multi_worker_mirrored", "tf-keras-2")])
+def test_two_workers_mwms(strategy: str, keras: str, tmp_path) -> None:  # noqa: ANN001 - pytest's tmp_path
     from smddp_compat.launcher import ProcessSpec, run_process_group
 
     hosts = ["algo-1", "algo-2"]
@@ -108,6 +108,7 @@ def test_two_workers_mwms(strategy: str, tmp_path) -> None:  # noqa: ANN001 - py
         env = layout.env({
             "SM_HOSTS": json.dumps(hosts), "SM_CURRENT_HOST": host,
             "SMDDP_HOST_ADDRESSES": json.dumps({h: "127.0.0.1" for h in hosts}),
+            **({"TF_USE_LEGACY_KERAS": "1"} if keras.startswith("tf-keras") else {}),
         })
         argv = script_command(SCRIPT, ["--epochs", "1", "--steps-per-epoch", "15", "--log-steps", "5",
                                        "--mwms-port", str(port), "--weights-digest", "true", "--strategy", strategy,
@@ -117,7 +118,7 @@ def test_two_workers_mwms(strategy: str, tmp_path) -> None:  # noqa: ANN001 - py
     result = run_process_group(specs, timeout=400, stream=output)
     assert result.ok, result.reason + "\n" + output.getvalue()[-4000:]
     chief_log = (layouts[0].root / "log.txt").read_text()
-    assert "worker 0/2, 2 replica(s), global batch 64, tf-keras-2" in chief_log
+    assert f"worker 0/2, 2 replica(s), global batch 64, {keras}" in chief_log
     assert "strategy=MultiWorkerMirroredStrategy replicas=2 workers=2" in chief_log
     digests = [(layout.output_data_dir / f"weights-rank{i}.sha256").read_text() for i, layout in enumerate(layouts)]
     assert digests[0] == digests[1]

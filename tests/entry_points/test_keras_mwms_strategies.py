@@ -38,13 +38,13 @@ ONE_WORKER_TF_CONFIG = {"TF_CONFIG": json.dumps({"cluster": {"worker": ["127.0.0
 @pytest.mark.parametrize(("strategy", "cpu_devices", "environ", "kind", "workers", "needs_tf_keras"), [
     ("auto", 1, {}, "mirrored", 1, False),
     ("auto", 4, {}, "mirrored", 1, False),
-    ("auto", 1, TWO_HOSTS, "multi_worker_mirrored", 2, True),
+    ("auto", 1, TWO_HOSTS, "multi_worker_mirrored", 2, False),
     ("auto", 1, ONE_WORKER_TF_CONFIG, "multi_worker_mirrored", 1, False),
     ("Mirrored", 2, {}, "mirrored", 1, False),
     ("central-storage", 2, {}, "central_storage", 1, True),
     ("central_storage", 1, ONE_WORKER_TF_CONFIG, "central_storage", 1, True),
     ("multi_worker_mirrored", 1, {}, "multi_worker_mirrored", 1, False),
-    ("multi_worker_mirrored", 1, TWO_WORKERS_TF_CONFIG, "multi_worker_mirrored", 2, True),
+    ("multi_worker_mirrored", 1, TWO_WORKERS_TF_CONFIG, "multi_worker_mirrored", 2, False),
 ])
 def test_plan(strategy: str, cpu_devices: int, environ: dict[str, str], kind: str, workers: int,
               needs_tf_keras: bool) -> None:
@@ -153,9 +153,6 @@ REFUSALS = {
     "keras3-under-central_storage": (["--strategy", "central_storage"], {"TF_USE_LEGACY_KERAS": "0"},
                                      ("EntryPointError: TF_USE_LEGACY_KERAS='0': selects Keras 3, which cannot fit "
                                       "this model under CentralStorageStrategy")),
-    "keras3-under-two-worker-mwms": ([], {**TWO_HOSTS, "TF_USE_LEGACY_KERAS": "false"},
-                                     ("EntryPointError: TF_USE_LEGACY_KERAS='false': selects Keras 3, which cannot fit "
-                                      "this model under MultiWorkerMirroredStrategy with several workers")),
     "unknown-strategy": (["--strategy", "tpu"], {}, "HyperparameterError: --strategy='tpu': is not a strategy"),
 }
 

@@ -1,0 +1,80 @@
+"""Keras 3 trains under MultiWorkerMirroredStrategy with several workers where the kit starts the job, unchanged:
+a user's plain script (``fit`` with validation data and the usual callbacks, ``evaluate``, ``predict``) ends with
+the same weights and history on both workers, only the chief writes the callbacks' files, and its accuracy is
+tf-keras's on the same script. The image's path (``train``) is checked in tests/docker/test_twin.py, the parameter
+servers in tests/local_mode/test_parameter_server_job.py, ``smddprun`` in tests/launcher."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from smddp_compat import job_startup, keras3
+
+pytestmark = pytest.mark.timeout(300)
+
+SCRIPT = Path(__file__).resolve().parent / "docker" / "scripts" / "plain_keras_fit.py"
+
+
+@pytest.mark.parametrize(("version", "tested"), [("3.15.1", True), ("3.15", True), ("3.150.0", False),
+                                                 ("3.14.9", False), ("3.16.0", False)])
+def test_the_adaptation_is_guarded_by_the_tested_keras_releases(version: str, tested: bool) -> None:
+    assert keras3.is_tested_keras(version) is tested
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(("env", "armed"), [({}, True), ({"TF_USE_LEGACY_KERAS": "1"}, False),
+                                           ({"TF_USE_LEGACY_KERAS": "0"}, True)])
+def test_job_processes_arm_the_adaptation_unless_tf_keras_and_a_site_sitecustomize_still_runs(
+        tmp_path: Path, env: dict[str, str], armed: bool) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['SITE_RAN'] = 'yes'\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": job_startup.with_startup_path(str(site)), **env}
+    code = ("import os, sys; print(os.environ.get('SITE_RAN'), "
+            "any(type(f).__name__ == '_AdaptOnImport' for f in sys.meta_path), 'tensorflow' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert done.stdout.split() == ["yes", str(armed), "False"], done.stderr
+
+
+def _two_worker_fit(tmp_path: Path, *extra: str) -> dict[int, dict[str, Any]]:
+    """``smddp local`` of the plain script on 2 hosts; task -> its record (from output.tar.gz)."""
+    argv = [sys.executable, "-m", "smddp_compat.cli", "local", SCRIPT.name, "--source-dir", str(SCRIPT.parent),
+            "--instance-count", "2", "--distribution", "mwms", "--output", str(tmp_path / "out"), *extra]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    (archive_path,) = (tmp_path / "out").glob("*/output/output.tar.gz")
+    with tarfile.open(archive_path) as archive:
+        return {record["task"]: record for record in
+                (json.load(archive.extractfile(m)) for m in archive.getmembers()  # type: ignore[arg-type]
+                 if m.isfile() and Path(m.name).name.startswith("fit-"))}
+
+
+@pytest.fixture(scope="module")
+def tf_keras_accuracy(tmp_path_factory: pytest.TempPathFactory) -> float:
+    records = _two_worker_fit(tmp_path_factory.mktemp("tf-keras"), "--env", "TF_USE_LEGACY_KERAS=1")
+    assert {r["keras"] for r in records.values()} == {"tf-keras"}
+    assert records[0]["weights"] == records[1]["weights"]
+    return records[0]["evaluation"][1]
+
+
+@pytest.mark.processes
+def test_keras3_fits_evaluates_and_predicts_on_two_workers_as_tf_keras_does(tmp_path: Path,
+                                                                           tf_keras_accuracy: float) -> None:
+    records = _two_worker_fit(tmp_path)
+    chief, worker = records[0], records[1]
+    assert chief["keras"] == worker["keras"] == "keras-3", "the job was switched to tf-keras"
+    assert chief["weights"] == worker["weights"]  # one model after fit
+    assert chief["history"] == worker["history"]  # the global metrics, not each worker's
+    assert set(chief["history"]) == {"loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"}
+    assert chief["evaluation"] == worker["evaluation"] and chief["predictions"] == [10, 2]
+    assert chief["history"]["learning_rate"] == pytest.approx([0.009, 0.0081, 0.00729])
+    assert abs(chief["evaluation"][1] - tf_keras_accuracy) < 0.03, (chief["evaluation"], tf_keras_accuracy)
+    assert "checkpoint.keras" in chief["files"] and any(f.startswith("tensorboard/train/") for f in chief["files"])
+    assert worker["files"] == [], "a worker that is not the chief wrote the callbacks' files"
