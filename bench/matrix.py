@@ -78,12 +78,9 @@ _GUESS_SECONDS = {"smddprun": 15.0, "local": 15.0, "local-docker": 70.0, "sdk-lo
                   "sdk3-local": 20.0, "sdk3-container": 70.0}
 
 _TF_KERAS_FIX = "use tf-keras: TF_USE_LEGACY_KERAS=1"
-#: (strategy, keras) -> (why it does not work, the fix): known limits of Keras, declared by the kit.
-KNOWN_FAILURES: dict[tuple[str, str], tuple[str, str]] = {
-    ("mwms", "keras3"): (
-        "Keras 3 cannot fit under MultiWorkerMirroredStrategy with 2 workers (keras-team/keras#20585)",
-        f"{_TF_KERAS_FIX} (or a custom loop with strategy.run; Keras 3 fits with one worker)"),
-}
+#: (strategy, keras) -> (why it does not work, the fix): known limits of Keras, declared by the kit (none today:
+#: Keras 3 trains under every strategy through smddp_compat.keras3).
+KNOWN_FAILURES: dict[tuple[str, str], tuple[str, str]] = {}
 
 # The programs each (strategy, keras) runs, their hyperparameters (tiny: one short epoch) and SageMaker distribution.
 _SMALL_HP = {"save-model": "false"}
@@ -121,7 +118,7 @@ class Cell:
     @property
     def program(self) -> Path:
         """The training script."""
-        if self.strategy == "none" or (self.strategy == "mwms" and self.keras == "keras3"):
+        if self.strategy == "none":
             return _PLAIN
         return ENTRY_POINTS_DIR / {
             "smddp": "smddp_mnist.py", "horovod": "horovod_mnist.py", "mwms": "keras_mwms.py",
@@ -183,8 +180,6 @@ def declared_not_runnable(cell: Cell) -> tuple[str, str] | None:
     """Why ``cell`` cannot work, and the fix, without running it (None: it runs): parameter-server training on
     Keras 3, and MWMS, DTensor or parameter server under ``smddprun`` (it sets Horovod's rank, size and rendezvous,
     never ``TF_CONFIG`` or ``DTENSOR_JOBS``)."""
-    if cell.strategy == "parameter_server" and cell.keras == "keras3":
-        return ("Keras 3 does not support parameter-server training (keras-team/keras#18624)", _TF_KERAS_FIX)
     if cell.launcher == "smddprun" and cell.strategy in ("mwms", "dtensor", "parameter_server"):
         variable = "DTENSOR_JOBS" if cell.strategy == "dtensor" else "TF_CONFIG"
         option = {"mwms": "mwms", "dtensor": "dtensor --mesh batch=4", "parameter_server": "parameter_server"}

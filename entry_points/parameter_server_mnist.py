@@ -1,7 +1,7 @@
 """MNIST CNN trained with TensorFlow's ParameterServerStrategy, as SageMaker's ``parameter_server`` distribution
 starts it: the coordinator trains, workers and parameter servers serve until it is done; every wait is bounded.
 
-See docs/training-scripts.md#parameter_server_mnist (roles, timeouts, tf-keras).
+See docs/training-scripts.md#parameter_server_mnist (roles, timeouts); runs on Keras 3 and on tf-keras.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ if __package__ in (None, ""):
 
 from smddp_compat import parameter_server as ps  # no TensorFlow
 
-if "TF_USE_LEGACY_KERAS" not in os.environ:
-    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot train under ParameterServerStrategy (see above)
+import smddp_compat.keras3  # noqa: E402,F401 - Keras 3 under ParameterServerStrategy (the kit's jobs arm it too)
 
 import numpy as np
 import tensorflow as tf
@@ -32,14 +31,13 @@ from smddp_compat.entry_points.common.datasets import load_mnist
 from smddp_compat.entry_points.common.errors import HyperparameterError
 from smddp_compat.entry_points.common.hyperparameters import (
     boolean, non_negative_int, parse_hyperparameters, positive_float, positive_int)
-from smddp_compat.entry_points.common.keras_flavor import build_optimizer, is_keras3, keras_name
+from smddp_compat.entry_points.common.keras_flavor import build_optimizer, keras_name
 from smddp_compat.entry_points.common.lifecycle import run_entry_point, termination_requested, write_failure
 from smddp_compat.entry_points.common.metric_lines import MetricLogger
 from smddp_compat.entry_points.common.mnist_model import build_cnn, evaluate_classifier
 from smddp_compat.entry_points.common.model_artifacts import save_servable_model, write_summary
 from smddp_compat.entry_points.common.tensorboard_summaries import TrainingSummaries, learning_rate_of
 from smddp_compat.entry_points.common.training_env import TrainingEnv, add_output_dir_arguments
-from smddp_compat.errors import ConfigurationError
 
 __all__ = ["build_parser", "chunk_end", "main"]
 
@@ -106,14 +104,6 @@ def _serve(config: ps.ParameterServerConfig, args: argparse.Namespace) -> None:
         print("stopped on SIGTERM", flush=True)
 
 
-def _require_tf_keras() -> None:
-    if is_keras3():
-        raise ConfigurationError(
-            "TF_USE_LEGACY_KERAS", os.environ.get("TF_USE_LEGACY_KERAS"),
-            "selects Keras 3, which cannot train under ParameterServerStrategy (keras-team/keras#18624)",
-            "unset it (the script then selects tf-keras) or set it to 1; tf-keras is installed with the kit")
-
-
 def _lost_task_error(config: ps.ParameterServerConfig, error: tf.errors.OpError, during: str) -> Exception:
     """The error to raise for a TensorFlow failure of the cluster: a `TaskLostError` naming the tasks whose server
     does not answer when there are any, else `error` itself."""
@@ -155,7 +145,6 @@ def main() -> None:
     watch: ps.ClusterWatch | _NoWatch = _NoWatch()
     coordinator = None
     if config.role is ps.Role.COORDINATOR:
-        _require_tf_keras()
         ps.wait_for_tasks(config, timeout=args.start_timeout, timeout_field="--start-timeout")
         # From here on every task has been reachable: one that stops accepting connections is lost.
         watch = ps.ClusterWatch(config, lost_after=args.task_timeout, on_failure=_abort,

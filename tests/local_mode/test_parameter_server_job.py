@@ -107,13 +107,13 @@ def _pid_of_the_worker() -> int:
     raise AssertionError("no worker process found")
 
 
-def _script_job(tmp_path: Path, script: str, job_name: str) -> tuple[str, dict[str, float]]:
+def _script_job(tmp_path: Path, script: str, job_name: str, *extra: str) -> tuple[str, dict[str, float]]:
     """A 2-host parameter_server job of a script in tests/local_mode/scripts (the servers' start timeout an hour, far
     beyond the tests' limits): its output, once Completed, and the accuracy each host printed."""
     done = subprocess.run(
         [sys.executable, "-m", "smddp_compat.cli", "local", script, "--source-dir", str(SCRIPTS),
          "--distribution", "parameter_server", "--instance-count", "2", "--output", str(tmp_path / "out"),
-         "--job-name", job_name, "--env", "SMDDP_PS_START_TIMEOUT_SECONDS=3600"],
+         "--job-name", job_name, "--env", "SMDDP_PS_START_TIMEOUT_SECONDS=3600", *extra],
         capture_output=True, text=True, timeout=280, cwd=tmp_path,
     )
     out = done.stdout
@@ -122,7 +122,7 @@ def _script_job(tmp_path: Path, script: str, job_name: str) -> tuple[str, dict[s
     for label in ("algo-1,ps", "algo-2,ps"):
         assert f"[{label}]" in out, label
     accuracies = {host: float(value) for host, value in
-                  re.findall(r"^\[(algo-[12]),(?:master|worker)\] accuracy=([0-9.]+);", out, flags=re.MULTILINE)}
+                  re.findall(r"^\[(algo-[12]),(?:master|worker)\] .*accuracy=([0-9.]+);", out, flags=re.MULTILINE)}
     return out, accuracies
 
 
@@ -139,12 +139,18 @@ def test_a_job_whose_scripts_never_use_the_servers_completes_when_they_end(tmp_p
 
 
 @pytest.mark.timeout(300)
-def test_a_script_in_the_tutorials_pattern_trains_with_keras_fit_under_the_strategy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("keras", ["keras-3", "tf-keras"])
+def test_a_script_in_the_tutorials_pattern_trains_with_keras_fit_under_the_strategy(tmp_path: Path, keras: str) -> None:
     """TensorFlow's parameter-server tutorial's start (TFConfigClusterResolver, a branch on the task type) with
-    Keras fit under ParameterServerStrategy on the coordinator: the servers are used, and end with the
-    coordinator."""
-    out, accuracies = _script_job(tmp_path, "ps_strategy_fit.py", "ps-tutorial")
+    Keras fit, evaluate and predict under ParameterServerStrategy on the coordinator, on both Keras (Keras 3 through
+    the kit's adaptation, with a dataset function; tf-keras with its DatasetCreator): the servers are used, and end
+    with the coordinator."""
+    extra = ("--env", "TF_USE_LEGACY_KERAS=1") if keras == "tf-keras" else ()
+    out, accuracies = _script_job(tmp_path, "ps_strategy_fit.py", f"ps-tutorial-{keras}", *extra)
     assert "[algo-1,master] task=master:0" in out and "[algo-2,worker] task=worker:0" in out, out[-3000:]
+    assert f"[algo-1,master] keras={keras};" in out, out[-3000:]
     assert list(accuracies) == ["algo-1"] and accuracies["algo-1"] >= 0.8, accuracies
+    evaluated = float(re.findall(r"evaluated=([0-9.]+);", out)[-1])
+    assert evaluated >= 0.8, out[-3000:]  # evaluate's steps ran on the workers, its metrics read on the servers
     for task in ("ps 0", "ps 1", "worker 0"):
         assert re.search(rf"\] {task} at .*: the coordinator has finished; exiting$", out, flags=re.MULTILINE), task
