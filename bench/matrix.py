@@ -194,7 +194,7 @@ def all_cells() -> list[Cell]:
     return [Cell(s, k, launcher) for s in STRATEGIES for k in KERAS for launcher in LAUNCHERS]
 
 
-#: The CI subset: the cheap launchers on a few strategies (the known Keras 3 + MWMS failure among them) and one
+#: The CI subset: the cheap launchers on a few strategies (Keras 3 and tf-keras under 2-worker MWMS among them) and one
 #: Docker cell (a single host: no toolkit waits).
 QUICK = (
     ("smddp", "keras3", "smddprun"), ("horovod", "keras3", "smddprun"),
