@@ -150,6 +150,10 @@ model.compile(optimizer=opt, loss=tf.keras.losses.mean_squared_error, experiment
 model.fit(tf.ones((4, 2)), tf.ones((4, 2)), verbose=0)
 assert opt.variables() == opt.variables and float(opt.lr.numpy()) == 0.5
 opt.lr = 0.25
+accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+accuracy.update_state([1], [[0.0, 1.0]])
+accuracy.reset_states()  # AWS's SMDDP TF2 custom-loop example resets its metrics so each epoch
+assert float(accuracy.result()) == 0.0
 with tf.Graph().as_default():
     in_graph = keras.Variable(3.0)
     with tf.compat.v1.Session() as session:
