@@ -41,7 +41,8 @@ from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.s3 import is_s3_uri
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.local_mode.lifecycle import JobControl
-from smddp_compat.local_mode.tuning import STRATEGIES, WARM_START_TYPES
+from smddp_compat.local_mode.search_strategies import STRATEGIES
+from smddp_compat.local_mode.tuning import WARM_START_TYPES
 from smddp_compat.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "tuning_request"]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from smddp_compat.errors import ConfigurationError
-from smddp_compat.local_mode.tuning import ParameterRange, ParentTuningJob, TuningJob, parameter_ranges
+from smddp_compat.local_mode.search_strategies import ParameterRange, parameter_ranges
+from smddp_compat.local_mode.tuning import ParentTuningJob, TuningJob
 
 
 def _request(ranges: Mapping[str, Any], strategy: str = "Random", max_jobs: int = 6, parallel: int = 1,
