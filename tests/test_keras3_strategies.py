@@ -74,3 +74,31 @@ def test_keras3_fits_evaluates_and_predicts_on_two_workers_as_tf_keras_does(tmp_
     assert abs(chief["evaluation"][1] - TF_KERAS_ACCURACY) < 0.03, chief["evaluation"]
     assert "checkpoint.keras" in chief["files"] and any(f.startswith("tensorboard/train/") for f in chief["files"])
     assert worker["files"] == [], "a worker that is not the chief wrote the callbacks' files"
+
+
+@pytest.mark.processes
+def test_keras3_fits_evaluates_and_predicts_under_parameter_servers_and_names_what_it_refuses() -> None:
+    """In one process (TensorFlow's in-process cluster, as its tutorial builds one): the scheduled fit's global
+    metrics stay metrics (an accuracy never above 1: Keras variables add atomically on the servers), and each
+    argument a coordinator cannot train from is refused in one line naming it and the fix."""
+    program = Path(__file__).resolve().parent / "compat" / "programs" / "keras3_parameter_server.py"
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=240,
+                          env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["refusals"] == [
+        "y='ndarray': under ParameterServerStrategy the workers read their batches from the dataset. Fix: drop y "
+        "and build it into the dataset",
+        "steps_per_epoch=None: under ParameterServerStrategy the coordinator schedules a fixed number of steps (a "
+        "worker cannot tell it that its data ran out). Fix: set steps_per_epoch to the steps of one pass",
+        "batch_size=32: under ParameterServerStrategy the workers read their batches from the dataset. Fix: drop "
+        "batch_size and build it into the dataset",
+        "steps=None: under ParameterServerStrategy the coordinator schedules a fixed number of steps (a worker "
+        "cannot tell it that its data ran out). Fix: set steps to the steps of one pass",
+    ]
+    history = result["history"]
+    assert set(history) == {"loss", "accuracy", "val_loss", "val_accuracy"} and len(history["loss"]) == 3
+    assert all(0.0 <= value <= 1.0 for value in history["accuracy"] + history["val_accuracy"]), history
+    assert history["loss"][-1] < history["loss"][0] and history["accuracy"][-1] >= 0.9, history
+    assert result["evaluated"]["accuracy"] >= 0.9 and result["predicted"] >= 0.9, result
+    assert done.stderr.count("smddp-compat: Keras 3 variables are not sharded by") == 1  # said once

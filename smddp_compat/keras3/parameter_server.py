@@ -283,6 +283,7 @@ def _refuse_array_options(**given: Any) -> None:
     """Refuses the ``fit``/``evaluate`` arguments that only apply to in-memory arrays (the dataset has them)."""
     for name, value in given.items():
         if value is not None:
+            shown = value if isinstance(value, (int, float, str)) else type(value).__name__
             raise ConfigurationError(
-                name, value, "under ParameterServerStrategy the workers read their batches from the dataset",
+                name, shown, "under ParameterServerStrategy the workers read their batches from the dataset",
                 f"drop {name} and build it into the dataset")
