@@ -34,6 +34,7 @@ __all__ = [
     "parse_host_addresses", "encode_host_addresses", "assign", "uniform_placements", "endpoints",
     "horovod_gloo_environments", "horovod_mpi_environment", "mwms_tf_config", "mwms_environments",
     "parameter_server_tf_config", "parameter_server_host_environments", "dtensor_environments",
+    "task_tf_configs",
 ]
 
 HOSTS_VARIABLE = SM_HOSTS
@@ -403,6 +404,15 @@ def mwms_environments(placements: Sequence[Placement], workers: Sequence[str]) -
     """``TF_CONFIG`` of every MultiWorkerMirroredStrategy worker (``placements``, with their :func:`endpoints`
     ``workers``), in worker order."""
     return [{"TF_CONFIG": json.dumps(mwms_tf_config(workers, p.rank))} for p in placements]
+
+
+def task_tf_configs(cluster: Mapping[str, Sequence[str]]) -> list[tuple[str, int, dict[str, str]]]:
+    """``TF_CONFIG`` of every task of ``cluster`` (TensorFlow's job name -> its tasks' ``address:port``, e.g.
+    ``chief``, ``worker``, ``ps``), in the cluster's job order: (job name, task index, the task's variables)."""
+    spec = {job: list(tasks) for job, tasks in cluster.items() if tasks}
+    return [(job, index, {"TF_CONFIG": json.dumps({"cluster": spec, "environment": "cloud",
+                                                    "task": {"type": job, "index": index}})})
+            for job, tasks in spec.items() for index in range(len(tasks))]
 
 
 def parameter_server_tf_config(

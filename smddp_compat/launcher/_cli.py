@@ -4,9 +4,13 @@
     smddprun -np 4 -H localhost:4 --timeout 600 python train.py
     mpirun -np 16 --host algo-1:8,algo-2:8 smddprun python -m mpi4py train.py    (as SageMaker runs it)
 
-Each rank gets Horovod's environment (rank, size, local and cross rank, rendezvous), the ``smdistributed`` alias on
-``PYTHONPATH`` (so an unchanged SMDDP script imports smddp_compat), and its output prefixed with ``[rank]``.
-When a rank fails, the others are stopped within seconds and smddprun exits with that rank's code.
+Each rank gets Horovod's environment (rank, size, local and cross rank, rendezvous), TensorFlow's (``TF_CONFIG`` of
+a MultiWorkerMirroredStrategy worker, the ``DTENSOR_*`` variables of a DTensor client: one loopback port per rank),
+the kit's job start-up and the ``smdistributed`` alias on ``PYTHONPATH`` (so an unchanged SMDDP script imports
+smddp_compat, and Keras 3 fits under TensorFlow's strategies), and its output prefixed with ``[rank]``. With
+``--parameter-servers P`` the job is a ParameterServerStrategy cluster instead: rank 0 the chief, the others its
+workers, and P parameter servers. When a rank fails, the others are stopped within seconds and smddprun exits with
+that rank's code.
 
 Started by mpirun without ``-np``, smddprun is one rank: it prepares that rank and becomes the command
 (see :mod:`smddp_compat.launcher._per_rank`).
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import signal
 import sys
@@ -32,8 +37,10 @@ from smddp_compat.launcher._mpi_group import run_mpi_group
 from smddp_compat.launcher._option_types import positive_seconds, whole_number
 from smddp_compat.launcher._own_network import job_network_choice
 from smddp_compat.launcher._per_rank import exec_rank, launched_by_mpi
-from smddp_compat.launcher._rank_settings import stall_directory, stall_env, stall_watchdog_env, with_shim_on_path
-from smddp_compat.cluster import HostSlots
+from smddp_compat.launcher._ports import reserve_ports
+from smddp_compat.launcher._rank_settings import (
+    stall_directory, stall_env, stall_watchdog_env, with_job_startup, with_shim_on_path)
+from smddp_compat.cluster import HostSlots, assign, dtensor_environments, endpoints, mwms_tf_config, task_tf_configs
 from smddp_compat.launcher._rendezvous import DEFAULT_GLOO_TIMEOUT_SECONDS, HorovodRendezvous
 from smddp_compat.launcher._supervisor import (
     GroupResult, ProcessSpec, StopSignalled, run_process_group, stop_signals_raise)
@@ -42,9 +49,12 @@ from smddp_compat.launcher._supervisor import (
 DEFAULT_GRACE_SECONDS = 5.0
 
 __all__ = [
-    "main", "build_parser", "check_log_dir", "rank_specs", "with_shim_on_path", "stall_env", "stall_watchdog_env",
-    "stall_directory",
+    "main", "build_parser", "check_log_dir", "rank_specs", "tensorflow_rank_environments", "with_shim_on_path",
+    "stall_env", "stall_watchdog_env", "stall_directory",
 ]
+
+#: Where the servers of TensorFlow's strategies listen: every rank runs on this machine.
+LOOPBACK = "127.0.0.1"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,11 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="smddprun",
         **help_texts(
             """
-            Run a data-parallel TensorFlow job (SMDDP or Horovod API) as N ranks on this machine, like horovodrun
-            and SMDDP's launcher. Each rank gets Horovod's environment (rank, size, local and cross rank,
-            rendezvous), the smdistributed alias on PYTHONPATH (so an unchanged SMDDP script imports smddp_compat)
-            and its output prefixed with [rank]. When a rank fails, the others are stopped within seconds and
-            smddprun exits with that rank's code.
+            Run a distributed TensorFlow job as N ranks on this machine, like horovodrun, SMDDP's launcher and
+            torchrun: the SMDDP or Horovod API, or TensorFlow's own strategies. Each rank gets Horovod's
+            environment (rank, size, local and cross rank, rendezvous), TF_CONFIG of a MultiWorkerMirroredStrategy
+            worker and the DTENSOR_* variables of a DTensor client (one loopback port per rank), the smdistributed
+            alias on PYTHONPATH (so an unchanged SMDDP script imports smddp_compat), the kit's start-up (Keras 3
+            fits under TensorFlow's strategies), and its output prefixed with [rank]. --parameter-servers P makes
+            the job a ParameterServerStrategy cluster: rank 0 is the chief (its exit ends the job), ranks 1..N-1
+            its workers, and P parameter servers started by smddprun, all in a network of the job's own. When a
+            rank fails, the others are stopped within seconds and smddprun exits with that rank's code.
 
             The engine is Horovod over MPI (one mpirun, shared memory) when every rank has an idle core, else
             Horovod over Gloo (TCP loopback); --gloo, --mpi or SMDDP_ENGINE=gloo|mpi choose. Started by mpirun
@@ -73,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
             ],
             examples=[
                 ("2 ranks of an unchanged SMDDP or Horovod script", "smddprun -np 2 python train.py --epochs 3"),
+                ("2 MultiWorkerMirroredStrategy workers (or 2 DTensor clients)", "smddprun -np 2 python main.py"),
+                ("ParameterServerStrategy: a chief, 2 workers, 2 parameter servers",
+                 "smddprun -np 3 --parameter-servers 2 python train.py"),
                 ("4 ranks over Gloo, stopped after 10 minutes, each rank's log kept",
                  "smddprun -np 4 --gloo --timeout 600 --log-dir logs/ python train.py"),
                 ("as SageMaker starts SMDDP jobs: one smddprun per rank under mpirun",
@@ -105,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
             text="warn about ranks missing from a collective after this many seconds (default 60)")
     seconds("--stall-shutdown-seconds",
             text="end the job when a rank waits this many seconds in one collective (default: never)")
+    parser.add_argument("--parameter-servers", type=whole_number, default=0, metavar="P",
+                        help="a ParameterServerStrategy job: rank 0 the chief, ranks 1..N-1 its workers, and P "
+                        "parameter servers (default 0: none)")
     parser.add_argument("--no-shim", action="store_true", help="do not put the smdistributed alias on PYTHONPATH")
     parser.add_argument("--log-dir", default=None, metavar="DIR",
                         help="also write each rank's output to DIR/rank.N.log (created when missing)")
@@ -186,11 +206,59 @@ def _run(args: argparse.Namespace, command: list[str]) -> GroupResult:
     crowded = oversubscription_warning(args.num_proc, usable_cores())
     if crowded:
         _say(f"smddprun: warning: {crowded}")
-    base_env = with_shim_on_path(dict(os.environ), enabled=not args.no_shim)
+    base_env = with_job_startup(with_shim_on_path(dict(os.environ), enabled=not args.no_shim))
+    if "TF_CONFIG" in base_env:
+        _say("smddprun: TF_CONFIG of this shell is replaced by the job's own (its ranks on loopback ports)")
     base_env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     with stall_directory() as directory:
         base_env.update(stall_watchdog_env(args.stall_check_seconds, args.stall_shutdown_seconds, directory))
+        if args.parameter_servers != 0:
+            return _launch_parameter_servers(args, command, base_env, scratch=directory)
         return _launch(args, command, hosts, base_env, scratch=directory)
+
+
+def tensorflow_rank_environments(hosts: Sequence[HostSlots]) -> list[dict[str, str]]:
+    """Every rank's TensorFlow variables, in rank order: ``TF_CONFIG`` of a MultiWorkerMirroredStrategy worker and
+    the ``DTENSOR_*`` variables of a DTensor client, over one free loopback port per rank (a process serves one of
+    the two strategies, so both name the same port)."""
+    placements = assign(hosts)
+    workers = endpoints(placements, {host.name: LOOPBACK for host in hosts},
+                        ports=reserve_ports([LOOPBACK] * len(placements)))
+    return [{"TF_CONFIG": json.dumps(mwms_tf_config(workers, p.rank)), **dtensor}
+            for p, dtensor in zip(placements, dtensor_environments(placements, workers))]
+
+
+def _launch_parameter_servers(args: argparse.Namespace, command: list[str], base_env: dict[str, str],
+                              scratch: str) -> GroupResult:
+    """A ParameterServerStrategy job: rank 0 the chief, the other ranks its workers (the command in both), and
+    ``--parameter-servers`` servers (:mod:`smddp_compat.parameter_server`, as SageMaker's toolkit runs them), each
+    with its ``TF_CONFIG``, in a network of the job's own. The chief's exit ends the job: the workers and servers,
+    which serve until stopped, are then stopped."""
+    if args.parameter_servers < 0:
+        raise UsageError(f"--parameter-servers must be 0 or more, got {args.parameter_servers}: give the number of "
+                         "parameter servers to start (0: no ParameterServerStrategy cluster).")
+    if args.num_proc < 2:
+        raise UsageError(f"--parameter-servers {args.parameter_servers} needs a chief and at least one worker, but "
+                         f"-np is {args.num_proc}: use -np 2 or more (rank 0 is the chief, the others its workers).")
+    if args.engine is not None:
+        raise UsageError(f"--{args.engine} chooses Horovod's engine, which a ParameterServerStrategy job does not use: "
+                         "drop it, or drop --parameter-servers for a Horovod job.")
+    ports = iter(reserve_ports([LOOPBACK] * (args.num_proc + args.parameter_servers)))
+    cluster = {"chief": [f"{LOOPBACK}:{next(ports)}"],
+               "worker": [f"{LOOPBACK}:{next(ports)}" for _ in range(args.num_proc - 1)],
+               "ps": [f"{LOOPBACK}:{next(ports)}" for _ in range(args.parameter_servers)]}
+    server = [sys.executable, "-m", "smddp_compat.parameter_server"]
+    specs = []
+    for rank, (job, index, env) in enumerate(task_tf_configs(cluster)):
+        label = "chief" if job == "chief" else f"{job}:{index}"
+        log = os.path.join(args.log_dir, f"{label.replace(':', '.')}.log") if args.log_dir else None
+        specs.append(ProcessSpec(argv=server if job == "ps" else list(command), env={**base_env, **env},
+                                 label=label, log_path=log, serves=job != "chief"))
+    _say(f"smddprun: ParameterServerStrategy: the chief, {args.num_proc - 1} worker(s), {args.parameter_servers} "
+         "parameter server(s) on loopback, in a network of the job's own")
+    grace = args.grace if args.grace is not None else DEFAULT_GRACE_SECONDS
+    return run_process_group(_quiet(specs, args), timeout=args.timeout, grace=grace, remove_if_killed=[scratch],
+                             own_network=True)
 
 
 def _launch(
@@ -199,8 +267,10 @@ def _launch(
     grace = args.grace if args.grace is not None else DEFAULT_GRACE_SECONDS
     choice = choose_engine(args.num_proc, args.engine)
     _say(f"smddprun: {choice.describe()}")
+    tensorflow = tensorflow_rank_environments(hosts)
     if choice.engine == "mpi":
-        names = [{"HOROVOD_HOSTNAME": host.name} for host in hosts for _ in range(host.slots)]
+        names = [{"HOROVOD_HOSTNAME": host.name, **tf_env}
+                 for tf_env, host in zip(tensorflow, (host for host in hosts for _ in range(host.slots)))]
         specs = _quiet(rank_specs(command, base_env, names, args.log_dir), args)
         mpirun_log = os.path.join(args.log_dir, "mpirun.log") if args.log_dir else None
         return run_mpi_group(
@@ -209,7 +279,8 @@ def _launch(
         )
     gloo_timeout = args.gloo_timeout if args.gloo_timeout is not None else float(DEFAULT_GLOO_TIMEOUT_SECONDS)
     with HorovodRendezvous(hosts, timeout=gloo_timeout) as rendezvous:
-        specs = rank_specs(command, base_env, rendezvous.rank_envs(), args.log_dir)
+        rank_envs = [{**horovod, **tf_env} for horovod, tf_env in zip(rendezvous.rank_envs(), tensorflow)]
+        specs = rank_specs(command, base_env, rank_envs, args.log_dir)
         return run_process_group(_quiet(specs, args), timeout=args.timeout, grace=grace, remove_if_killed=[scratch])
 
 

@@ -21,7 +21,7 @@ from typing import IO, Mapping, NoReturn, Sequence
 from smddp_compat.cluster import GLOO_RANK_VARIABLES, horovod_mpi_environment
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher._mpi_group import load_rank_spec, record_process_group
-from smddp_compat.launcher._rank_settings import stall_env, stall_watchdog_env, with_shim_on_path
+from smddp_compat.launcher._rank_settings import stall_env, stall_watchdog_env, with_job_startup, with_shim_on_path
 
 __all__ = [
     "MPI_RANK_MARKERS", "MPI_THREAD_LEVEL_VARIABLE", "launched_by_mpi", "mpi_job_directory", "mpi_rank",
@@ -133,6 +133,11 @@ def _reject_launch_options(args: argparse.Namespace) -> None:
                 f"here mpirun started this rank (OMPI_COMM_WORLD_RANK/PMI_RANK is set). Remove {option} or use "
                 f"{instead}."
             )
+    if args.parameter_servers:
+        raise UsageError(
+            f"--parameter-servers {args.parameter_servers} applies when smddprun starts the job itself (with -np); "
+            "here mpirun started this rank. Start a ParameterServerStrategy job with `smddprun -np N "
+            "--parameter-servers P ...`, or with SageMaker's parameter_server distribution.")
     if args.engine == "gloo":
         raise UsageError(
             "--gloo was given, but mpirun started this rank: ranks under mpirun use Horovod's MPI controller. "
@@ -148,7 +153,7 @@ def rank_environment(
     _LOCAL_SIZE) as MPI numbered this rank, large allocations on huge pages (``GLIBC_TUNABLES``, unless set), Open
     MPI's allreduce algorithms of :data:`ALLREDUCE_RULES` (unless the user set ``coll_tuned`` settings), the
     ``smdistributed`` alias first on ``PYTHONPATH`` (unless a real SMDDP is installed, or ``--no-shim``; a note about
-    a real one goes to ``stream``), mpi4py asking for MPI_THREAD_MULTIPLE, and the stall settings of ``args``.
+    a real one goes to ``stream``) and the kit's job start-up before it (:func:`with_job_startup`), mpi4py asking for MPI_THREAD_MULTIPLE, and the stall settings of ``args``.
 
     Raises:
         UsageError: A launch-only option was given, or mpi4py is set to a thread level Horovod cannot use, or the
@@ -167,6 +172,7 @@ def rank_environment(
     env.setdefault(MALLOC_TUNABLES_VARIABLE, MALLOC_HUGE_PAGES)
     env.update(allreduce_rules_environment(environ))
     env = with_shim_on_path(env, enabled=not args.no_shim, stream=stream)
+    env = with_job_startup(env)
     env.update(stall_env(args.stall_check_seconds, args.stall_shutdown_seconds))
     directory = environ.get("SMDDP_STALL_DIR") or mpi_job_directory(environ)
     if directory is not None:

@@ -1,5 +1,6 @@
-"""What every rank of a job gets from smddprun, however it was started: the ``smdistributed`` alias on
-``PYTHONPATH`` and the stall settings (Horovod's stall inspector and smddp_compat's stall watchdog)."""
+"""What every rank of a job gets from smddprun, however it was started: the kit's job start-up (the Keras 3
+adaptation, :mod:`smddp_compat.job_startup`) and the ``smdistributed`` alias on ``PYTHONPATH``, and the stall
+settings (Horovod's stall inspector and smddp_compat's stall watchdog)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import sys
 import tempfile
 from typing import Iterator
 
-from smddp_compat import smdistributed_shim
+from smddp_compat import job_startup, smdistributed_shim
 from smddp_compat.errors import UsageError
 
-__all__ = ["with_shim_on_path", "stall_env", "stall_watchdog_env", "stall_directory"]
+__all__ = ["with_job_startup", "with_shim_on_path", "stall_env", "stall_watchdog_env", "stall_directory"]
 
 
 def with_shim_on_path(env: dict[str, str], *, enabled: bool = True, stream=sys.stderr) -> dict[str, str]:
@@ -32,6 +33,16 @@ def with_shim_on_path(env: dict[str, str], *, enabled: bool = True, stream=sys.s
     out = dict(env)
     out["PYTHONPATH"] = os.pathsep.join([smdistributed_shim.path(), *existing])
     return out
+
+
+def with_job_startup(env: dict[str, str]) -> dict[str, str]:
+    """Returns ``env`` with the kit's job start-up folder first on PYTHONPATH (once), as every job the kit starts has
+    it: a Keras 3 script under MultiWorkerMirroredStrategy or ParameterServerStrategy then trains unchanged."""
+    existing = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if existing[:1] == [job_startup.startup_path()]:
+        return env
+    rest = os.pathsep.join(p for p in existing if p != job_startup.startup_path())
+    return {**env, "PYTHONPATH": job_startup.with_startup_path(rest or None)}
 
 
 #: Seconds Horovod's own stall shutdown waits beyond smddp_compat's watchdog: the watchdog ends a rank stalled in

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat import smdistributed_shim
+from smddp_compat import job_startup, smdistributed_shim
 from smddp_compat.errors import UsageError
 from smddp_compat.launcher import HorovodRendezvous, HostSlots
 from smddp_compat.launcher._cli import build_parser
@@ -48,7 +48,7 @@ def test_rank_environment_is_exact(tmp_path):
     rules = str(session / "smddp-allreduce-rules-2076573697.conf")
     assert env == {
         **environ,
-        "PYTHONPATH": os.pathsep.join([smdistributed_shim.path(), "/code"]),
+        "PYTHONPATH": os.pathsep.join([job_startup.startup_path(), smdistributed_shim.path(), "/code"]),
         "HOROVOD_CONTROLLER": "mpi",
         "HOROVOD_CPU_OPERATIONS": "mpi",
         **RANK_1_OF_2,
@@ -74,6 +74,7 @@ def test_gloo_launch_variables_do_not_leak_into_an_mpi_rank():
         "HOROVOD_CPU_OPERATIONS": "mpi",
         **RANK_1_OF_2,
         "MPI4PY_RC_THREAD_LEVEL": "multiple",
+        "PYTHONPATH": os.pathsep.join([job_startup.startup_path(), "/code"]),  # the kit's start-up, even --no-shim
     }
 
 
