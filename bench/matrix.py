@@ -4,10 +4,9 @@ this machine, and the table (works / does not, why, and the fix) is written to `
 
 The strategies (`STRATEGIES`), Keras flavours (`KERAS`: ``TF_USE_LEGACY_KERAS=0`` or ``1``) and launchers
 (`LAUNCHERS`), and the script each cell runs, are described once, in the table's "What each cell runs"
-(`render_markdown`). Cells that cannot work are listed with why, without running. A cell "works" when its job
-completed and its script reported a held-out accuracy of at least :data:`SANE_ACCURACY`; a cell that does not work
-gives the job's one-line reason (the kit's own ``smddp-compat:`` line, else the last exception line) and, for a
-known limit, the fix.
+(`render_markdown`). Every cell is expected to work: a cell "works" when its job completed and its script reported
+a held-out accuracy of at least :data:`SANE_ACCURACY`; a cell that does not work gives the job's one-line reason
+(the kit's own ``smddp-compat:`` line, else the last exception line) and makes the command fail.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from smddp_compat.image import DockerUnavailableError, find_engine
 from smddp_compat.launcher import ProcessSpec, run_process_group
 
 __all__ = [
-    "STRATEGIES", "KERAS", "LAUNCHERS", "Cell", "CellResult", "all_cells", "quick_cells", "declared_not_runnable",
+    "STRATEGIES", "KERAS", "LAUNCHERS", "Cell", "CellResult", "all_cells", "quick_cells",
     "failure_line", "accuracy_of", "render_markdown", "main", "build_parser", "SANE_ACCURACY",
 ]
 
@@ -76,11 +75,6 @@ SDK3_PYTHON = Path(os.environ.get("SMDDP_SDK3_PYTHON", REPO_ROOT / ".venv-sdk3" 
 #: Seconds a cell of each launcher is guessed to take before one has run (for the progress estimate).
 _GUESS_SECONDS = {"smddprun": 15.0, "local": 15.0, "local-docker": 70.0, "sdk-local": 70.0, "twin": 70.0,
                   "sdk3-local": 20.0, "sdk3-container": 70.0}
-
-_TF_KERAS_FIX = "use tf-keras: TF_USE_LEGACY_KERAS=1"
-#: (strategy, keras) -> (why it does not work, the fix): known limits of Keras, declared by the kit (none today:
-#: Keras 3 trains under every strategy through smddp_compat.keras3).
-KNOWN_FAILURES: dict[tuple[str, str], tuple[str, str]] = {}
 
 # The programs each (strategy, keras) runs, their hyperparameters (tiny: one short epoch) and SageMaker distribution.
 _SMALL_HP = {"save-model": "false"}
@@ -170,24 +164,6 @@ class Cell:
             "none": None,
         }[self.strategy]
 
-    @property
-    def known_failure(self) -> tuple[str, str] | None:
-        """(why, fix) when the kit declares the cell does not work, but runs it to show it."""
-        return KNOWN_FAILURES.get((self.strategy, self.keras))
-
-
-def declared_not_runnable(cell: Cell) -> tuple[str, str] | None:
-    """Why ``cell`` cannot work, and the fix, without running it (None: it runs): parameter-server training on
-    Keras 3, and MWMS, DTensor or parameter server under ``smddprun`` (it sets Horovod's rank, size and rendezvous,
-    never ``TF_CONFIG`` or ``DTENSOR_JOBS``)."""
-    if cell.launcher == "smddprun" and cell.strategy in ("mwms", "dtensor", "parameter_server"):
-        variable = "DTENSOR_JOBS" if cell.strategy == "dtensor" else "TF_CONFIG"
-        option = {"mwms": "mwms", "dtensor": "dtensor --mesh batch=4", "parameter_server": "parameter_server"}
-        return (f"smddprun starts Horovod ranks and sets no {variable}: each process would train alone, "
-                "not as one job",
-                f"use smddp local --distribution {option[cell.strategy]} (or the estimator's distribution)")
-    return None
-
 
 def all_cells() -> list[Cell]:
     """Every cell, in table order (strategy, Keras flavour, launcher)."""
@@ -251,12 +227,11 @@ class CellResult:
     """What the matrix says about one cell.
 
     Attributes:
-        result: ``works``, ``does not`` or ``cannot run`` (declared, not run), or ``not run`` (left out this time).
+        result: ``works``, ``does not``, or ``not run`` (left out this time: no Docker, no SDK v3 environment).
         reason: Why not (one line), '' when it works.
         fix: What to do instead, when known.
         seconds: The job's wall time (None when not run).
         accuracy: The held-out accuracy the script reported.
-        expected: What the kit declares: ``works``, ``does not`` or ``cannot run``.
         log: The job's output file.
     """
 
@@ -266,20 +241,19 @@ class CellResult:
     fix: str = ""
     seconds: float | None = None
     accuracy: float | None = None
-    expected: str = "works"
     log: str = ""
 
     @property
     def contradicts(self) -> bool:
-        """The job's outcome is not what the kit declares."""
-        return self.result in ("works", "does not") and self.result != self.expected
+        """The job's outcome is not what the kit declares: every cell works."""
+        return self.result == "does not"
 
     def to_json(self) -> dict[str, Any]:
         """The cell for ``matrix.json``."""
         return {"strategy": self.cell.strategy, "keras": self.cell.keras, "launcher": self.cell.launcher,
                 "launcher_label": LAUNCHERS[self.cell.launcher], "result": self.result, "reason": self.reason,
                 "fix": self.fix, "seconds": None if self.seconds is None else round(self.seconds, 1),
-                "accuracy": self.accuracy, "expected": self.expected, "contradicts": self.contradicts,
+                "accuracy": self.accuracy, "contradicts": self.contradicts,
                 "ran": self.seconds is not None, "program": str(self.cell.program.relative_to(REPO_ROOT)),
                 "log": self.log}
 
@@ -315,7 +289,10 @@ def _argv_and_env(cell: Cell, run_dir: Path, ctx: RunContext) -> tuple[list[str]
     if cell.launcher == "smddprun":
         env.update(cell.environment)
         script_args = [item for name, value in hp.items() for item in (f"--{name}", value)]
-        return ([sys.executable, "-m", "smddp_compat.launcher", "-np", str(cell.hosts),
+        strategy_options = {"parameter_server": ["--parameter-servers", "1"]}.get(cell.strategy, [])
+        if cell.strategy == "dtensor":  # as smddp local --mesh batch=4 --devices-per-process 2 announces them
+            env.update({"SMDDP_DTENSOR_MESH": '{"batch":4}', "SMDDP_DTENSOR_DEVICES_PER_CLIENT": "2"})
+        return ([sys.executable, "-m", "smddp_compat.launcher", "-np", str(cell.hosts), *strategy_options,
                  "--timeout", str(int(ctx.job_timeout)), sys.executable, str(cell.program), *script_args], env)
     source = _source_dir(cell, run_dir)
     if cell.launcher in ("local", "local-docker"):
@@ -349,17 +326,12 @@ def _docker_listing(ctx: RunContext, *what: str) -> set[str]:
 
 def run_cell(cell: Cell, ctx: RunContext) -> CellResult:
     """Runs one cell's job (or says why it is not run) and judges it."""
-    declared = declared_not_runnable(cell)
-    if declared:
-        return CellResult(cell, "cannot run", declared[0], declared[1], expected="cannot run")
-    known = cell.known_failure
-    expected = "does not" if known else "works"
     if cell.docker and ctx.docker_problem:
         return CellResult(cell, "not run", f"no Docker: {ctx.docker_problem}",
-                          "start a Docker engine and build the image: smddp image", expected=expected)
+                          "start a Docker engine and build the image: smddp image")
     if cell.launcher in SDK3_LAUNCHERS and not os.access(SDK3_PYTHON, os.X_OK):
         return CellResult(cell, "not run", f"no SDK v3 environment: {SDK3_PYTHON} is missing",
-                          "bash estimators/sdk3/setup_venv.sh (or set SMDDP_SDK3_PYTHON)", expected=expected)
+                          "bash estimators/sdk3/setup_venv.sh (or set SMDDP_SDK3_PYTHON)")
     run_dir = ctx.work / cell.key.replace("/", "-")
     if run_dir.exists():
         shutil.rmtree(run_dir)
@@ -390,7 +362,7 @@ def run_cell(cell: Cell, ctx: RunContext) -> CellResult:
             ctx.sdk_lock.release()
     text = log_path.read_text(encoding="utf-8", errors="replace")
     accuracy = accuracy_of(text)
-    result = CellResult(cell, "works", seconds=seconds, accuracy=accuracy, expected=expected,
+    result = CellResult(cell, "works", seconds=seconds, accuracy=accuracy,
                         log=str(log_path.relative_to(REPO_ROOT) if REPO_ROOT in log_path.parents else log_path))
     if group.ok and accuracy is not None and accuracy >= SANE_ACCURACY:
         return result
@@ -402,17 +374,12 @@ def run_cell(cell: Cell, ctx: RunContext) -> CellResult:
                          f"completed but reached only {accuracy:.3f} held-out accuracy (< {SANE_ACCURACY})")
     else:
         result.reason = failure_line(text) or group.reason.splitlines()[0]
-    result.fix = known[1] if known else ""
-    if known and "; use " in result.reason:  # the kit's line names the fix too: the Fix column says it
-        result.reason = result.reason.split("; use ", 1)[0]
-    if known and known[0].split(" (")[0] not in result.reason:
-        result.reason = f"{result.reason} [the kit declares: {known[0]}]"
     return result
 
 
 # ------------------------------------------------------------------------------------------------------------- output
 
-_MARK = {"works": "✅", "does not": "❌", "cannot run": "⛔", "not run": "…"}
+_MARK = {"works": "✅", "does not": "❌", "not run": "…"}
 
 
 def _footnotes(results: Sequence[CellResult]) -> tuple[dict[str, int], list[tuple[int, str, str]]]:
@@ -435,8 +402,7 @@ def _cell_text(res: CellResult, numbers: dict[str, int]) -> str:
         return f"{mark} works ({accuracy}{res.seconds:.0f} s)"
     note = numbers[f"{res.reason}|{res.fix}"]
     timing = f", {res.seconds:.0f} s" if res.seconds is not None else ""
-    word = {"does not": "does not", "cannot run": "cannot", "not run": "not run"}[res.result]
-    return f"{mark} {word} [{note}]{timing}"
+    return f"{mark} {res.result} [{note}]{timing}"
 
 
 def render_markdown(results: Sequence[CellResult], header: dict[str, Any]) -> str:
@@ -449,14 +415,14 @@ def render_markdown(results: Sequence[CellResult], header: dict[str, Any]) -> st
         "# Compatibility matrix: strategy x Keras x launcher",
         "",
         "Does my script run, with my Keras, under my launcher? Each cell below is a real short job run on this "
-        "machine (2 hosts or ranks, one short epoch of real MNIST digits), not a claim; `⛔ cannot` cells were not "
-        "run, and their note says why and what to use instead.",
+        "machine (2 hosts or ranks, one short epoch of real MNIST digits), not a claim; a cell that does not work "
+        "has a note saying why.",
         "",
         f"- Date: {header['date']}",
         f"- Commit: `{header['commit']}`",
         f"- Command: `{header['command']}`",
         f"- Total run time: {header['total_seconds']:.0f} s ({header['total_seconds'] / 60:.1f} min) on "
-        f"{header['cores']} cores; {header['ran']} jobs run, {header['declared']} cells declared without running"
+        f"{header['cores']} cores; {header['ran']} jobs run"
         + (f"; {header['partial']}" if header.get("partial") else ""),
         f"- Works = the job completed and its script reported a held-out accuracy >= {SANE_ACCURACY} "
         "(shown, with the job's wall time). Keras 3: `TF_USE_LEGACY_KERAS=0`; tf-keras: `TF_USE_LEGACY_KERAS=1`.",
@@ -509,8 +475,6 @@ def render_markdown(results: Sequence[CellResult], header: dict[str, Any]) -> st
         timing = f"{res.seconds:.0f} s" if res.seconds is not None else "not run"
         outcome = res.result + (f" ({res.accuracy:.3f})" if res.result == "works" and res.accuracy is not None
                                 else "")
-        if res.contradicts:
-            outcome += f" (the kit declares: {res.expected})"
         reason = res.reason.replace("|", "\\|")
         lines.append(f"| {STRATEGIES[res.cell.strategy]} | {KERAS[res.cell.keras]} | {LAUNCHERS[res.cell.launcher]} "
                      f"| {outcome} | {reason} | {res.fix.replace('|', '/')} | {timing} |")
@@ -539,9 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Keras flavour (Keras 3, tf-keras) x launcher (smddprun, smddp local, smddp local --backend docker, the "
             "SageMaker SDK's local mode, the twin replaying the estimator's request, SDK v3's ModelTrainer through "
             "train_local and through its own local container mode) as a real short job, and writes "
-            "the compatibility matrix: works / does not, why in one line, and the fix. Cells that cannot work "
-            "(parameter server on Keras 3; MWMS, DTensor and parameter server under smddprun) say why without "
-            "running. Docker cells need a Docker engine (DOCKER_HOST) and build the kit's image when missing; SDK v3 "
+            "the compatibility matrix: works / does not, and why in one line. Docker cells need a Docker engine (DOCKER_HOST) and build the kit's image when missing; SDK v3 "
             "cells need .venv-sdk3 (bash estimators/sdk3/setup_venv.sh). "
             "Progress: one line per cell, with the cells left and an estimate of the time left.",
             notes=["values of --only (comma-separated, any mix; a cell runs when it matches every kind given):\n"
@@ -549,11 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
                    f"  launchers:  {', '.join(LAUNCHERS)}",
                    "outputs: FILE (Markdown) and FILE with .json (every cell: result, reason, fix, seconds, accuracy); "
                    "each job's output under bench/results/matrix-jobs/<strategy>-<keras>-<launcher>/output.log"],
-            exit_codes=[("0", "the matrix was written (cells that do not work as the kit declares are results, not "
-                              "failures)"),
-                        ("1", "a cell's outcome contradicts what the kit declares (e.g. a cell declared to work "
-                              "failed), or an infrastructure error (no Docker engine for the Docker cells, the image "
-                              "could not be built)"),
+            exit_codes=[("0", "the matrix was written and every cell works"),
+                        ("1", "a cell does not work (the kit declares that every cell does), or an infrastructure "
+                              "error (no Docker engine for the Docker cells, the image could not be built)"),
                         ("2", "a bad option")],
             examples=[("everything (~20 min on 2 cores): docs/matrix.md", "smddp matrix"),
                       ("the CI subset (~1-2 min): bench/results/matrix.md", "smddp matrix --quick"),
@@ -652,8 +612,6 @@ class _Progress:
         self.out = out
 
     def _guess(self, cell: Cell) -> float:
-        if declared_not_runnable(cell):
-            return 0.0
         seen = self.durations.get(cell.launcher)
         seconds = sum(seen) / len(seen) if seen else _GUESS_SECONDS[cell.launcher]
         return seconds / self.docker_jobs if cell.docker else seconds
@@ -668,7 +626,7 @@ class _Progress:
             timing = f"{res.seconds:.0f} s; " if res.seconds is not None else ""
             what = res.result + ("" if res.result == "works" else f": {res.reason}")
             if res.contradicts:
-                what += f" (CONTRADICTS the kit's declared '{res.expected}')"
+                what += " (CONTRADICTS the kit: every cell works)"
             elapsed = time.monotonic() - self.started
             self.out(f"[{self.done}/{self.total}] {res.cell.title} ... {what} ({timing}"
                      f"{elapsed / 60:.1f} min elapsed; ~{left / 60:.0f} min left)")
@@ -676,7 +634,7 @@ class _Progress:
 
 def run_matrix(cells: Sequence[Cell], *, work: Path, job_timeout: float, docker_jobs: int,
                say: Callable[[str], None]) -> tuple[list[CellResult], RunContext]:
-    """Runs ``cells`` (the declared ones without running, the others as jobs) and returns their results in table
+    """Runs ``cells`` as jobs and returns their results in table
     order. Jobs without Docker run first, one at a time; Docker jobs then run ``docker_jobs`` at a time."""
     work.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(work=work, job_timeout=job_timeout)
@@ -688,10 +646,9 @@ def run_matrix(cells: Sequence[Cell], *, work: Path, job_timeout: float, docker_
         results[cell.key] = res
         progress.finished(res)
 
-    order = sorted(cells, key=lambda c: (declared_not_runnable(c) is None, c.docker))
-    for cell in [c for c in order if not c.docker or declared_not_runnable(c)]:
+    for cell in [c for c in cells if not c.docker]:
         one(cell)
-    docker = [c for c in order if c.docker and not declared_not_runnable(c)]
+    docker = [c for c in cells if c.docker]
     created = False
     if docker:
         _prepare_docker(ctx, say)
@@ -734,7 +691,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    say(f"[matrix] {len(cells)} cells ({sum(declared_not_runnable(c) is None for c in cells)} jobs); "
+    say(f"[matrix] {len(cells)} cells; "
         f"outputs: {out} and {json_out}; job logs under {work}")
     started = time.monotonic()
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -743,7 +700,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "smddp matrix" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
     header = {"date": date, "commit": _commit(), "command": command.strip(), "total_seconds": round(total, 1),
               "cores": os.cpu_count(), "ran": sum(r.seconds is not None for r in results),
-              "declared": sum(r.result == "cannot run" for r in results), "partial": partial,
+              "partial": partial,
               "sane_accuracy": SANE_ACCURACY, "image": ctx.image_built}
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(out, render_markdown(results, header))
@@ -753,8 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"[matrix] done in {total:.0f} s ({total / 60:.1f} min): "
         + ", ".join(f"{sum(r.result == kind for r in results)} {kind}" for kind in _MARK) + f"; wrote {out}")
     for res in contradictions:
-        say(f"[matrix] CONTRADICTION: {res.cell.title}: the kit declares '{res.expected}', the job gave "
-            f"'{res.result}' ({res.reason or 'completed'}); log: {res.log}")
+        say(f"[matrix] CONTRADICTION: {res.cell.title} does not work ({res.reason}); log: {res.log}")
     for res in not_run[:1]:
         say(f"[matrix] infrastructure: {res.reason}; fix: {res.fix}")
     return 1 if contradictions or not_run else 0
