@@ -12,16 +12,18 @@ from typing import Any
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.jobs import Job, JobRun, Launcher
-from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
 from smddp_compat.bench.stats import summarise
 
 __all__ = ["NAME", "TITLE", "STRATEGIES", "KERAS_FLAVOURS", "Cell", "cells", "jobs", "summarise_runs",
-           "TARGET_ACCURACY"]
+           "TARGET_ACCURACY", "KERAS3_FIT_GOAL"]
 
 NAME = "strategies"
 TITLE = "9. Strategies on one model: 2 hosts x 1 process, each strategy's default engine"
 HOSTS = 2
 TARGET_ACCURACY = 0.92
+#: Keras 3's ``fit`` under MultiWorkerMirroredStrategy (through the kit's adaptation) against tf-keras's.
+KERAS3_FIT_GOAL = Goal(">=", 0.95)
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,13 @@ STRATEGIES = (
                                  "kit's Horovod face, or tf-keras: TF_USE_LEGACY_KERAS=1"),)),
     Strategy("mwms", "MultiWorkerMirroredStrategy (custom loop)", "mwms", "TF collective ops (ring over gRPC)",
              ("keras3", "tf-keras")),
+    Strategy("mwms_fit", "MultiWorkerMirroredStrategy (Keras fit)", "mwms", "TF collective ops (ring over gRPC)",
+             ("keras3", "tf-keras")),
     Strategy("dtensor", "DTensor data parallel (Core API)", "dtensor", "DTensor collectives over gRPC", ("none",),
              models=("mlp",), why_not_model="the DTensor program is the Core-API MLP (DVariables, no Keras layers)",
              local_options=("--devices-per-process", "1")),
     Strategy("parameter_server", "ParameterServerStrategy (SageMaker's layout: 1 worker, 2 ps)", "parameter_server",
-             "gRPC to the parameter servers (asynchronous)", ("tf-keras",),
-             why_not=(("keras3", "Keras 3 does not support parameter-server training (keras-team/keras#18624); "
-                                 "use tf-keras: TF_USE_LEGACY_KERAS=1"),)),
+             "gRPC to the parameter servers (asynchronous)", ("keras3", "tf-keras")),
 )
 KERAS_FLAVOURS = {"keras3": "Keras 3", "tf-keras": "tf-keras", "none": "no Keras"}
 MODEL_NAMES = {"mlp": "MLP 784-700-500-10", "cnn": "MNIST CNN"}
@@ -198,6 +200,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
                                  "peak_rss_mib": _median(values["peak_rss"]) / 2**20,
                                  "final_accuracy": _median(values["final_accuracy"]),
                                  "processes": values["processes"], "fastest": cell == fastest})
+    result.rows += _keras3_fit_rows(config, runs)
     result.raw = {"target_accuracy": TARGET_ACCURACY, "hosts": HOSTS, "models": table}
     result.notes.append(
         f"Strategies: one job per strategy x Keras flavour x model, `smddp local --instance-count {HOSTS}` with the "
@@ -206,3 +209,27 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
         "runs SageMaker's layout on 2 hosts: the coordinator and 1 worker run the script, each host a ps "
         "(their memory is not counted).")
     return result
+
+
+def _keras3_fit_rows(config: BenchConfig, runs: RunsByJob) -> list[Row]:
+    """Per model: Keras 3's ``fit`` samples/s under 2-worker MultiWorkerMirroredStrategy over tf-keras's (each
+    Keras 3 window over the median of tf-keras's, the two jobs run in turns), with :data:`KERAS3_FIT_GOAL`. None in
+    quick mode (one flavour per strategy)."""
+    fit = next(strategy for strategy in STRATEGIES if strategy.name == "mwms_fit")
+    rows: list[Row] = []
+    if config.quick:
+        return rows
+    for model in _models(config):
+        comparison = f"{MODEL_NAMES[model]} Keras fit samples/s under MWMS, 2 workers: Keras 3 / tf-keras"
+        keras3, tf_keras = (_figures(list(runs(_job(config, Cell(fit, flavour, model)))))
+                            for flavour in ("keras3", "tf-keras"))
+        baseline = _median(tf_keras["windows"])
+        if not keras3["windows"] or baseline is None:
+            reason = (keras3["failed"] or tf_keras["failed"] or ["not run"])[0]
+            rows.append(Row(comparison, None, KERAS3_FIT_GOAL, f"n/a: {reason}"))
+            continue
+        ratio = summarise([value / baseline for value in keras3["windows"]])
+        rows.append(Row(comparison, ratio, KERAS3_FIT_GOAL,
+                        f"{_median(keras3['windows']):.0f} vs {baseline:.0f} samples/s; final accuracy "
+                        f"{_median(keras3['final_accuracy']):.3f} vs {_median(tf_keras['final_accuracy']):.3f}"))
+    return rows

@@ -48,7 +48,7 @@ HOROVOD_APIS = {
     "horovod_face": "smddp_compat.horovod.tensorflow",
     "horovod": "horovod.tensorflow",
 }
-STRATEGIES = (*HOROVOD_APIS, "mwms", "dtensor", "parameter_server")
+STRATEGIES = (*HOROVOD_APIS, "mwms", "mwms_fit", "dtensor", "parameter_server")
 MODELS = ("mlp", "cnn")
 
 
@@ -177,6 +177,61 @@ def mwms_trainer(args: argparse.Namespace, data: Data) -> Trainer:
 
     return Trainer(index, workers, strategy.num_replicas_in_sync, index == 0, run_steps,
                    lambda: keras_accuracy(model, data) if index == 0 else 0.0)
+
+
+def mwms_fit(args: argparse.Namespace, data: Data) -> tuple[Trainer, dict[str, Any]]:
+    """Keras ``fit`` under ``MultiWorkerMirroredStrategy`` (Keras 3 through the kit's adaptation, or tf-keras): one
+    ``fit`` of ``--steps`` steps over the global batches, timed by a callback at each step's end; the held-out
+    evaluation every ``--eval-every`` steps on worker 0 (a forward pass of its own), its time left out of training.
+
+    Returns:
+        The trainer (who reports; its steps already run) and the figures :func:`train` would give."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = strategy.cluster_resolver
+    index = resolver.task_id if resolver is not None and resolver.task_id is not None else 0
+    with strategy.scope():
+        model = keras_model(args.model)
+        model.compile(optimizer=tf.keras.optimizers.Adam(args.learning_rate),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy())
+    dataset = tf.data.Dataset.from_tensor_slices((data.x, data.y)).repeat().batch(args.batch)
+    ends: list[float] = []  # training seconds at each step's end (evaluations left out)
+    evaluations: list[tuple[int, float, float]] = []
+    clock = {"began": 0.0, "paused": 0.0, "first_step_done": 0.0}
+
+    class StepClock(tf.keras.callbacks.Callback):
+        _supports_tf_logs = True  # tf-keras: no conversion of the logs at every step (Keras 3 never converts)
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            clock["began"] = time.perf_counter()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            now = time.perf_counter()
+            ends.append(now - clock["began"] - clock["paused"])
+            if batch == 0:
+                clock["first_step_done"] = time.time()
+                progress(index, "first step done")
+            if index == 0 and (batch + 1) % args.eval_every == 0:
+                accuracy = keras_accuracy(model, data)
+                evaluations.append((batch + 1, ends[-1] - ends[0], accuracy))
+                clock["paused"] += time.perf_counter() - now
+
+    model.fit(dataset, epochs=1, steps_per_epoch=args.steps, verbose=0, callbacks=[StepClock()])
+    trainer = Trainer(index, strategy.extended._num_workers, strategy.num_replicas_in_sync, index == 0,  # noqa: SLF001
+                      lambda first, last: None, lambda: keras_accuracy(model, data) if index == 0 else 0.0)
+    if index != 0:
+        return trainer, {}
+    if not evaluations or evaluations[-1][0] != args.steps:
+        evaluations.append((args.steps, ends[-1] - ends[0], keras_accuracy(model, data)))
+    starts = range(args.warmup, len(ends) - args.window, args.window)
+    reached = [trained for _, trained, accuracy in evaluations if accuracy >= args.target]
+    return trainer, {
+        "first_step_done": clock["first_step_done"],
+        "window_samples_per_second": [args.window * args.batch / (ends[i + args.window] - ends[i]) for i in starts
+                                      if ends[i + args.window] > ends[i]],
+        "evaluations": evaluations,
+        "seconds_to_target": reached[0] if reached else None,
+        "final_accuracy": evaluations[-1][2],
+    }
 
 
 def dtensor_trainer(args: argparse.Namespace, data: Data) -> Trainer:
@@ -313,6 +368,7 @@ def main() -> None:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(max(2, args.threads))
     data = Data(args.model, args.batch)
+    fit_figures: dict[str, Any] | None = None  # mwms_fit: fit ran its steps already
     if args.strategy == "parameter_server":
         config = ps.read_tf_config()
         if config.role in (ps.Role.WORKER, ps.Role.PS):
@@ -324,6 +380,8 @@ def main() -> None:
         trainer = parameter_server_trainer(args, data, config)
     elif args.strategy == "mwms":
         trainer = mwms_trainer(args, data)
+    elif args.strategy == "mwms_fit":
+        trainer, fit_figures = mwms_fit(args, data)
     elif args.strategy == "dtensor":
         if args.model != "mlp":
             raise SystemExit("strategies.py: --strategy dtensor trains the Core-API MLP only; use --model mlp")
@@ -334,7 +392,7 @@ def main() -> None:
         raise SystemExit(f"strategies.py: --batch {args.batch} does not divide over {trainer.replicas} replicas")
     progress(trainer.index, f"{args.strategy}: {trainer.processes} processes, {trainer.replicas} replicas, "
                             f"{keras_name() if args.strategy != 'dtensor' else 'no Keras'}")
-    figures = train(args, trainer)
+    figures = fit_figures if fit_figures is not None else train(args, trainer)
     write_rank_result(trainer.index, {
         "rank": trainer.index,
         "strategy": args.strategy,

@@ -62,7 +62,7 @@ def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
     # asks for the toolkit's waits whatever the environment says)
     cells = results["measurements"]["strategies"]["raw"]["models"]["mlp"]
     assert {cell["strategy"] for cell in cells if cell.get("samples_per_second", 0) > 0} == {
-        "smddp", "horovod_face", "horovod", "mwms", "dtensor", "parameter_server"}, cells
+        "smddp", "horovod_face", "horovod", "mwms", "mwms_fit", "dtensor", "parameter_server"}, cells
     twin = results["measurements"]["startup"]["raw"]["twin"]["timings"]
     assert all(value["to_first_step"] < value["to_completed"] and value["toolkit_wait"] >= 29 for value in
                twin.values()), twin

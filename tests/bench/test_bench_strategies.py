@@ -20,21 +20,20 @@ def test_every_strategy_runs_on_each_model_and_flavour_it_supports_and_the_rest_
     cells = strategies.cells(_config(tmp_path))
     names = {(cell.strategy.name, cell.keras, cell.model): cell.why_not for cell in cells}
     for model in ("mlp", "cnn"):
-        for name in ("smddp", "horovod_face", "mwms"):
+        for name in ("smddp", "horovod_face", "mwms", "mwms_fit", "parameter_server"):
             assert names[(name, "keras3", model)] == "" and names[(name, "tf-keras", model)] == ""
         assert names[("horovod", "tf-keras", model)] == ""
         assert "TF_USE_LEGACY_KERAS=1" in names[("horovod", "keras3", model)]
-        assert "keras-team/keras#18624" in names[("parameter_server", "keras3", model)]
     assert names[("dtensor", "none", "mlp")] == ""
     assert "Core-API MLP" in names[("dtensor", "none", "cnn")]
     jobs = strategies.jobs(_config(tmp_path))
-    assert len(jobs) == len([cell for cell in cells if not cell.why_not]) == 17
+    assert len(jobs) == len([cell for cell in cells if not cell.why_not]) == 23
     distributions = {job.args_dict()["--strategy"]: job.local_options[1] for job in jobs}
     assert distributions == {"smddp": "smddp", "horovod_face": "mpi", "horovod": "mpi", "mwms": "mwms",
-                             "dtensor": "dtensor", "parameter_server": "parameter_server"}
+                             "mwms_fit": "mwms", "dtensor": "dtensor", "parameter_server": "parameter_server"}
     assert all(job.launcher is Launcher.LOCAL_MODE and job.ranks == 2 and job.repeat for job in jobs)
     quick = strategies.jobs(_config(tmp_path, quick=True))
-    assert len(quick) == 6 and {job.args_dict()["--model"] for job in quick} == {"mlp"}
+    assert len(quick) == 7 and {job.args_dict()["--model"] for job in quick} == {"mlp"}
 
 
 def _strategy_run(job, round_index, speed, reached, started=100.0):
@@ -48,8 +47,8 @@ def _strategy_run(job, round_index, speed, reached, started=100.0):
 def test_rows_divide_by_the_fastest_cell_and_the_table_names_what_cannot_run(tmp_path):
     config = _config(tmp_path, quick=True)
     jobs = {job.args_dict()["--strategy"]: job for job in strategies.jobs(config)}
-    speeds = {"smddp": 1000.0, "horovod_face": 2000.0, "horovod": 1500.0, "mwms": 500.0, "dtensor": 1000.0,
-              "parameter_server": 800.0}
+    speeds = {"smddp": 1000.0, "horovod_face": 2000.0, "horovod": 1500.0, "mwms": 500.0, "mwms_fit": 600.0,
+              "dtensor": 1000.0, "parameter_server": 800.0}
     runs = {job.key: [_strategy_run(job, 0, speeds[name], None if name == "mwms" else 3.0)]
             for name, job in jobs.items()}
     result = strategies.summarise_runs(config, lambda job: runs.get(job.key, []))
@@ -58,10 +57,21 @@ def test_rows_divide_by_the_fastest_cell_and_the_table_names_what_cannot_run(tmp
     assert fastest.ratio.median == 1.0 and "(the fastest)" in fastest.detail
     smddp = next(row for label, row in rows.items() if "SMDDP face" in label)
     assert smddp.ratio.median == 0.5 and "peak RSS 800 MiB" in smddp.detail and "first step 9.0 s" in smddp.detail
-    mwms = next(row for label, row in rows.items() if "MultiWorker" in label)
+    mwms = next(row for label, row in rows.items() if "MultiWorkerMirroredStrategy (custom loop)" in label)
     assert "not reached in 1 of 1 runs" in mwms.detail
     table = strategy_markdown(result.raw)
-    assert table.count("\n| ") == 7 and "| 0.50 [" in table  # header + 6 cells; the ratio with its IQR
+    assert table.count("\n| ") == 8 and "| 0.50 [" in table  # header + 7 cells; the ratio with its IQR
+    assert not any("Keras 3 / tf-keras" in label for label in rows)  # --quick runs one flavour of each
+
+
+def test_keras3_fit_is_judged_against_tf_keras_fit(tmp_path):
+    config = _config(tmp_path)
+    fit = [job for job in strategies.jobs(config) if job.args_dict()["--strategy"] == "mwms_fit"]
+    speed = {"0": 990.0, "1": 1000.0}  # TF_USE_LEGACY_KERAS: Keras 3, tf-keras
+    runs = {job.key: [_strategy_run(job, 0, speed[dict(job.env)["TF_USE_LEGACY_KERAS"]], 3.0)] for job in fit}
+    rows = {row.comparison: row for row in strategies.summarise_runs(config, lambda job: runs.get(job.key, [])).rows}
+    row = rows["MNIST CNN Keras fit samples/s under MWMS, 2 workers: Keras 3 / tf-keras"]
+    assert row.ratio.median == 0.99 and row.goal.threshold == 0.95 and row.detail.startswith("990 vs 1000 samples/s")
 
 
 def test_a_failed_cell_reads_n_a_with_its_reason(tmp_path):
@@ -70,6 +80,7 @@ def test_a_failed_cell_reads_n_a_with_its_reason(tmp_path):
               for job in strategies.jobs(config)}
     result = strategies.summarise_runs(config, lambda job: failed.get(job.key, []))
     assert all(row.ratio is None and row.detail == "n/a: timed out after 150 s" for row in result.rows)
+    assert len(result.rows) == 7  # 7 cells (--quick: no Keras 3 fit row)
 
 
 def test_marked_lines_are_timed_when_they_first_go_through_the_log():
