@@ -5,15 +5,16 @@ Each module has ``NAME``, ``TITLE``, ``jobs(config) -> list[Job]`` (the jobs it 
 """
 
 from smddp_compat.bench.measurements import (
-    bandwidth, compression, memory, overhead, profile, scaling, small_tensors, startup, strategies)
+    bandwidth, compression, keras3, memory, overhead, profile, scaling, small_tensors, startup, strategies)
 
 __all__ = [
-    "MEASUREMENTS", "bandwidth", "compression", "memory", "overhead", "profile", "scaling", "small_tensors", "startup",
+    "MEASUREMENTS", "bandwidth", "compression", "keras3", "memory", "overhead", "profile", "scaling", "small_tensors", "startup",
     "strategies",
 ]
 
 #: Name -> module, in the order of the table.
 MEASUREMENTS = {
     module.NAME: module
-    for module in (overhead, bandwidth, small_tensors, compression, scaling, startup, memory, profile, strategies)
+    for module in (overhead, bandwidth, small_tensors, compression, scaling, startup, memory, profile, strategies,
+                   keras3)
 }

@@ -12,18 +12,16 @@ from typing import Any
 
 from smddp_compat.bench.config import BenchConfig
 from smddp_compat.bench.jobs import Job, JobRun, Launcher
-from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
+from smddp_compat.bench.results import MeasurementResult, Row, RunsByJob
 from smddp_compat.bench.stats import summarise
 
 __all__ = ["NAME", "TITLE", "STRATEGIES", "KERAS_FLAVOURS", "Cell", "cells", "jobs", "summarise_runs",
-           "TARGET_ACCURACY", "KERAS3_FIT_GOAL"]
+           "TARGET_ACCURACY", "cell_job", "cell_figures", "median_of"]
 
 NAME = "strategies"
 TITLE = "9. Strategies on one model: 2 hosts x 1 process, each strategy's default engine"
 HOSTS = 2
 TARGET_ACCURACY = 0.92
-#: Keras 3's ``fit`` under MultiWorkerMirroredStrategy (through the kit's adaptation) against tf-keras's.
-KERAS3_FIT_GOAL = Goal(">=", 0.95)
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,7 @@ def _args(config: BenchConfig, cell: Cell) -> tuple[str, ...]:
             "--target", str(TARGET_ACCURACY), "--threads", str(config.threads_per_rank(HOSTS)))
 
 
-def _job(config: BenchConfig, cell: Cell) -> Job:
+def cell_job(config: BenchConfig, cell: Cell) -> Job:
     legacy = "0" if cell.keras == "keras3" else "1"
     return Job("strategies.py", Launcher.LOCAL_MODE, HOSTS, _args(config, cell), (("TF_USE_LEGACY_KERAS", legacy),),
                repeat=True, local_options=("--distribution", cell.strategy.distribution,
@@ -130,10 +128,10 @@ def _job(config: BenchConfig, cell: Cell) -> Job:
 
 def jobs(config: BenchConfig) -> list[Job]:
     """One job per cell that can run."""
-    return [_job(config, cell) for cell in cells(config) if not cell.why_not]
+    return [cell_job(config, cell) for cell in cells(config) if not cell.why_not]
 
 
-def _figures(runs: list[JobRun]) -> dict[str, Any]:
+def cell_figures(runs: list[JobRun]) -> dict[str, Any]:
     """The cell's figures over its successful runs."""
     ok = [run for run in runs if run.ok]
     reporters = [(run, next(rank for rank in run.ranks if rank.get("rank") == 0)) for run in ok]
@@ -149,20 +147,20 @@ def _figures(runs: list[JobRun]) -> dict[str, Any]:
     }
 
 
-def _median(values: list[Any]) -> float | None:
+def median_of(values: list[Any]) -> float | None:
     known = [value for value in values if value is not None]
     return summarise(known).median if known else None
 
 
 def _detail(figures: dict[str, Any]) -> str:
-    speed = _median(figures["windows"])
+    speed = median_of(figures["windows"])
     reached = [value for value in figures["to_target"] if value is not None]
-    to_target = (f"{TARGET_ACCURACY:.2f} held-out after {_median(reached):.1f} s of training"
+    to_target = (f"{TARGET_ACCURACY:.2f} held-out after {median_of(reached):.1f} s of training"
                  if len(reached) == len(figures["to_target"]) else
                  f"{TARGET_ACCURACY:.2f} held-out not reached in {len(figures['to_target']) - len(reached)} of "
-                 f"{len(figures['to_target'])} runs (final {_median(figures['final_accuracy']):.3f})")
-    return (f"{speed:.0f} samples/s; {to_target}; first step {_median(figures['first_step']):.1f} s after launch; "
-            f"peak RSS {_median(figures['peak_rss']) / 2**20:.0f} MiB per process")
+                 f"{len(figures['to_target'])} runs (final {median_of(figures['final_accuracy']):.3f})")
+    return (f"{speed:.0f} samples/s; {to_target}; first step {median_of(figures['first_step']):.1f} s after launch; "
+            f"peak RSS {median_of(figures['peak_rss']) / 2**20:.0f} MiB per process")
 
 
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
@@ -171,8 +169,8 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     table: dict[str, list[dict[str, Any]]] = {}
     for model in _models(config):
         model_cells = [cell for cell in cells(config) if cell.model == model]
-        figures = {cell: _figures(list(runs(_job(config, cell)))) for cell in model_cells if not cell.why_not}
-        speeds = {cell: _median(values["windows"]) for cell, values in figures.items() if values["windows"]}
+        figures = {cell: cell_figures(list(runs(cell_job(config, cell)))) for cell in model_cells if not cell.why_not}
+        speeds = {cell: median_of(values["windows"]) for cell, values in figures.items() if values["windows"]}
         fastest = max(speeds, key=lambda cell: speeds[cell]) if speeds else None
         table[model] = []
         for cell in model_cells:
@@ -193,14 +191,13 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
             tag = " (the fastest)" if cell == fastest else ""
             result.rows.append(Row(comparison, ratio, None, _detail(values) + tag))
             table[model].append({**entry, "ratio": ratio.to_json(), "samples_per_second": speeds[cell],
-                                 "seconds_to_target": _median(values["to_target"]),
+                                 "seconds_to_target": median_of(values["to_target"]),
                                  "reached_target": sum(value is not None for value in values["to_target"]),
                                  "runs": len(values["to_target"]),
-                                 "first_step_seconds": _median(values["first_step"]),
-                                 "peak_rss_mib": _median(values["peak_rss"]) / 2**20,
-                                 "final_accuracy": _median(values["final_accuracy"]),
+                                 "first_step_seconds": median_of(values["first_step"]),
+                                 "peak_rss_mib": median_of(values["peak_rss"]) / 2**20,
+                                 "final_accuracy": median_of(values["final_accuracy"]),
                                  "processes": values["processes"], "fastest": cell == fastest})
-    result.rows += _keras3_fit_rows(config, runs)
     result.raw = {"target_accuracy": TARGET_ACCURACY, "hosts": HOSTS, "models": table}
     result.notes.append(
         f"Strategies: one job per strategy x Keras flavour x model, `smddp local --instance-count {HOSTS}` with the "
@@ -209,27 +206,3 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
         "runs SageMaker's layout on 2 hosts: the coordinator and 1 worker run the script, each host a ps "
         "(their memory is not counted).")
     return result
-
-
-def _keras3_fit_rows(config: BenchConfig, runs: RunsByJob) -> list[Row]:
-    """Per model: Keras 3's ``fit`` samples/s under 2-worker MultiWorkerMirroredStrategy over tf-keras's (each
-    Keras 3 window over the median of tf-keras's, the two jobs run in turns), with :data:`KERAS3_FIT_GOAL`. None in
-    quick mode (one flavour per strategy)."""
-    fit = next(strategy for strategy in STRATEGIES if strategy.name == "mwms_fit")
-    rows: list[Row] = []
-    if config.quick:
-        return rows
-    for model in _models(config):
-        comparison = f"{MODEL_NAMES[model]} Keras fit samples/s under MWMS, 2 workers: Keras 3 / tf-keras"
-        keras3, tf_keras = (_figures(list(runs(_job(config, Cell(fit, flavour, model)))))
-                            for flavour in ("keras3", "tf-keras"))
-        baseline = _median(tf_keras["windows"])
-        if not keras3["windows"] or baseline is None:
-            reason = (keras3["failed"] or tf_keras["failed"] or ["not run"])[0]
-            rows.append(Row(comparison, None, KERAS3_FIT_GOAL, f"n/a: {reason}"))
-            continue
-        ratio = summarise([value / baseline for value in keras3["windows"]])
-        rows.append(Row(comparison, ratio, KERAS3_FIT_GOAL,
-                        f"{_median(keras3['windows']):.0f} vs {baseline:.0f} samples/s; final accuracy "
-                        f"{_median(keras3['final_accuracy']):.3f} vs {_median(tf_keras['final_accuracy']):.3f}"))
-    return rows

@@ -61,16 +61,18 @@ def test_rows_divide_by_the_fastest_cell_and_the_table_names_what_cannot_run(tmp
     assert "not reached in 1 of 1 runs" in mwms.detail
     table = strategy_markdown(result.raw)
     assert table.count("\n| ") == 8 and "| 0.50 [" in table  # header + 7 cells; the ratio with its IQR
-    assert not any("Keras 3 / tf-keras" in label for label in rows)  # --quick runs one flavour of each
 
 
 def test_keras3_fit_is_judged_against_tf_keras_fit(tmp_path):
+    from smddp_compat.bench.measurements import keras3
+
     config = _config(tmp_path)
-    fit = [job for job in strategies.jobs(config) if job.args_dict()["--strategy"] == "mwms_fit"]
+    fit = keras3.jobs(config)
+    assert {job.key for job in fit} <= {job.key for job in strategies.jobs(config)}  # shared with the comparison
     speed = {"0": 990.0, "1": 1000.0}  # TF_USE_LEGACY_KERAS: Keras 3, tf-keras
     runs = {job.key: [_strategy_run(job, 0, speed[dict(job.env)["TF_USE_LEGACY_KERAS"]], 3.0)] for job in fit}
-    rows = {row.comparison: row for row in strategies.summarise_runs(config, lambda job: runs.get(job.key, [])).rows}
-    row = rows["MNIST CNN Keras fit samples/s under MWMS, 2 workers: Keras 3 / tf-keras"]
+    rows = {row.comparison: row for row in keras3.summarise_runs(config, lambda job: runs.get(job.key, [])).rows}
+    row = rows["MNIST CNN fit samples/s under MWMS, 2 workers: Keras 3 / tf-keras"]
     assert row.ratio.median == 0.99 and row.goal.threshold == 0.95 and row.detail.startswith("990 vs 1000 samples/s")
 
 
@@ -80,7 +82,7 @@ def test_a_failed_cell_reads_n_a_with_its_reason(tmp_path):
               for job in strategies.jobs(config)}
     result = strategies.summarise_runs(config, lambda job: failed.get(job.key, []))
     assert all(row.ratio is None and row.detail == "n/a: timed out after 150 s" for row in result.rows)
-    assert len(result.rows) == 7  # 7 cells (--quick: no Keras 3 fit row)
+    assert len(result.rows) == 7
 
 
 def test_marked_lines_are_timed_when_they_first_go_through_the_log():
