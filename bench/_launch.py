@@ -62,7 +62,7 @@ def console_script(name: str) -> str | None:
 def smddp_command() -> list[str]:
     """The command that runs ``smddp``: its console script, else this Python running the kit's CLI."""
     smddp = console_script("smddp")
-    return [smddp] if smddp else [sys.executable, "-c", "import sys; from smddp_compat.cli import main; "
+    return [smddp] if smddp else [sys.executable, "-c", "import sys; from smddp_compat.commands.cli import main; "
                                                         "sys.exit(main())"]
 
 

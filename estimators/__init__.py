@@ -6,7 +6,7 @@
   ``Horovod``, ``MultiWorkerMirrored``, ``DTensor`` and ``ParameterServer`` distributed configs for ``ModelTrainer``,
   and ``train_local`` (a trainer's job on this machine).
 - :func:`build_job_spec` and :func:`run_job`: an estimator's or trainer's job as a local_mode job, run here.
-- :mod:`smddp_compat.estimators.cli`: ``smddp submit|status|logs|wait|fetch``.
+- :mod:`smddp_compat.commands.submit_cli`: ``smddp submit|status|logs|wait|fetch``.
 
 Importing this package imports neither TensorFlow nor the SageMaker SDK: :class:`TensorFlow` is loaded on first
 use, so the package also imports where only SDK v3 is installed.
@@ -20,9 +20,15 @@ from smddp_compat.estimators._distribution import DistributionPlan, plan_distrib
 from smddp_compat.estimators._local_process import (
     DEFAULT_LOCAL_OUTPUT, build_job_spec, described_as_sent, run_job,
 )
+from smddp_compat.estimators._jobs import (
+    check_destination, describe_job, fetch_model, format_status, iter_log_events, wait_for_job,
+)
 from smddp_compat.estimators._local_tuning import LocalTuningClient, run_tuning_job
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
-from smddp_compat.estimators._validation import check_channel_names, check_job_name, instance_spec
+from smddp_compat.estimators._validation import (
+    check_channel_names, check_job_name, check_positive_int, check_positive_seconds, check_s3_uri, instance_spec,
+    resolve_region,
+)
 from smddp_compat.estimators.errors import (
     ConfigurationError, EstimatorError, JobError, JobTimeoutError, LocalVersionWarning, MissingDependencyError,
     NoPublishedImageError, UnknownInstanceTypeError, missing_sdk_error,
@@ -39,7 +45,8 @@ __all__ = [
     "check_job_name", "stage_driver_dir", "ConfigurationError", "EstimatorError", "JobError", "JobTimeoutError",
     "LocalVersionWarning", "MissingDependencyError", "NoPublishedImageError", "UnknownInstanceTypeError",
     "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job", "described_as_sent",
-    "LocalTuningClient", "run_tuning_job",
+    "LocalTuningClient", "run_tuning_job", "check_destination", "describe_job", "fetch_model", "format_status",
+    "iter_log_events", "wait_for_job", "check_positive_int", "check_positive_seconds", "check_s3_uri", "resolve_region",
 ]
 
 

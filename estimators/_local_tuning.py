@@ -27,7 +27,7 @@ from smddp_compat.estimators.errors import ConfigurationError, JobError
 from smddp_compat.job_files import read_job_file
 from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.tuning import ParentTuningJob, TrialRunner, TuningJob, tuning_job_arn
-from smddp_compat.name_values import decode_value
+from smddp_compat.local_mode.name_values import decode_value
 
 __all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs", "DESCRIPTION_FILE", "TRAINING_JOBS_FILE",
            "CHART_FILE"]

@@ -47,16 +47,14 @@ DTENSOR_LAUNCHER = dtensor.LAUNCHER_NAME
 
 def copy_compat_core(destination: str, patterns: Sequence[str]) -> list[str]:
     """Copies the ``smddp_compat`` package a job ships: the runtime (its API, launcher, cluster and contract
-    modules), without the kit's parts an installed kit holds inside it (estimators, local mode, entry points, bench:
-    in a container, ``smddp_compat.__path__`` reaches the image's own) and without its commands
-    (:data:`smddp_compat.COMMAND_MODULES`), into ``destination`` (created), leaving out what matches ``patterns``
-    (as :func:`copy_filtered`). Returns the source paths left out.
+    modules), without the kit's parts an installed kit holds inside it (estimators, local mode, entry points, bench,
+    image, commands: in a container, ``smddp_compat.__path__`` reaches the image's own), into ``destination``
+    (created), leaving out what matches ``patterns`` (as :func:`copy_filtered`). Returns the source paths left out.
     """
     source = compat_package_dir()
     # The parts sit inside the package only in an installed kit; a checkout keeps them beside it.
     parts = {os.path.join(source, part) for part in smddp_compat.NAMESPACE_PARTS}
-    commands = {os.path.join(source, f"{module}.py") for module in smddp_compat.COMMAND_MODULES}
-    return copy_filtered(source, destination, patterns, leave_out=parts | commands)
+    return copy_filtered(source, destination, patterns, leave_out=parts)
 
 
 def copy_filtered(

@@ -64,8 +64,8 @@ _DEBIAN_PYTHON = {"bookworm": "311"}
 _SKIPPED = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", "*.egg-info")
 _DOCKERFILES: dict[str, str] = {"cpu": "image/Dockerfile", "gpu": "image/Dockerfile.gpu"}
 _REPOSITORIES: dict[str, str] = {"cpu": IMAGE_REPOSITORY, "gpu": GPU_IMAGE_REPOSITORY}
-# setup.sh's Horovod build (smddp_compat/horovod_install.py runs it too), in stack/ at its place in the checkout.
-BUILD_SCRIPT = "smddp_compat/install_horovod.sh"
+# setup.sh's Horovod build (commands/horovod_install.py runs it too), in stack/ at its place in the checkout.
+BUILD_SCRIPT = "commands/install_horovod.sh"
 # What each flavour's stack/ holds besides setup.sh, the build script and the generated pyproject.toml.
 _STACK_FILES: dict[str, tuple[str, ...]] = {"cpu": ("constraints.txt",), "gpu": ("constraints.txt", "constraints-gpu.txt")}
 # setup.sh's wheel-cache key part for the engines each flavour builds Horovod with.

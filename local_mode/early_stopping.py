@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from smddp_compat.local_mode.errors import ConfigurationError
-from smddp_compat.name_values import decode_value
+from smddp_compat.local_mode.name_values import decode_value
 
 __all__ = ["MedianStoppingRule", "hyperband_resources", "EPOCH_KEYS", "MAX_RESOURCE_LIMIT"]
 

@@ -4,7 +4,8 @@
 nothing heavy.
 
 The kit's parts live under this one name: ``smddp_compat.estimators``, ``smddp_compat.local_mode``,
-``smddp_compat.entry_points``, ``smddp_compat.bench`` and ``smddp_compat.image``. An installed kit holds them
+``smddp_compat.entry_points``, ``smddp_compat.bench``, ``smddp_compat.image`` and ``smddp_compat.commands`` (the
+``smddp`` command). An installed kit holds them
 inside this package; a checkout keeps them as the repository's top-level folders, found here through ``__path__``.
 A copy of this package shipped in a job's ``sourcedir.tar.gz`` (which shadows the image's installed kit) reaches the
 installed parts the same way.
@@ -18,11 +19,7 @@ __all__ = ["__version__"]
 __version__ = "0.1.0"
 
 #: The repository's folders that install as ``smddp_compat.<name>``.
-NAMESPACE_PARTS = ("estimators", "local_mode", "entry_points", "bench", "image")
-
-#: This package's modules that are commands, not runtime (the ``smddp`` CLI and what only the CLIs use): a job's
-#: bundle leaves them out, and no module a job ships imports them (pyproject's import-linter layers).
-COMMAND_MODULES = ("cli", "doctor", "job_options", "local_cli", "name_values")
+NAMESPACE_PARTS = ("estimators", "local_mode", "entry_points", "bench", "image", "commands")
 
 __path__ = _extend_path(__path__, __name__)  # every smddp_compat on sys.path: a shipped copy, then the installed kit
 _checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))

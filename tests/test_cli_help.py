@@ -1,6 +1,6 @@
 """Every command of the kit explains itself: ``--help`` exits 0 with the right program name, a description, help for
 every option, the exit codes and examples; and the options a job is described with read the same in ``smddp local``
-and ``smddp submit`` (one definition, :mod:`smddp_compat.job_options`).
+and ``smddp submit`` (one definition, :mod:`smddp_compat.commands.job_options`).
 
 Each ``--help`` runs as a user runs it, in a fresh interpreter; the parsers themselves are read for the option checks.
 """
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat.cli import SUBCOMMANDS
+from smddp_compat.commands.cli import SUBCOMMANDS
 from smddp_compat.cli_help import EXAMPLES_HEADING, EXIT_CODES_HEADING, HelpFormatter, epilog, help_texts
-from smddp_compat.job_options import JOB_OPTIONS_TITLE
+from smddp_compat.commands.job_options import JOB_OPTIONS_TITLE
 
 REPO = Path(__file__).resolve().parents[1]
-SMDDP = ["-m", "smddp_compat.cli"]
+SMDDP = ["-m", "smddp_compat.commands.cli"]
 
 #: (interpreter arguments, the program name the usage line must show)
 HELP_RUNS: list[tuple[list[str], str]] = [
@@ -131,8 +131,8 @@ def test_every_option_of_every_parser_has_help_and_the_help_its_sections() -> No
 
 
 def _local_and_submit() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    from smddp_compat.estimators.cli import build_parser as estimators_parser
-    from smddp_compat.local_cli import build_parser as local_parser
+    from smddp_compat.commands.submit_cli import build_parser as estimators_parser
+    from smddp_compat.commands.local_cli import build_parser as local_parser
 
     return local_parser(), _parsers_of(estimators_parser())["smddp submit"]
 
@@ -199,7 +199,7 @@ def test_local_and_submit_refuse_the_same_bad_words_in_the_same_words(
 
 def test_submit_names_a_script_given_after_a_name_value_option(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-    from smddp_compat.estimators.cli import main
+    from smddp_compat.commands.submit_cli import main
 
     assert main(["submit", "--instance-type", "ml.c5.xlarge", "--channel", "train=s3://bucket/t", "train.py"]) == 2
     err = capsys.readouterr().err

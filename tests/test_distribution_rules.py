@@ -104,7 +104,7 @@ def test_jobspec(rule: Rule, script: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
 def test_smddp_local(rule: Rule, script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from smddp_compat.local_cli import build_parser, main, spec_from_args
+    from smddp_compat.commands.local_cli import build_parser, main, spec_from_args
 
     argv = ["train.py", "--source-dir", str(script.parent), "--instance-count", str(HOSTS),
             "--distribution", "dtensor", "--mesh", rule.cli, "--output", str(tmp_path / "out")]
@@ -159,7 +159,7 @@ def test_estimator(rule: Rule, instance_type: str, aws: Any, script: Path, tmp_p
 def test_smddp_submit(rule: Rule, aws: Any, script: Path, tmp_path: Path,  # noqa: F811
                       capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-    from smddp_compat.estimators.cli import main
+    from smddp_compat.commands.submit_cli import main
 
     job = f"mesh-{rule.case}"
     code = main(["submit", str(script), "--instance-type", "ml.c5.xlarge", "--instance-count", str(HOSTS),
@@ -188,7 +188,7 @@ def test_given_devices_per_process_must_match_the_mesh_at_every_entry(
 ) -> None:
     """Once devices_per_process is given, the mesh size must be clients x devices (here 8 != 2 x 2)."""
     from smddp_compat.local_mode import JobSpec
-    from smddp_compat.local_cli import main as local_main
+    from smddp_compat.commands.local_cli import main as local_main
     from smddp_compat.local_mode.errors import ConfigurationError as LocalConfigurationError
 
     with pytest.raises(LocalConfigurationError) as local:
@@ -200,7 +200,7 @@ def test_given_devices_per_process_must_match_the_mesh_at_every_entry(
     assert code == 2 and "{}. Fix: {}".format(*GIVEN_DEVICES_PROBLEM) in capsys.readouterr().err
 
     pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-    from smddp_compat.estimators.cli import main as submit_main
+    from smddp_compat.commands.submit_cli import main as submit_main
     from smddp_compat.estimators.errors import ConfigurationError
 
     from smddp_compat.estimators import TensorFlow

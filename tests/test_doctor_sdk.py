@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from smddp_compat import doctor
+from smddp_compat.commands import doctor
 
 STACK = {"tensorflow": "2.21.0", "horovod": "0.28.1", "gloo": True, "mpi": True, "nccl": 0}
 

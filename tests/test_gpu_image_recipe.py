@@ -70,7 +70,7 @@ def test_setup_sh_gpu_branch_matches_the_image() -> None:
     horovod_build = (REPO / build.BUILD_SCRIPT).read_text(encoding="utf-8")  # setup.sh runs it
     gpu = (REPO / "image/Dockerfile.gpu").read_text(encoding="utf-8")
     assert 'CONSTRAINTS+=(-c "$ROOT/constraints-gpu.txt")' in setup
-    assert 'bash "$ROOT/smddp_compat/install_horovod.sh" "$PY" "${CONSTRAINTS[@]}"' in setup
+    assert 'bash "$ROOT/commands/install_horovod.sh" "$PY" "${CONSTRAINTS[@]}"' in setup
     assert "HOROVOD_GPU_OPERATIONS=NCCL" in horovod_build and "patchelf --set-rpath" in horovod_build
     assert "needs CUDA 12's nvcc on PATH" in horovod_build  # refused by name without a compiler
     assert gpu.count("SMDDP_GPU=1 bash /opt/smddp-compat/setup.sh") == 2  # both stages run setup.sh's GPU branch

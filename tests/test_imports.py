@@ -12,7 +12,7 @@ CASES = [
     ("smddp_compat.launcher", ["tensorflow", "boto3", "sagemaker"]),
     ("smddp_compat.strategies", ["tensorflow", "horovod", "boto3", "sagemaker"]),
     ("smddp_compat.contract", ["tensorflow", "horovod", "boto3", "sagemaker"]),
-    ("smddp_compat.cli", ["tensorflow", "boto3", "sagemaker"]),
+    ("smddp_compat.commands.cli", ["tensorflow", "boto3", "sagemaker"]),
     ("smddp_compat.tensorflow", ["boto3", "sagemaker"]),
     # the image's build and its `train` stand on their own: not the twin, not local mode
     ("smddp_compat.image", ["tensorflow", "boto3", "sagemaker", "smddp_compat.local_mode"]),

@@ -22,7 +22,7 @@ import pytest
 pytestmark = pytest.mark.processes
 
 REPO = Path(__file__).resolve().parents[1]
-SMDDP = [sys.executable, "-m", "smddp_compat.cli", "install-horovod"]
+SMDDP = [sys.executable, "-m", "smddp_compat.commands.cli", "install-horovod"]
 BUILD_OPT_IN = "SMDDP_HOROVOD_BUILD_TESTS"
 STAMP = ".smddp-horovod-build"
 HOROVOD_CACHE = Path(os.environ.get("SMDDP_WHEEL_CACHE", Path.home() / ".cache/smddp-compat/wheels"))

@@ -45,7 +45,7 @@ def test_job_processes_arm_the_adaptation_unless_tf_keras_and_a_site_sitecustomi
 
 def _two_worker_fit(tmp_path: Path) -> dict[int, dict[str, Any]]:
     """``smddp local`` of the plain script on 2 hosts; task -> its record (from output.tar.gz)."""
-    argv = [sys.executable, "-m", "smddp_compat.cli", "local", SCRIPT.name, "--source-dir", str(SCRIPT.parent),
+    argv = [sys.executable, "-m", "smddp_compat.commands.cli", "local", SCRIPT.name, "--source-dir", str(SCRIPT.parent),
             "--instance-count", "2", "--distribution", "mwms", "--output", str(tmp_path / "out")]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]

@@ -85,7 +85,7 @@ def test_the_wheel_installs_one_top_level_name(tmp_path):
     for part in smddp_compat.NAMESPACE_PARTS:
         assert f"smddp_compat/{part}/__init__.py" in names
     assert "smddp_compat/bench/programs/train.py" in names
-    assert "smddp_compat/install_horovod.sh" in names  # `smddp install-horovod` runs it from the installed kit
+    assert "smddp_compat/commands/install_horovod.sh" in names  # `smddp install-horovod` runs it from the installed kit
 
 
 _IMPORT_IN_TEXT = re.compile(

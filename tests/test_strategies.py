@@ -86,8 +86,8 @@ def test_two_hosts_of_two_processes_get_one_verdict_at_every_entry(tmp_path: Pat
 
 
 def test_the_mesh_is_written_one_way_in_both_clis_and_the_old_way_is_still_read() -> None:
-    from smddp_compat.estimators.cli import build_parser as submit_parser
-    from smddp_compat.local_cli import build_parser as local_parser
+    from smddp_compat.commands.submit_cli import build_parser as submit_parser
+    from smddp_compat.commands.local_cli import build_parser as local_parser
     from smddp_compat.distribution_config import mesh_option_text
 
     local = local_parser().parse_args(["train.py", "--mesh", "batch=4,model=2"])

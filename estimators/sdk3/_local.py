@@ -22,7 +22,7 @@ from smddp_compat.estimators import (
 )
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
-from smddp_compat.name_values import decode_value
+from smddp_compat.local_mode.name_values import decode_value
 
 __all__ = ["train_local", "build_local_spec", "local_job_description", "plan_of"]
 

@@ -32,7 +32,7 @@ from smddp_compat.estimators import (
 from smddp_compat.estimators.sdk3._local import build_local_spec, local_job_description, plan_of
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.tuning import TuningJob
-from smddp_compat.name_values import decode_value
+from smddp_compat.local_mode.name_values import decode_value
 
 __all__ = ["tune_local"]
 

@@ -68,7 +68,7 @@ def test_a_local_job_ships_the_savedmodel_in_model_tar_gz_as_sagemaker_serving_e
     the layout SageMaker's TF serving images load."""
     results = tmp_path / "results"
     results.mkdir()
-    argv = [sys.executable, "-m", "smddp_compat.cli", "local", "smddp_save_for_serving.py", "--source-dir",
+    argv = [sys.executable, "-m", "smddp_compat.commands.cli", "local", "smddp_save_for_serving.py", "--source-dir",
             str(PROGRAMS), "--instance-count", "2", "--distribution", "smddp", "--job-name", "save-for-serving",
             "--output", str(tmp_path / "out"), "--env", f"RESULT_DIR={results}"]
     done = subprocess.run(argv, env=quiet_env(), capture_output=True, text=True, timeout=360)

@@ -1,4 +1,4 @@
-"""smddp_compat.name_values: the one reading of NAME=VALUE words (its use by each option is tested with each CLI:
+"""smddp_compat.local_mode.name_values: the one reading of NAME=VALUE words (its use by each option is tested with each CLI:
 tests/local_mode/test_spec.py and tests/estimators/test_cli.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from smddp_compat.errors import ConfigurationError
-from smddp_compat.name_values import decode_value, parse_name_values
+from smddp_compat.local_mode.name_values import decode_value, parse_name_values
 
 
 def test_the_value_is_everything_after_the_first_equals_sign() -> None:

@@ -53,11 +53,13 @@ def test_a_shipped_package_leaves_out_the_installed_kits_parts(tmp_path: Path, m
 
     installed = tmp_path / "site-packages" / "smddp_compat"
     for name in ("__init__.py", "cluster.py", "launcher/__init__.py", "local_mode/__init__.py",
-                 "estimators/cli.py", "bench/run.py", "entry_points/common/errors.py", "__pycache__/x.pyc"):
+                 "estimators/cli.py", "commands/cli.py", "bench/run.py", "entry_points/common/errors.py",
+                 "__pycache__/x.pyc"):
         (installed / name).parent.mkdir(parents=True, exist_ok=True)
         (installed / name).write_text("")
     monkeypatch.setattr(_source_bundle, "compat_package_dir", lambda: str(installed))
     skipped = _source_bundle.copy_compat_core(str(tmp_path / "shipped"), SOURCE_EXCLUDES)
     shipped = sorted(p.relative_to(tmp_path / "shipped").as_posix() for p in (tmp_path / "shipped").rglob("*.py"))
     assert shipped == ["__init__.py", "cluster.py", "launcher/__init__.py"]
-    assert {Path(p).name for p in skipped} == {"bench", "entry_points", "estimators", "local_mode", "__pycache__"}
+    assert {Path(p).name for p in skipped} == {"bench", "commands", "entry_points", "estimators", "local_mode",
+                                               "__pycache__"}

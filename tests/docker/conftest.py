@@ -41,7 +41,7 @@ def kit_image(docker_engine: Engine) -> str:
     """The kit's training image, from ``smddp image`` (its tag is the last line it prints; built when missing:
     ~10 minutes on 2 cores; CI builds it beforehand)."""
     # pytest-xdist's workers each ask: one builds, the others wait for it (smddp_compat.image.one_build_at_a_time).
-    done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "image", "--log", BUILD_LOG],
+    done = subprocess.run([sys.executable, "-m", "smddp_compat.commands.cli", "image", "--log", BUILD_LOG],
                           capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, f"smddp image failed: {done.stderr[-3000:]}"
     tag = done.stdout.strip().splitlines()[-1]

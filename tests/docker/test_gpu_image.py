@@ -41,7 +41,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def gpu_image(docker_engine: Engine) -> str:
     """The GPU image, from ``smddp image --gpu`` (its tag is the last line it prints; built when missing)."""
-    done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "image", "--gpu", "--log", BUILD_LOG],
+    done = subprocess.run([sys.executable, "-m", "smddp_compat.commands.cli", "image", "--gpu", "--log", BUILD_LOG],
                           capture_output=True, text=True, timeout=7200)
     assert done.returncode == 0, f"smddp image --gpu failed: {done.stderr[-3000:]}"
     tag = done.stdout.strip().splitlines()[-1]

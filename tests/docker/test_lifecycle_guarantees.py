@@ -83,7 +83,7 @@ def test_a_sigterm_stops_the_job_as_a_stop_and_leaves_nothing_running(backend: s
                                                                       request: pytest.FixtureRequest) -> None:
     script = tmp_path / "train.py"
     script.write_text(_WAIT_FOR_A_STOP)
-    argv = [sys.executable, "-m", "smddp_compat.cli", "local", str(script), "--output", str(tmp_path / "out"),
+    argv = [sys.executable, "-m", "smddp_compat.commands.cli", "local", str(script), "--output", str(tmp_path / "out"),
             "--job-name", f"stop-{backend}", "--max-run", "900"]
     if backend == "docker":
         request.getfixturevalue("kit_image")

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from smddp_compat.launcher import usable_cores
-from smddp_compat import local_cli as cli
+from smddp_compat.commands import local_cli as cli
 from smddp_compat.local_mode.docker.twin import SHORT_WAITS_WARNING
 from tests.fake_aws import Aws
 
@@ -61,7 +61,7 @@ def _probe_source(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _smddp_local(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "smddp_compat.cli", "local", *argv], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "smddp_compat.commands.cli", "local", *argv], env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=str(REPO))
 
 

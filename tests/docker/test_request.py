@@ -115,7 +115,7 @@ def test_bad_requests_name_the_field_and_the_fix(path: str, value: Any, named: s
 
 
 def _smddp_local(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "smddp_compat.cli", "local", *argv],
+    return subprocess.run([sys.executable, "-m", "smddp_compat.commands.cli", "local", *argv],
                           capture_output=True, text=True, timeout=120)
 
 

@@ -94,7 +94,7 @@ def test_an_interruption_is_refused_for_a_job_sagemaker_would_never_interrupt(tm
     path = tmp_path / "request.json"
     path.write_text(json.dumps(REQUEST))
     for argv in (["--backend", "docker", "--request", str(path)], ["train.py"]):
-        done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "local", *argv, "--interrupt-after", "5"],
+        done = subprocess.run([sys.executable, "-m", "smddp_compat.commands.cli", "local", *argv, "--interrupt-after", "5"],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 2, done.stderr
         assert "interrupt" in done.stderr and "EnableManagedSpotTraining" in done.stderr, done.stderr

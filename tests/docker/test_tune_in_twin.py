@@ -15,7 +15,7 @@ from tests.epoch_script import epoch_of, epochs_script
 def test_a_tuning_job_in_the_twin_stops_a_worse_trial_early(kit_image: str, tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(epochs_script(0.5, 8))
     done = subprocess.run(
-        [sys.executable, "-m", "smddp_compat.cli", "tune", "train.py", "--backend", "docker",
+        [sys.executable, "-m", "smddp_compat.commands.cli", "tune", "train.py", "--backend", "docker",
          "--metric", "val_loss=val_loss=([0-9.]+)", "--objective", "val_loss", "--objective-type", "Minimize",
          "--categorical", "lr=0.04,0.03,0.5", "--strategy", "Grid", "--early-stopping", "Auto",
          "--job-name", "twin-tune", "--output", "out"],

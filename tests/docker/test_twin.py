@@ -154,7 +154,7 @@ def _cli(argv: list[str], expect: int) -> dict[str, Any]:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "smddp_compat.cli", "local", *argv],
+    done = subprocess.run([sys.executable, "-m", "smddp_compat.commands.cli", "local", *argv],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == expect, done.stderr[-4000:]
     return json.loads(done.stdout)

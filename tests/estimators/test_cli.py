@@ -14,7 +14,7 @@ from tests.estimators.conftest import ROLE, SECRET_KEY
 
 pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
 
-from smddp_compat.estimators.cli import main  # noqa: E402
+from smddp_compat.commands.submit_cli import main  # noqa: E402
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/smddp-compat:tf2.21"
 

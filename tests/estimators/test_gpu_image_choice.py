@@ -108,7 +108,7 @@ def test_v2_estimator_is_quiet_with_the_gpu_image(aws, tiny_script) -> None:
 
 def test_smddp_submit_says_it_before_uploading(aws, tiny_script, capsys) -> None:
     pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
-    from smddp_compat.estimators.cli import main
+    from smddp_compat.commands.submit_cli import main
 
     argv = ["submit", tiny_script, "--instance-type", "ml.p3.16xlarge", "--instance-count", "2", "--role", ROLE,
             "--image-uri", CPU_IMAGE, "--region", "us-east-1", "--job-name", "cpu-image-on-gpu"]

@@ -17,7 +17,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_import_estimators_imports_neither_tensorflow_nor_sagemaker():
-    out = _run("import sys, smddp_compat.estimators, smddp_compat.estimators.cli; "
+    out = _run("import sys, smddp_compat.estimators, smddp_compat.commands.submit_cli; "
                "print(sorted(m for m in ('tensorflow', 'sagemaker', 'horovod') if m in sys.modules))")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -116,7 +116,7 @@ def test_smddp_mnist_trains_on_two_hosts(tmp_path):
 
 @pytest.mark.processes
 def test_cli_submit_local_process(tiny_script, tmp_path, capsys):
-    from smddp_compat.estimators.cli import main
+    from smddp_compat.commands.submit_cli import main
 
     ok = main(["submit", tiny_script, "--instance-type", "local_process", "--instance-count", "2",
                "--distribution", "mpi", "--output", str(tmp_path / "out"), "--job-name", "cli-local",

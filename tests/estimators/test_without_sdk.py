@@ -33,7 +33,7 @@ def _without_sdk(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_core_kit_runs_without_an_sdk():
     done = _without_sdk(
-        "from smddp_compat.cli import main\n"
+        "from smddp_compat.commands.cli import main\n"
         "from smddp_compat.launcher import main as smddprun\n"
         "for run, command in ((smddprun, ['--help']), (main, ['local', '--help']), (main, ['submit', '--help']),\n"
         "                     (main, ['doctor', '--help'])):\n"

@@ -116,7 +116,7 @@ def test_smddprun_shows_them_when_asked(tmp_path: Path, option: tuple[str, ...],
 @pytest.mark.processes
 def test_smddp_local_hides_them_on_the_console_and_keeps_them_in_the_host_logs(tmp_path: Path) -> None:
     (tmp_path / "prints.py").write_text(PRINTS_STARTUP_LINES)
-    command = [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", "local",
+    command = [sys.executable, "-c", "import sys; from smddp_compat.commands.cli import main; sys.exit(main())", "local",
                "prints.py", "--instance-count", "2", "--output", "out", "--job-name", "quiet"]
     proc = subprocess.run(command, cwd=tmp_path, env=_environment(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

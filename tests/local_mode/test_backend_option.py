@@ -2,7 +2,7 @@
 
 import pytest
 
-from smddp_compat import local_cli as cli
+from smddp_compat.commands import local_cli as cli
 
 
 def test_docker_backend_runs_a_script_as_a_job_spec(monkeypatch, capsys, tmp_path):

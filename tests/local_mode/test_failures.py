@@ -126,7 +126,7 @@ def test_a_signal_to_smddp_local_stops_every_process(
 ) -> None:
     work = tmp_path / "work"
     command = [
-        sys.executable, "-c", "import sys; from smddp_compat.local_cli import main; sys.exit(main(sys.argv[1:]))",
+        sys.executable, "-c", "import sys; from smddp_compat.commands.local_cli import main; sys.exit(main(sys.argv[1:]))",
         "fail_or_sleep.py", "--source-dir", str(scripts_dir), "--instance-count", "2",
         "--hyperparameters", "sleep=120", "spawn-child=1",
         "--output", str(tmp_path / "out"), "--work-dir", str(work), "--job-name", "interrupted",

@@ -16,7 +16,7 @@ HEAVY = ("tensorflow", "horovod", "boto3", "botocore", "sagemaker", "keras", "nu
 @pytest.mark.processes
 def test_import_does_not_load_heavy_packages() -> None:
     probe = (
-        "import json, sys; import smddp_compat.local_mode, smddp_compat.local_cli, smddp_compat.local_mode.runner; "
+        "import json, sys; import smddp_compat.local_mode, smddp_compat.commands.local_cli, smddp_compat.local_mode.runner; "
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)

@@ -10,7 +10,7 @@ import pytest
 
 from smddp_compat.errors import ConfigurationError as SharedConfigurationError
 from smddp_compat.local_mode import JobSpec
-from smddp_compat.local_cli import build_parser, spec_from_args
+from smddp_compat.commands.local_cli import build_parser, spec_from_args
 from smddp_compat.local_mode.api_model import check_response
 from smddp_compat.local_mode.artifacts import ArtifactPaths
 from smddp_compat.local_mode.outcome import TWIN_NOTES, JobResult, SecondaryStatusLog

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from smddp_compat.local_cli import main
+from smddp_compat.commands.local_cli import main
 
 
 @pytest.mark.e2e

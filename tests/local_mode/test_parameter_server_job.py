@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 
 def _smddp_local(tmp_path: Path, *extra: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "smddp_compat.cli", "local", "parameter_server_mnist.py", "--source-dir",
+        [sys.executable, "-m", "smddp_compat.commands.cli", "local", "parameter_server_mnist.py", "--source-dir",
          str(ENTRY_POINTS), "--distribution", "parameter_server", "--instance-count", "2",
          "--output", str(tmp_path / "out"), *extra],
         capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
@@ -67,7 +67,7 @@ def test_two_hosts_train_to_the_target_and_resume_from_the_checkpoints(tmp_path:
 
 def test_a_killed_worker_ends_the_job_naming_its_host_and_role(tmp_path: Path) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "smddp_compat.cli", "local", "parameter_server_mnist.py", "--source-dir",
+        [sys.executable, "-m", "smddp_compat.commands.cli", "local", "parameter_server_mnist.py", "--source-dir",
          str(ENTRY_POINTS), "--distribution", "parameter_server", "--instance-count", "2", "--output",
          str(tmp_path / "out"), "--job-name", "ps-killed", "--hp", "epochs=20", "task-timeout=30"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
@@ -111,7 +111,7 @@ def _script_job(tmp_path: Path, script: str, job_name: str, *extra: str) -> tupl
     """A 2-host parameter_server job of a script in tests/local_mode/scripts (the servers' start timeout an hour, far
     beyond the tests' limits): its output, once Completed, and the accuracy each host printed."""
     done = subprocess.run(
-        [sys.executable, "-m", "smddp_compat.cli", "local", script, "--source-dir", str(SCRIPTS),
+        [sys.executable, "-m", "smddp_compat.commands.cli", "local", script, "--source-dir", str(SCRIPTS),
          "--distribution", "parameter_server", "--instance-count", "2", "--output", str(tmp_path / "out"),
          "--job-name", job_name, "--env", "SMDDP_PS_START_TIMEOUT_SECONDS=3600", *extra],
         capture_output=True, text=True, timeout=280, cwd=tmp_path,

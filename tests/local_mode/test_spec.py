@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from smddp_compat.local_mode import ConfigurationError, Distribution, HyperparameterError, JobSpec, run
-from smddp_compat.local_cli import main as cli_main
+from smddp_compat.commands.local_cli import main as cli_main
 
 
 
@@ -178,7 +178,7 @@ def test_cli_refuses_bad_input_with_exit_code_2(
 
 
 def test_cli_values_are_everything_after_the_first_equals_sign(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from smddp_compat.local_cli import build_parser, spec_from_args
+    from smddp_compat.commands.local_cli import build_parser, spec_from_args
 
     monkeypatch.chdir(project / "src")
     args = build_parser().parse_args([

@@ -39,7 +39,7 @@ def test_a_grid_over_a_script_runs_each_trial_and_names_the_best(tmp_path: Path)
     data.mkdir()
     (data / "rows.csv").write_text("1\n")
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", "tune", "train.py",
+        [sys.executable, "-c", "import sys; from smddp_compat.commands.cli import main; sys.exit(main())", "tune", "train.py",
          "--metric", "val_loss=val_loss=([0-9.]+)", "--objective", "val_loss", "--objective-type", "Minimize",
          "--categorical", "lr=0.01,0.04,0.9", "layers=1,2", "--strategy", "Grid", "--max-parallel-jobs", "2",
          "--channel", f"train={data}", "--hyperparameters", "layers=3", "--job-name", "grid-1", "--output", "out"],
@@ -70,7 +70,7 @@ def test_a_grid_over_a_script_runs_each_trial_and_names_the_best(tmp_path: Path)
 
 def _tune(cwd: Path, *options: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", "tune", "train.py",
+        [sys.executable, "-c", "import sys; from smddp_compat.commands.cli import main; sys.exit(main())", "tune", "train.py",
          "--metric", "val_loss=val_loss=([0-9.]+)", "--objective", "val_loss", "--objective-type", "Minimize",
          "--channel", f"train={cwd / 'data'}", "--output", "out", *options],
         cwd=cwd, capture_output=True, text=True, timeout=300)
@@ -158,7 +158,7 @@ def test_ctrl_c_or_a_closed_terminal_stops_the_running_trials_keeps_them_and_lea
 
     _epochs_job(tmp_path)
     tune = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", "tune", "train.py",
+        [sys.executable, "-c", "import sys; from smddp_compat.commands.cli import main; sys.exit(main())", "tune", "train.py",
          "--metric", "val_loss=val_loss=([0-9.]+)", "--objective", "val_loss", "--objective-type", "Minimize",
          "--channel", f"train={tmp_path / 'data'}", "--output", "out", "--hyperparameters", "epochs=200",
          "--categorical", "lr=0.01,0.02,0.03,0.04", "--strategy", "Grid", "--max-parallel-jobs", "2",

@@ -35,8 +35,8 @@ def smddprun(*args: str) -> list[str]:
 
 
 def smddp(*args: str) -> list[str]:
-    """The argv of ``smddp args...`` (what the console script runs: ``smddp_compat.cli:main``)."""
-    return [sys.executable, "-c", "import sys; from smddp_compat.cli import main; sys.exit(main())", *args]
+    """The argv of ``smddp args...`` (what the console script runs: ``smddp_compat.commands.cli:main``)."""
+    return [sys.executable, "-c", "import sys; from smddp_compat.commands.cli import main; sys.exit(main())", *args]
 
 
 @dataclass

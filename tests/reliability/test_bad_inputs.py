@@ -278,7 +278,7 @@ def test_bad_command_line_input(bad: Bad, workdir: Path, aws_requests: list[str]
                                 capsys: pytest.CaptureFixture[str]) -> None:
     if bad.tool == "submit":
         pytest.importorskip("sagemaker.tensorflow", reason="smddp submit needs the SageMaker SDK v2")
-        from smddp_compat.cli import main
+        from smddp_compat.commands.cli import main
 
         code = main(list(bad.args))
         error = capsys.readouterr().err

@@ -350,7 +350,7 @@ LOCAL_CASES = [
 @pytest.mark.parametrize("argv, option, value, allowed", LOCAL_CASES, ids=[f"{c[1]}={c[2]}" for c in LOCAL_CASES])
 def test_smddp_local_refuses_numbers_that_are_not(argv: list[str], option: str, value: str, allowed: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from smddp_compat.local_cli import main
+    from smddp_compat.commands.local_cli import main
 
     if "--request" not in argv:
         argv = [RANK, *argv]

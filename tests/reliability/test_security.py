@@ -185,7 +185,7 @@ def test_custom_mpi_options_reach_local_process_literally_and_are_not_run(
     """``smddp submit --instance-type local_process`` runs the job here through local_mode, whose ranks start over
     Gloo: the options reach the estimator's local_process path, which reports them, literally, as not applying."""
     pytest.importorskip("sagemaker.tensorflow", reason="smddp submit needs the SageMaker SDK v2")
-    from smddp_compat.cli import main
+    from smddp_compat.commands.cli import main
 
     mark = tmp_path / "pwned"
     options = f"; touch {mark} $(touch {mark}) `touch {mark}`"

@@ -201,7 +201,7 @@ class _Probe:
     def __init__(self, function: str, env: dict[str, str], timeout: float) -> None:
         self._timeout = timeout
         self._started = time.monotonic()
-        code = f"from smddp_compat.doctor import {function}; {function}()"
+        code = f"from smddp_compat.commands.doctor import {function}; {function}()"
         self._popen = subprocess.Popen(  # noqa: S603 - argument list
             [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
             env=env, text=True, start_new_session=True,

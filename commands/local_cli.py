@@ -1,5 +1,5 @@
 """``smddp local``: run a SageMaker training job on this machine (``smddp local --help`` lists the options, defined
-once with ``smddp submit``'s in :mod:`smddp_compat.job_options`).
+once with ``smddp submit``'s in :mod:`smddp_compat.commands.job_options`).
 
 With no ENTRY_POINT it runs the bundled ``entry_points/smddp_mnist.py`` as 2 hosts x 1 process with distribution
 smddp (the README's first command). Hyperparameter values are read as JSON when they parse (``epochs=3`` is the
@@ -26,7 +26,7 @@ from typing import Any
 from smddp_compat import errors as kit_errors
 from smddp_compat.distribution_config import mesh_option_text
 from smddp_compat.cli_help import help_texts
-from smddp_compat.job_options import add_job_options
+from smddp_compat.commands.job_options import add_job_options
 from smddp_compat.launcher import positive_count, positive_seconds
 
 from smddp_compat.estimators.replay import replay_spec
@@ -34,7 +34,7 @@ from smddp_compat.local_mode.backends import DockerBackend, ProcessBackend
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
-from smddp_compat.name_values import decode_value, parse_name_values
+from smddp_compat.local_mode.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT",
            "add_environment_and_metrics", "run_reporting_errors"]

@@ -1,7 +1,7 @@
 """``smddp submit|status|logs|wait|fetch``: SageMaker training jobs from the command line (examples:
 ``estimators/README.md``).
 
-``submit`` takes ``smddp local``'s job options (one definition: :mod:`smddp_compat.job_options`) plus the SageMaker
+``submit`` takes ``smddp local``'s job options (one definition: :mod:`smddp_compat.commands.job_options`) plus the SageMaker
 ones; each command's ``--help`` says what it does, its exit codes and examples. Every value is checked before any
 AWS client is made: numbers (whole and >= 1, or finite seconds > 0), job names (SageMaker's rule), the fetch
 destination, then the job as the estimator checks it, and the region last (one SageMaker runs in; no region at all
@@ -18,19 +18,17 @@ from typing import Any, Sequence
 
 from smddp_compat.cli_help import help_texts
 from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
-from smddp_compat.estimators._jobs import (
-    check_destination, describe_job, fetch_model, format_status, iter_log_events, wait_for_job,
+from smddp_compat.estimators import (
+    ConfigurationError, EstimatorError, JobTimeoutError, check_channel_names, check_destination, check_job_name,
+    check_positive_int, check_positive_seconds, check_s3_uri, describe_job, fetch_model, format_status,
+    iter_log_events, resolve_region, wait_for_job,
 )
-from smddp_compat.estimators._validation import (
-    check_channel_names, check_job_name, check_positive_int, check_positive_seconds, check_s3_uri, resolve_region,
-)
-from smddp_compat.estimators.errors import ConfigurationError, EstimatorError, JobTimeoutError
 from smddp_compat.image.cuda import CpuImageWarning
 from smddp_compat.instance_types import LOCAL_INSTANCE_TYPES
-from smddp_compat.job_options import add_job_options
+from smddp_compat.commands.job_options import add_job_options
 from smddp_compat.local_mode.channels import check_local_channel
 from smddp_compat.local_mode.errors import ChannelError
-from smddp_compat.name_values import decode_value, parse_name_values
+from smddp_compat.local_mode.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "distribution_from_args"]
 

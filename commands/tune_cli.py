@@ -33,9 +33,9 @@ from smddp_compat import errors as kit_errors
 from smddp_compat.cli_help import help_texts
 from smddp_compat.estimators import run_tuning_job
 from smddp_compat.estimators.replay import replay_spec
-from smddp_compat.job_options import add_job_options
+from smddp_compat.commands.job_options import add_job_options
 from smddp_compat.launcher import StopSignalled, whole_number
-from smddp_compat.local_cli import add_environment_and_metrics, run_reporting_errors, spec_from_args
+from smddp_compat.commands.local_cli import add_environment_and_metrics, run_reporting_errors, spec_from_args
 from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.s3 import is_s3_uri
@@ -43,7 +43,7 @@ from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, J
 from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.search_strategies import STRATEGIES
 from smddp_compat.local_mode.tuning import WARM_START_TYPES
-from smddp_compat.name_values import decode_value, parse_name_values
+from smddp_compat.local_mode.name_values import decode_value, parse_name_values
 
 __all__ = ["main", "build_parser", "tuning_request"]
 

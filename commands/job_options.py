@@ -3,7 +3,7 @@ option names, metavars, help and forms.
 
 The ``NAME=VALUE`` options take one or more words and may be given again (``--channel a=x b=y`` is
 ``--channel a=x --channel b=y``); a word without ``=`` after them (an entry point, say) is refused by
-:func:`smddp_compat.name_values.parse_name_values` with the fix. Numbers are read by the launcher's types (NaN and
+:func:`smddp_compat.local_mode.name_values.parse_name_values` with the fix. Numbers are read by the launcher's types (NaN and
 infinity refused by argparse); their ranges are checked by the model each value goes to (``JobSpec``, the
 estimator, :mod:`smddp_compat.distribution_config`), in the same words for the command line and the Python API.
 Standard library only.
