@@ -200,7 +200,9 @@ def run_bench(config: BenchConfig, stream: Any = sys.stdout) -> tuple[list[Measu
     runs = run_jobs(config, jobs, time.time() + config.budget, stream)  # the budget is for the jobs
     results = _summarise(config, runs)
     duration = time.time() - started
-    command = "smddp bench" + (" --quick" if config.quick else "")
+    only = "" if list(config.measurements) == list(MEASUREMENTS) else f" --only {','.join(config.measurements)}"
+    command = ("smddp bench" + (" --quick" if config.quick else "") + only
+               + (f" --rounds {config.rounds}" if config.rounds != 2 else ""))
     all_runs = [run.to_json() for job_runs in runs.values() for run in job_runs]
     write_atomically(config.out_dir / "results.json", results_json(results, machine, date, duration, all_runs))
     report = format_markdown(results, machine, date, duration, command)
