@@ -139,14 +139,13 @@ def test_a_job_whose_scripts_never_use_the_servers_completes_when_they_end(tmp_p
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("keras", ["keras-3", "tf-keras"])
-def test_a_script_in_the_tutorials_pattern_trains_with_keras_fit_under_the_strategy(tmp_path: Path, keras: str) -> None:
+def test_a_script_in_the_tutorials_pattern_trains_with_keras_fit_under_the_strategy(tmp_path: Path) -> None:
     """TensorFlow's parameter-server tutorial's start (TFConfigClusterResolver, a branch on the task type) with
-    Keras fit, evaluate and predict under ParameterServerStrategy on the coordinator, on both Keras (Keras 3 through
-    the kit's adaptation, with a dataset function; tf-keras with its DatasetCreator): the servers are used, and end
-    with the coordinator."""
-    extra = ("--env", "TF_USE_LEGACY_KERAS=1") if keras == "tf-keras" else ()
-    out, accuracies = _script_job(tmp_path, "ps_strategy_fit.py", f"ps-tutorial-{keras}", *extra)
+    Keras fit, evaluate and predict under ParameterServerStrategy on the coordinator, on tf-keras (its
+    DatasetCreator): the servers are used, and end with the coordinator. The same script on Keras 3:
+    tests/launcher/test_tensorflow_strategies.py (under smddprun); the entry point on Keras 3 here, above."""
+    keras = "tf-keras"
+    out, accuracies = _script_job(tmp_path, "ps_strategy_fit.py", "ps-tutorial", "--env", "TF_USE_LEGACY_KERAS=1")
     assert "[algo-1,master] task=master:0" in out and "[algo-2,worker] task=worker:0" in out, out[-3000:]
     assert f"[algo-1,master] keras={keras};" in out, out[-3000:]
     assert list(accuracies) == ["algo-1"] and accuracies["algo-1"] >= 0.8, accuracies

@@ -1,4 +1,5 @@
 """Real collectives across hosts: each distribution's variables are enough for TensorFlow/Horovod to form the job.
+(MultiWorkerMirroredStrategy's cluster across hosts: tests/test_keras3_strategies.py trains one.)
 
 2 hosts x 1 process each (the machine has 2 cores); every run is bounded by max_run.
 """
@@ -44,14 +45,6 @@ def test_smddp_job_runs_an_unchanged_smdistributed_script(tmp_path: Path, script
         (1, 2, 0, 1, 3.0),
     ]
     assert {r["module"] for r in records} == {"smdistributed.dataparallel.tensorflow"}
-
-
-def test_mwms_job_forms_one_cluster_across_hosts(tmp_path: Path, scripts_dir: Path, no_leftover_job_dirs: None) -> None:
-    result = _run(tmp_path, scripts_dir, entry_point="mwms_allreduce.py", distribution="mwms")
-    assert _results(result.artifacts.output, "mwms-") == [
-        {"task": 0, "workers": 2, "sum": 3.0},
-        {"task": 1, "workers": 2, "sum": 3.0},
-    ]
 
 
 def test_dtensor_job_spans_a_mesh_over_both_clients(tmp_path: Path, scripts_dir: Path, no_leftover_job_dirs: None) -> None:
