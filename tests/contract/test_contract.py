@@ -29,7 +29,7 @@ def test_the_stdlib_modules_import_without_any_third_party_package() -> None:
         """
         import sys
         before = set(sys.modules)
-        import smddp_compat.contract, smddp_compat.local_mode.name_values, smddp_compat.source_files
+        import smddp_compat.contract, smddp_compat.source_files
         loaded = {name.split(".")[0] for name in set(sys.modules) - before}
         print(sorted(loaded - set(sys.stdlib_module_names) - {"smddp_compat"}))
         """
