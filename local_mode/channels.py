@@ -1,8 +1,9 @@
 """Input channels: ``s3://`` prefixes downloaded, local folders or files copied, then given to every host.
 
-A channel is fetched once per job into a staging folder, and each host's ``input/data/<channel>`` holds hard links
-of its files (:func:`place_channel`): SageMaker's File mode ("FullyReplicated", or "ShardedByS3Key" split between
-the hosts), without copying the data H times, and never a link to the user's own files.
+A channel is fetched once per job into a staging folder, and each host's ``input/data/<channel>`` holds a copy of
+its own (:func:`place_channel`): SageMaker's File mode ("FullyReplicated", or "ShardedByS3Key" split between the
+hosts), where each instance downloads its own copy; copy-on-write clones where the file system makes them, the
+staged files themselves for the last host, and never a link to the user's own files.
 
 S3 objects land where SageMaker's File mode puts them (:func:`channel_key_path`); keys that would land on the same
 file, or as a file where another key needs a folder, stop the job before anything is written, naming both keys.
@@ -11,6 +12,7 @@ file, or as a file where another key needs a folder, stop the job before anythin
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import stat
@@ -25,6 +27,7 @@ from smddp_compat.local_mode.errors import ChannelError
 __all__ = [
     "stage_channels",
     "place_channel",
+    "copy_file",
     "download_s3_channel",
     "download_s3_prefix",
     "copy_s3_prefix",
@@ -309,18 +312,42 @@ def _copy_folder(channel: str, source: str, target: Path) -> None:
 
 def place_channel(staged: Path, targets: Sequence[Path], *, sharded: bool = False) -> None:
     """Gives each host its own ``input/data/<channel>`` from a staged channel, as SageMaker's File mode gives each
-    instance its own copy: hard links of the staged files (a host that deletes or replaces a file changes no other
-    host's folder, and never the user's data); ``sharded`` (``ShardedByS3Key``) splits the files between the hosts.
+    instance its own copy: a host that rewrites a file in place changes no other host's file, and never the user's
+    data. The first hosts get copies (copy-on-write clones where the file system makes them, :func:`copy_file`), the
+    last one the staged files themselves, moved; ``sharded`` (``ShardedByS3Key``) splits the files between the hosts
+    (each file moved to its one host). The staged folder is left empty.
 
     Args:
-        staged: The channel's staged folder (:func:`stage_channels`).
+        staged: The channel's staged folder (:func:`stage_channels`), consumed.
         targets: Each host's channel folder, in host order.
         sharded: Give host ``i`` every ``len(targets)``-th file from the ``i``-th; else every host all of them.
     """
     files = sorted(path for path in staged.rglob("*") if path.is_file())
     for index, target in enumerate(targets):
         target.mkdir(parents=True, exist_ok=True)
+        last = index == len(targets) - 1
         for path in files[index :: len(targets)] if sharded else files:
             destination = target / path.relative_to(staged)
             destination.parent.mkdir(parents=True, exist_ok=True)
-            os.link(path, destination)
+            if sharded or last:
+                os.replace(path, destination)
+            else:
+                copy_file(path, destination)
+
+
+#: Linux's ``FICLONE`` ioctl: make a file a copy-on-write clone of another (btrfs, XFS, bcachefs, overlayfs on them).
+_FICLONE = 0x40049409
+
+
+def copy_file(source: Path, destination: Path) -> None:
+    """``destination`` a new file of its own with ``source``'s bytes, mode and times: a copy-on-write clone where the
+    file system makes one (no bytes copied until either is written), else a copy by the kernel (``sendfile``)."""
+    with open(source, "rb") as reader, open(destination, "xb") as writer:
+        try:
+            fcntl.ioctl(writer.fileno(), _FICLONE, reader.fileno())
+            cloned = True
+        except OSError:  # not a file system that clones (ext4, tmpfs), or another file system
+            cloned = False
+    if not cloned:
+        shutil.copyfile(source, destination)
+    shutil.copystat(source, destination)

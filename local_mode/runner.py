@@ -387,9 +387,13 @@ def _prepare_hosts(
             contract.JOB_NAME: spec.job_name,
             contract.REGION: region,
             **spec.distribution_config.strategy.framework_parameters(spec.distribution_config, INSTANCE_TYPE),
+            # What the toolkit consumes itself (a tuning trial's objective metric): in hyperparameters.json, never in
+            # the script's arguments or SM_HPS, as sagemaker-training keeps them.
+            **{name: value for name, value in spec.hyperparameters.items() if name in contract.TOOLKIT_PARAMETERS},
         }
         resource = resource_config(hosts, host, INSTANCE_TYPE, NETWORK_INTERFACE)
-        hyperparameters = HostLayout(host, host_root).hyperparameters_here(spec.hyperparameters)
+        hyperparameters = HostLayout(host, host_root).hyperparameters_here(
+            {name: value for name, value in spec.hyperparameters.items() if name not in contract.TOOLKIT_PARAMETERS})
         layout = create_host_tree(
             host_root,
             host,

@@ -107,8 +107,9 @@ class TrainingEnv:
         tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> TrainingEnv:
         """Reads the SageMaker variables of `environ` (default ``os.environ``), with local fallbacks for the absent
-        ones. ``checkpoint_dir=None`` (no ``--checkpoint-dir``) means ``/opt/ml/checkpoints`` when it exists and is
-        writable, else ``<output_dir>/checkpoints``; ``tensorboard_dir=None``: see `resolve_tensorboard_dir`.
+        ones. ``checkpoint_dir=None`` (no ``--checkpoint-dir``) means the job's tree's ``checkpoints`` when the
+        job names its tree (``SAGEMAKER_BASE_DIR``, local mode's hosts), else ``/opt/ml/checkpoints`` when it exists
+        and is writable (SageMaker's), else ``<output_dir>/checkpoints``; ``tensorboard_dir=None``: see `resolve_tensorboard_dir`.
 
         Raises:
             smddp_compat.cluster.ClusterConfigError: ``SM_HOSTS`` / ``SMDDP_HOST_ADDRESSES`` are malformed, or the
@@ -132,13 +133,12 @@ class TrainingEnv:
         )
         if checkpoint_dir is not None and str(checkpoint_dir) != "":
             checkpoints = Path(checkpoint_dir)
+        elif env.get(contract.SAGEMAKER_BASE_DIR):
+            # The job's own tree first (local mode's hosts: its checkpoints/ is the job's checkpoint folder), never
+            # this machine's /opt/ml/checkpoints because it happens to exist.
+            checkpoints = Path(env[contract.SAGEMAKER_BASE_DIR]) / contract.CHECKPOINTS_DIR
         elif _writable_dir(Path(contract.DEFAULT_CHECKPOINT_DIR)):
             checkpoints = Path(contract.DEFAULT_CHECKPOINT_DIR)
-        elif env.get(contract.SAGEMAKER_BASE_DIR) and _writable_dir(
-            Path(env[contract.SAGEMAKER_BASE_DIR]) / contract.CHECKPOINTS_DIR
-        ):
-            # Local mode's per-host tree: its checkpoints/ is linked to the job's --checkpoint-dir when given.
-            checkpoints = Path(env[contract.SAGEMAKER_BASE_DIR]) / contract.CHECKPOINTS_DIR
         else:
             checkpoints = output_dir / contract.CHECKPOINTS_DIR
 

@@ -120,6 +120,19 @@ def test_training_env_local_fallbacks(tmp_path: Path) -> None:
     assert env.output_data_dir.is_dir()
 
 
+def test_a_job_that_names_its_tree_keeps_its_checkpoints_there(tmp_path: Path, monkeypatch) -> None:
+    """Local mode's host (SAGEMAKER_BASE_DIR): its tree's checkpoints/, even when this machine has a writable
+    /opt/ml/checkpoints (another job's, or SageMaker's default path created by a local estimator)."""
+    from smddp_compat.entry_points.common import training_env
+
+    machine = tmp_path / "machine-opt-ml-checkpoints"
+    machine.mkdir()
+    monkeypatch.setattr(training_env.contract, "DEFAULT_CHECKPOINT_DIR", str(machine))
+    host_tree = tmp_path / "algo-1"
+    assert TrainingEnv.from_environ({"SAGEMAKER_BASE_DIR": str(host_tree)}).checkpoint_dir == host_tree / "checkpoints"
+    assert TrainingEnv.from_environ({"SMDDP_LOCAL_ROOT": str(tmp_path / "x")}).checkpoint_dir == machine  # SageMaker's
+
+
 @pytest.mark.parametrize(("environ", "error", "message"), [
     ({"SM_HOSTS": "[algo-1]"}, cluster.ClusterConfigError, "not valid JSON"),
     ({"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-3"}, cluster.ClusterConfigError, "not one of SM_HOSTS"),

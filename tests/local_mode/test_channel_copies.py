@@ -60,3 +60,31 @@ def test_the_check_before_an_upload_refuses_what_the_copy_refuses(tmp_path: Path
     os.mkfifo(tmp_path / "alone")
     with pytest.raises(ChannelError, match="alone is not a regular file"):
         check_local_channel("train", str(tmp_path / "alone"))
+
+
+def test_each_host_gets_a_copy_of_its_own_that_an_in_place_write_changes_alone(tmp_path: Path) -> None:
+    from smddp_compat.local_mode.channels import place_channel
+
+    staged = stage_channels({"train": str(_data(tmp_path))}, tmp_path / "staging")["train"]
+    hosts = [tmp_path / "algo-1", tmp_path / "algo-2", tmp_path / "algo-3"]
+    place_channel(staged, hosts)
+    with open(hosts[1] / "sub" / "rows.csv", "r+") as rewritten:  # rewritten in place: no new inode
+        rewritten.write("9,9")
+    assert [(host / "sub" / "rows.csv").read_text() for host in hosts] == ["1,2\n", "9,9\n", "1,2\n"]
+    assert len({(host / "sub" / "rows.csv").stat().st_ino for host in hosts}) == 3
+    assert all((host / "sub" / "rows.csv").stat().st_nlink == 1 for host in hosts)
+    assert not any(p.is_file() for p in staged.rglob("*"))  # the last host took the staged files themselves
+    assert (tmp_path / "data" / "sub" / "rows.csv").read_text() == "1,2\n"  # and the user's data never changed
+
+
+def test_a_sharded_channel_gives_each_file_to_one_host(tmp_path: Path) -> None:
+    from smddp_compat.local_mode.channels import place_channel
+
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    for index in range(5):
+        (staged / f"part-{index}").write_text(str(index))
+    hosts = [tmp_path / "algo-1", tmp_path / "algo-2"]
+    place_channel(staged, hosts, sharded=True)
+    assert [sorted(p.name for p in host.iterdir()) for host in hosts] == [
+        ["part-0", "part-2", "part-4"], ["part-1", "part-3"]]
