@@ -19,17 +19,18 @@ pytestmark = pytest.mark.processes
 # The objective is |lr - 0.03| (+ a small batch-size term): the best trial is the one whose lr is nearest 0.03. A
 # trial with lr above 0.5 fails, as a script that diverges would.
 SCRIPT = """\
-import argparse, os
+import argparse, json, os
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float, default=0.1)
 parser.add_argument("--batch-size", type=int, default=32)
-parser.add_argument("--_tuning_objective_metric", default=None)
-args, _ = parser.parse_known_args()
+args = parser.parse_args()  # strict, as AWS's HPO notebook: the toolkit's own parameters never reach the script
+with open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "hyperparameters.json")) as config:
+    objective = json.loads(json.load(config)["_tuning_objective_metric"])
 if args.lr > 0.5:
     raise SystemExit("diverged")
 with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as out:
     out.write(f"lr={args.lr}")
-print(f"objective={args._tuning_objective_metric}")
+print(f"objective={objective}")
 if "SM_CHANNEL_TRAIN" in os.environ:
     print("train channel:", sorted(os.listdir(os.environ["SM_CHANNEL_TRAIN"])))
 print(f"val_loss={abs(args.lr - 0.03) + args.batch_size / 1e6:.6f}")
@@ -95,7 +96,7 @@ def test_random_search_runs_every_trial_here_and_answers_as_sagemaker(estimator,
     with tarfile.open(best_estimator.model_data) as model:
         text = model.extractfile("model.txt").read().decode()  # type: ignore[union-attr]
     assert text == f"lr={float(best['TunedHyperParameters']['lr'])}"
-    # SageMaker gives each trial the objective's name as a hyperparameter; the log shows the script got it
+    # SageMaker gives each trial the objective's name in hyperparameters.json (never as an argument): the script read it
     log = (folder / best["TrainingJobName"] / "logs" / "algo-1.log").read_text()
     assert "objective=val_loss" in log
     assert "train channel: ['train.csv']" in log  # the tuner's channels reach every trial

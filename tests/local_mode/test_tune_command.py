@@ -24,7 +24,7 @@ parser.add_argument("--lr", type=float, default=0.1)
 parser.add_argument("--layers", type=int, default=1)
 args = parser.parse_args()  # strict, as AWS's tuning examples: the toolkit's own parameters never reach the script
 with open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "hyperparameters.json")) as config:
-    objective = json.load(config)["_tuning_objective_metric"]
+    objective = json.loads(json.load(config)["_tuning_objective_metric"])  # JSON-encoded, as the SDK sends it
 assert "_tuning_objective_metric" not in json.loads(os.environ["SM_HPS"]), os.environ["SM_HPS"]
 if args.lr > 0.5:
     raise SystemExit("diverged")
