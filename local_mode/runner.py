@@ -389,11 +389,11 @@ def _prepare_hosts(
             **spec.distribution_config.strategy.framework_parameters(spec.distribution_config, INSTANCE_TYPE),
             # What the toolkit consumes itself (a tuning trial's objective metric): in hyperparameters.json, never in
             # the script's arguments or SM_HPS, as sagemaker-training keeps them.
-            **{name: value for name, value in spec.hyperparameters.items() if name in contract.TOOLKIT_PARAMETERS},
+            **contract.split_toolkit_parameters(spec.hyperparameters)[1],
         }
         resource = resource_config(hosts, host, INSTANCE_TYPE, NETWORK_INTERFACE)
         hyperparameters = HostLayout(host, host_root).hyperparameters_here(
-            {name: value for name, value in spec.hyperparameters.items() if name not in contract.TOOLKIT_PARAMETERS})
+            contract.split_toolkit_parameters(spec.hyperparameters)[0])
         layout = create_host_tree(
             host_root,
             host,
@@ -433,7 +433,8 @@ def _process_spec(
         **host_layers, distribution=plan.env, stall_watchdog=stall_watchdog_env(None, None, str(stall_dir)),
         python_path=[*plan.python_path, str(layout.code_dir), job_startup.startup_path()],
     )
-    arguments = ARGUMENT_RULES[spec.argument_rule](layout.hyperparameters_here(spec.hyperparameters))
+    script_hyperparameters = contract.split_toolkit_parameters(spec.hyperparameters)[0]
+    arguments = ARGUMENT_RULES[spec.argument_rule](layout.hyperparameters_here(script_hyperparameters))
     argv = [spec.python, "-m", plan.module] if plan.module else _argv(spec, layout, arguments)
     return ProcessSpec(
         argv=argv,

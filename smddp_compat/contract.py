@@ -38,7 +38,8 @@ __all__ = [
     "SAGEMAKER_TRAINING_MODULE", "sm_variable",
     # hyperparameters
     "SAGEMAKER_PREFIX", "PROGRAM", "SUBMIT_DIRECTORY", "ENABLE_CLOUDWATCH_METRICS", "REGION", "CONTAINER_LOG_LEVEL",
-    "JOB_NAME", "DEFAULT_USER_MODULE_NAME", "TUNING_OBJECTIVE_METRIC", "S3_OUTPUT", "TOOLKIT_PARAMETERS", "MPI_ENABLED",
+    "JOB_NAME", "DEFAULT_USER_MODULE_NAME", "TUNING_OBJECTIVE_METRIC", "S3_OUTPUT", "TOOLKIT_PARAMETERS",
+    "split_toolkit_parameters", "MPI_ENABLED",
     "MPI_PROCESSES_PER_HOST", "MPI_NUM_PROCESSES", "MPI_CUSTOM_OPTIONS", "SMDDP_ENABLED", "SMDDP_CUSTOM_MPI_OPTIONS",
     "MWMS_ENABLED", "PARAMETER_SERVER_ENABLED", "PYTORCH_DDP_ENABLED", "PYTORCH_XLA_MULTI_WORKER_ENABLED",
     "DISTRIBUTION_FLAGS", "DISTRIBUTION_INSTANCE_GROUPS", "INSTANCE_TYPE", "HYPERPARAMETER_VALUE_LIMIT",
@@ -158,6 +159,13 @@ TOOLKIT_PARAMETERS = frozenset(
     }
 )
 """Hyperparameters the toolkit consumes itself: in neither ``SM_HPS`` nor ``SM_FRAMEWORK_PARAMS``."""
+
+
+def split_toolkit_parameters(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``values`` (a job's hyperparameters) as (what the script gets: its arguments and ``SM_HPS``, what only the
+    toolkit reads: :data:`TOOLKIT_PARAMETERS`, e.g. a tuning trial's ``_tuning_objective_metric``)."""
+    script = {name: value for name, value in values.items() if name not in TOOLKIT_PARAMETERS}
+    return script, {name: value for name, value in values.items() if name in TOOLKIT_PARAMETERS}
 
 MPI_ENABLED = "sagemaker_mpi_enabled"
 MPI_PROCESSES_PER_HOST = "sagemaker_mpi_num_of_processes_per_host"

@@ -23,6 +23,7 @@ import argparse, json, os
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float, default=0.1)
 parser.add_argument("--batch-size", type=int, default=32)
+parser.add_argument("--model_dir")  # the SDK's TensorFlow estimator passes it
 args = parser.parse_args()  # strict, as AWS's HPO notebook: the toolkit's own parameters never reach the script
 with open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "hyperparameters.json")) as config:
     objective = json.loads(json.load(config)["_tuning_objective_metric"])
