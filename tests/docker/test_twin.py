@@ -127,22 +127,17 @@ def _mwms_replay(aws: Aws, image: str, tmp_path: Path, job_name: str, expect: in
     return _cli(["--backend", "docker", "--request", str(request), "--output", str(tmp_path / "out")], expect=expect)
 
 
-def test_mwms_gets_tf_config_from_the_toolkit(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    described = _mwms_replay(aws, kit_image, tmp_path, "twin-mwms", 0, hyperparameters={"kind": "mwms"})
-    assert described["TrainingJobStatus"] == "Completed"
-    assert described["TrainingJobName"].startswith("twin-mwms-replay-")  # a replay runs under a name of its own
-    output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
-    _assert_one_world(_worlds(aws, output, tmp_path), size=2, per_host=1)
-
-
-def test_keras3_fit_under_mwms_trains_in_the_image(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    """A user's plain Keras 3 ``fit`` under 2-worker MWMS trains on Keras 3 in the image as SageMaker starts it (the
-    image's ``train`` arms the kit's adaptation): both workers end with the same weights."""
+def test_keras3_fit_under_mwms_gets_tf_config_from_the_toolkit_and_trains_in_the_image(
+    aws: Aws, kit_image: str, tmp_path: Path
+) -> None:
+    """A user's plain Keras 3 ``fit`` under 2-worker MWMS, replayed from the estimator's request as SageMaker starts
+    the image: the toolkit's TF_CONFIG makes one cluster of two tasks, the image's ``train`` arms the kit's Keras 3
+    adaptation, and both workers end with the same weights (only this test runs Keras 3's trainer in the image)."""
     described = _mwms_replay(aws, kit_image, tmp_path, "twin-keras3-fit", 0, entry_point="plain_keras_fit.py")
     assert described["TrainingJobStatus"] == "Completed"
+    assert described["TrainingJobName"].startswith("twin-keras3-fit-replay-")  # a replay runs under a name of its own
     output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
-    path = aws.download(output, str(tmp_path / "output.tar.gz"))
-    with tarfile.open(path) as archive:
+    with tarfile.open(output) as archive:
         records = [json.loads(archive.extractfile(m).read()) for m in archive.getmembers()  # type: ignore[union-attr]
                    if m.isfile() and Path(m.name).name.startswith("fit-")]
     assert sorted(r["task"] for r in records) == [0, 1] and {r["keras"] for r in records} == {"keras-3"}, records
