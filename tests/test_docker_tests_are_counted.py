@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.processes
 
 REPO = Path(__file__).resolve().parents[1]
-ONE_DOCKER_TEST = "tests/docker/test_twin.py::test_smdistributed_through_the_kits_estimator"
+ONE_DOCKER_TEST = "tests/docker/test_twin.py::test_smdistributed_through_the_plain_sdk_v2_estimator"
 
 
 def _pytest_without_docker(ci: str | None) -> subprocess.CompletedProcess[str]:

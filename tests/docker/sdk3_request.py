@@ -3,7 +3,7 @@
 Run by the twin's tests with ``.venv-sdk3``'s Python (SDK v3 cannot share an environment with v2), with the fake
 AWS's variables (``AWS_ENDPOINT_URL`` at moto, fake credentials, the telemetry opt-out) in the environment:
 
-    .venv-sdk3/bin/python tests/docker/sdk3_request.py OUT.json IMAGE {smddp|dtensor|parameter_server} SOURCE_DIR \
+    .venv-sdk3/bin/python tests/docker/sdk3_request.py OUT.json IMAGE {smddp|parameter_server} SOURCE_DIR \
         ENTRY_SCRIPT [HYPERPARAMETERS_JSON]
 """
 
@@ -20,7 +20,7 @@ from sagemaker.core.helper.session_helper import Session  # noqa: E402
 from sagemaker.train import ModelTrainer  # noqa: E402
 from sagemaker.train.configs import Compute, SourceCode  # noqa: E402
 
-from smddp_compat.estimators.sdk3 import SOURCE_IGNORE_PATTERNS, DTensor, ParameterServer, SMDDPCompat  # noqa: E402
+from smddp_compat.estimators.sdk3 import SOURCE_IGNORE_PATTERNS, ParameterServer, SMDDPCompat  # noqa: E402
 
 out, image, kind, source_dir, entry_script = sys.argv[1:6]
 # The SDK builds its STS client with a regional endpoint that ignores AWS_ENDPOINT_URL (FACTS.md): point it at moto.
@@ -44,7 +44,7 @@ if kind == "smddp":
 elif kind == "parameter_server":
     distributed, instance_type = ParameterServer(), "ml.c5.xlarge"
 else:
-    distributed, instance_type = DTensor(mesh={"batch": 4}, devices_per_process=2), "ml.c5.xlarge"
+    sys.exit(f"sdk3_request.py: unknown kind {kind!r}: smddp or parameter_server")
 trainer = ModelTrainer(
     training_image=image,
     role="arn:aws:iam::123456789012:role/SageMakerRole",

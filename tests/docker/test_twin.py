@@ -76,36 +76,29 @@ def _assert_one_world(worlds: list[dict[str, Any]], size: int, per_host: int) ->
         assert world["weights"] == pytest.approx(first, abs=1e-6), "the ranks' weights differ after training"
 
 
-def test_smdistributed_through_the_kits_estimator(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    est = _estimator(aws, kit_image, distribution={"smdistributed": {"dataparallel": {"enabled": True}}},
-                     hyperparameters={"kind": "smddp", "note": "a b; $(id)"})
-    est.fit(wait=False, job_name="twin-smddp-kit")
-    result, printed = _replay(aws, gpus_per_host=2)
-    assert result.status == "Completed", printed[-4000:]
-    assert "smddprun" in printed and "mpirun" in printed  # SageMaker's SMDDP launch: mpirun ... smddprun python ...
-    worlds = _worlds(aws, result, tmp_path)
-    _assert_one_world(worlds, size=4, per_host=2)
-    assert {w["note"] for w in worlds} == {"a b; $(id)"}  # one argument, never run by a shell
-    assert result.model_artifacts == f"{est.output_path.rstrip('/')}/twin-smddp-kit/output/model.tar.gz"
-    with tarfile.open(aws.download(result.model_artifacts, str(tmp_path / "model.tar.gz"))) as archive:
-        assert "weights.npy" in archive.getnames()
-
-
 def test_smdistributed_through_the_plain_sdk_v2_estimator(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    """A job written for AWS's TF 2.11 images (the SDK's own estimator, SMDDP), unchanged, with our image."""
+    """A job written for AWS's TF 2.11 images (the SDK's own estimator, SMDDP), unchanged, with our image: SageMaker's
+    SMDDP launch (mpirun ... smddprun python ...), 4 ranks on 2 hosts as one world, a hyperparameter with shell
+    syntax reaching the script as one argument, and rank 0's model in model.tar.gz."""
     from sagemaker.tensorflow import TensorFlow
 
     est = TensorFlow(
         entry_point="world_probe.py", source_dir=str(SCRIPTS), role=ROLE, instance_type=GPU_TYPE, instance_count=2,
         framework_version="2.11", py_version="py39", image_uri=kit_image, sagemaker_session=aws.sagemaker_session(),
-        distribution={"smdistributed": {"dataparallel": {"enabled": True}}}, hyperparameters={"kind": "smddp"},
-        disable_profiler=True, debugger_hook_config=False,
+        distribution={"smdistributed": {"dataparallel": {"enabled": True}}},
+        hyperparameters={"kind": "smddp", "note": "a b; $(id)"}, disable_profiler=True, debugger_hook_config=False,
     )
     est.fit(wait=False, job_name="twin-smddp-sdk")
     assert aws.requests[-1]["HyperParameters"]["sagemaker_distributed_dataparallel_enabled"] == "true"
     result, printed = _replay(aws, gpus_per_host=2)
     assert result.status == "Completed", printed[-4000:]
-    _assert_one_world(_worlds(aws, result, tmp_path), size=4, per_host=2)
+    assert "smddprun" in printed and "mpirun" in printed
+    worlds = _worlds(aws, result, tmp_path)
+    _assert_one_world(worlds, size=4, per_host=2)
+    assert {w["note"] for w in worlds} == {"a b; $(id)"}  # one argument, never run by a shell
+    assert result.model_artifacts == f"{est.output_path.rstrip('/')}/twin-smddp-sdk/output/model.tar.gz"
+    with tarfile.open(aws.download(result.model_artifacts, str(tmp_path / "model.tar.gz"))) as archive:
+        assert "weights.npy" in archive.getnames()
 
 
 def test_mpi_runs_the_horovod_face(aws: Aws, kit_image: str, tmp_path: Path) -> None:
@@ -271,9 +264,9 @@ def test_kill_9_of_a_rank_on_algo_2_fails_the_job_naming_the_host(aws: Aws, kit_
 SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"
 
 
-@pytest.mark.parametrize("kind", ["smddp", "dtensor"])
-def test_sdk_v3_model_trainer_plug_ins(aws: Aws, kit_image: str, tmp_path: Path, kind: str) -> None:
-    """SDK v3's ModelTrainer with SMDDPCompat / DTensor (its request built in .venv-sdk3), replayed on 2 hosts."""
+def test_sdk_v3_model_trainer_smddp_plug_in(aws: Aws, kit_image: str, tmp_path: Path) -> None:
+    """SDK v3's ModelTrainer with SMDDPCompat (its request built in .venv-sdk3), replayed on 2 hosts: the only SDK v3
+    SMDDP job in the image (its DTensor plug-in runs in SDK v3's own local container, test_sagemaker_local_mode)."""
     import os
     import subprocess
 
@@ -282,9 +275,8 @@ def test_sdk_v3_model_trainer_plug_ins(aws: Aws, kit_image: str, tmp_path: Path,
             pytest.fail(f"{SDK3_PYTHON} is missing: CI builds it with estimators/sdk3/setup_venv.sh")
         pytest.skip(f"{SDK3_PYTHON} is missing (bash estimators/sdk3/setup_venv.sh)")
     out = tmp_path / "request.json"
-    entry = "world_probe.py" if kind == "smddp" else "dtensor_sum.py"
     done = subprocess.run([str(SDK3_PYTHON), str(Path(__file__).with_name("sdk3_request.py")), str(out), kit_image,
-                           kind, str(SCRIPTS), entry], capture_output=True, text=True, timeout=300)
+                           "smddp", str(SCRIPTS), "world_probe.py"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     request = TrainingJobRequest.from_file(out)
     assert request.entrypoint  # SDK v3 starts its own driver script, not `train`
@@ -294,9 +286,5 @@ def test_sdk_v3_model_trainer_plug_ins(aws: Aws, kit_image: str, tmp_path: Path,
     path = aws.download(result.output_artifacts, str(tmp_path / "output.tar.gz"))
     with tarfile.open(path) as archive:
         records = [json.loads(archive.extractfile(m).read()) for m in archive.getmembers()  # type: ignore[union-attr]
-                   if m.isfile() and Path(m.name).name.startswith(("world-", "dtensor-"))]
-    if kind == "smddp":
-        _assert_one_world(records, size=4, per_host=2)
-    else:
-        assert sorted(r["client"] for r in records) == [0, 1], records
-        assert {(r["clients"], r["devices"], r["sum"]) for r in records} == {(2, 4, 12.0)}
+                   if m.isfile() and Path(m.name).name.startswith("world-")]
+    _assert_one_world(records, size=4, per_host=2)
