@@ -6,17 +6,38 @@ The ``NAME=VALUE`` options take one or more words and may be given again (``--ch
 :func:`smddp_compat.local_mode.name_values.parse_name_values` with the fix. Numbers are read by the launcher's types (NaN and
 infinity refused by argparse); their ranges are checked by the model each value goes to (``JobSpec``, the
 estimator, :mod:`smddp_compat.distribution_config`), in the same words for the command line and the Python API.
-Standard library only.
+Standard library and the kit's own standard-library modules only.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from typing import Any
+
+from smddp_compat import contract
+from smddp_compat.errors import ConfigurationError
 from smddp_compat.launcher import finite_seconds, whole_number
+from smddp_compat.local_mode.name_values import decode_value, parse_name_values
 from smddp_compat.strategies import NAMES
 
-__all__ = ["add_job_options", "JOB_OPTIONS_TITLE"]
+__all__ = ["add_job_options", "JOB_OPTIONS_TITLE", "model_dir_option", "NO_MODEL_DIR", "hyperparameters_from_args"]
+
+NO_MODEL_DIR = "none"
+"""``--model-dir none``: the script gets no ``--model_dir`` (the estimator's ``model_dir=False``)."""
+
+
+def model_dir_option(text: str) -> str | bool:
+    """``--model-dir``'s value: a folder of the container's tree (see :func:`smddp_compat.contract.model_dir_problem`),
+    or False for ``none``."""
+    if text == NO_MODEL_DIR:
+        return False
+    problem = contract.model_dir_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {problem}. Fix: a folder under {contract.OPT_ML}/ (default {contract.CONTAINER_MODEL_DIR}), "
+            f"or {NO_MODEL_DIR} for no --model_dir")
+    return text
 
 #: The title of the group the job options are listed under in both commands' help.
 JOB_OPTIONS_TITLE = "the job (the same options in smddp local and smddp submit)"
@@ -63,6 +84,11 @@ def add_job_options(
     group.add_argument("--output", default=output_default, metavar="DIR|s3://...", help=output_help)
     group.add_argument("--max-run", type=finite_seconds, default=max_run_default, metavar="SECONDS",
                        help=max_run_help)
+    group.add_argument("--model-dir", type=model_dir_option, default=contract.CONTAINER_MODEL_DIR,
+                       metavar=f"PATH|{NO_MODEL_DIR}",
+                       help="the script's --model_dir, as the TensorFlow estimator's model_dir: a folder under "
+                       f"{contract.OPT_ML}/ (each host's own), or {NO_MODEL_DIR} for none (default: "
+                       f"{contract.CONTAINER_MODEL_DIR}, the host's model folder, uploaded as model.tar.gz)")
     group.add_argument("--job-name", metavar="NAME",
                        help="the job's name (default: the script's name and a timestamp)")
     group.add_argument("--mesh", nargs="+", metavar="DIM=SIZE,...",
@@ -71,3 +97,22 @@ def add_job_options(
     group.add_argument("--devices-per-process", type=whole_number, metavar="N",
                        help="dtensor: devices per client (default: GPUs / processes per host; on CPU, mesh / clients)")
     return group
+
+
+def hyperparameters_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``--hyperparameters`` decoded, with ``--model-dir`` as ``model_dir`` (none for ``--model-dir none``), as the
+    TensorFlow estimator adds its ``model_dir`` to the script's hyperparameters.
+
+    Raises:
+        ConfigurationError: ``--hyperparameters`` names ``model_dir`` (the option sets it).
+    """
+    texts = parse_name_values(args.hyperparameters, "--hyperparameters")
+    name = contract.MODEL_DIR_HYPERPARAMETER
+    if name in texts:
+        raise ConfigurationError("--hyperparameters", f"{name}={texts[name]}", "is the job's model folder, which "
+                                 "--model-dir sets (as the TensorFlow estimator's model_dir does)",
+                                 f"pass --model-dir {texts[name]} (or --model-dir none for no --model_dir)")
+    hyperparameters = {key: decode_value(text) for key, text in texts.items()}
+    if args.model_dir:
+        hyperparameters[name] = args.model_dir
+    return hyperparameters

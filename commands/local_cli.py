@@ -26,7 +26,7 @@ from typing import Any
 from smddp_compat import errors as kit_errors
 from smddp_compat.distribution_config import mesh_option_text
 from smddp_compat.cli_help import help_texts
-from smddp_compat.commands.job_options import add_job_options
+from smddp_compat.commands.job_options import add_job_options, hyperparameters_from_args
 from smddp_compat.launcher import positive_count, positive_seconds
 
 from smddp_compat.estimators.replay import replay_spec
@@ -34,7 +34,7 @@ from smddp_compat.local_mode.backends import DockerBackend, ProcessBackend
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
-from smddp_compat.local_mode.name_values import decode_value, parse_name_values
+from smddp_compat.local_mode.name_values import parse_name_values
 
 __all__ = ["main", "build_parser", "spec_from_args", "bundled_entry_points_dir", "DEMO_ENTRY_POINT",
            "add_environment_and_metrics", "run_reporting_errors"]
@@ -176,8 +176,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         entry_point, source_dir = DEMO_ENTRY_POINT, str(bundled_entry_points_dir())
         hosts = _DEMO_HOSTS if hosts is None else hosts
         distribution = _DEMO_DISTRIBUTION if distribution is None else distribution
-    texts = parse_name_values(args.hyperparameters, "--hyperparameters")
-    hyperparameters = {name: decode_value(text) for name, text in texts.items()}
+    hyperparameters = hyperparameters_from_args(args)
     return JobSpec(
         entry_point=entry_point,
         source_dir=source_dir,

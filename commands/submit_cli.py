@@ -16,6 +16,7 @@ import sys
 import warnings
 from typing import Any, Sequence
 
+from smddp_compat import contract
 from smddp_compat.cli_help import help_texts
 from smddp_compat.distribution_config import DistributionConfig, FieldNames, mesh_option_text
 from smddp_compat.estimators import (
@@ -25,10 +26,10 @@ from smddp_compat.estimators import (
 )
 from smddp_compat.image.cuda import CpuImageWarning
 from smddp_compat.instance_types import LOCAL_INSTANCE_TYPES
-from smddp_compat.commands.job_options import add_job_options
+from smddp_compat.commands.job_options import add_job_options, hyperparameters_from_args
 from smddp_compat.local_mode.channels import check_local_channel
 from smddp_compat.local_mode.errors import ChannelError
-from smddp_compat.local_mode.name_values import decode_value, parse_name_values
+from smddp_compat.local_mode.name_values import parse_name_values
 
 __all__ = ["main", "build_parser", "distribution_from_args"]
 
@@ -223,8 +224,8 @@ def _submit(args: argparse.Namespace) -> int:
 
     if args.job_name is not None:
         check_job_name(args.job_name, "--job-name")  # before channels are uploaded under <job>/input/
-    texts = parse_name_values(args.hyperparameters, "--hyperparameters")
-    hyperparameters = {name: decode_value(text) for name, text in texts.items()}
+    hyperparameters = hyperparameters_from_args(args)
+    model_dir = hyperparameters.pop(contract.MODEL_DIR_HYPERPARAMETER, False)  # the estimator's to send
     channels = parse_name_values(args.channel, "--channel")
     if args.entry_point is None:  # after the NAME=VALUE options, which name a script given after them as such
         raise ConfigurationError("ENTRY_POINT", None, "is missing",
@@ -258,6 +259,7 @@ def _submit(args: argparse.Namespace) -> int:
                 framework_version=args.framework_version,
                 py_version=args.py_version,
                 hyperparameters=hyperparameters,
+                model_dir=model_dir,
                 output_path=args.output,
                 distribution=distribution,
                 region=args.region,

@@ -40,8 +40,6 @@ logger = logging.getLogger(__name__)
 LOCAL_INSTANCE_TYPE = "local_process"
 #: Default output folder of local_process jobs when the estimator has no output_path.
 DEFAULT_LOCAL_OUTPUT = "smddp_local_output"
-#: The host's model folder as the container names it (local_mode gives each host's script its own tree's).
-CONTAINER_MODEL_DIR = f"{contract.OPT_ML}/{contract.MODEL_DIR}"
 
 
 def _installed_tensorflow() -> str | None:
@@ -136,7 +134,7 @@ def script_hyperparameters(hyperparameters: Mapping[str, Any], model_dir: Any) -
         logger.info("model_dir %r is each host's model folder (SM_MODEL_DIR) in a local_process job: what the "
                     "script saves there goes into the job's model.tar.gz", model_dir)
     local = isinstance(model_dir, str) and bool(model_dir) and not model_dir.startswith("s3://")
-    hyperparameters["model_dir"] = model_dir if local else CONTAINER_MODEL_DIR
+    hyperparameters[contract.MODEL_DIR_HYPERPARAMETER] = model_dir if local else contract.CONTAINER_MODEL_DIR
     return hyperparameters
 
 

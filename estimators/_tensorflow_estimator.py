@@ -17,6 +17,7 @@ import os
 import re
 from typing import Any, Mapping, Sequence
 
+from smddp_compat import contract
 from smddp_compat.estimators._sdk_notices import sdk_v2_notices_quieted
 
 with sdk_v2_notices_quieted():  # the kit's own import of SDK v2: its notice is the kit's doing, not the user's
@@ -107,6 +108,9 @@ class TensorFlow(_SdkTensorFlow):
             **kwargs: Every other argument of ``sagemaker.tensorflow.TensorFlow`` (``role``, ``instance_type``,
                 ``instance_count``, ``framework_version``, ``py_version``, ``image_uri``, ``source_dir``,
                 ``dependencies``, ``hyperparameters``, ``output_path``, ``max_run``, ``environment``, ...).
+                ``model_dir`` (the script's ``--model_dir``) defaults to ``/opt/ml/model``, the host's model folder
+                uploaded as ``model.tar.gz``, for every distribution: the SDK's ``s3://`` default for non-MPI jobs
+                is no place TensorFlow 2.21 can save to (it has no S3 file system). ``model_dir=False`` sends none.
 
         Raises:
             ConfigurationError: An unknown instance type, a count < 1, a bad distribution, processes per host that
@@ -146,6 +150,8 @@ class TensorFlow(_SdkTensorFlow):
             kwargs.get("hyperparameters"), local_process=instance_type == "local_process"
         )
         kwargs["hyperparameters"] = hyperparameters
+        if kwargs.get("model_dir") is None:  # the SDK's default (s3:// unless MPI) is no place the script can save to
+            kwargs["model_dir"] = contract.CONTAINER_MODEL_DIR
         plan = plan_distribution(distribution, spec=spec, instance_count=instance_count)
         if isinstance(source_dir, str) and source_dir.startswith("s3://") and plan.ships_compat:
             raise ConfigurationError(

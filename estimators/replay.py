@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from smddp_compat import contract
 from smddp_compat.estimators import check_channel_names, check_job_name, instance_spec
 from smddp_compat.image import LATEST_TAG, ensure_image, find_engine, host_base_recipe
 from smddp_compat.local_mode.artifacts import job_destination, upload_artifact
@@ -119,7 +120,11 @@ def check_with_estimator(spec: JobSpec) -> EstimatorJob:
         "instance_count": spec.instance_count,
         "framework_version": "2.21",
         "py_version": "py311",
-        "hyperparameters": dict(spec.hyperparameters),
+        # The job's model_dir (smddp local's --model-dir) is the estimator's, which sends it as SageMaker's SDK
+        # does; a job without one sends none, as the process backend passes none.
+        "hyperparameters": {name: value for name, value in spec.hyperparameters.items()
+                            if name != contract.MODEL_DIR_HYPERPARAMETER},
+        "model_dir": spec.hyperparameters.get(contract.MODEL_DIR_HYPERPARAMETER, False),
         "distribution": distribution,
         "max_run": max_run,
         "environment": dict(spec.environment) or None,

@@ -91,7 +91,7 @@ def training_environment(
         "current_instance_type": instance_type,
         "distribution_hosts": distribution_hosts,
         "distribution_instance_groups": distribution_groups,
-        "framework_module": None,
+        "framework_module": contract.TENSORFLOW_TRAINING_MODULE,  # the module the kit's image runs
         "hosts": hosts,
         "hyperparameters": dict(hyperparameters),
         "input_config_dir": str(layout.input_config_dir),
@@ -138,12 +138,13 @@ def training_environment(
         "is_hetero": properties["is_hetero"],
         "module_name": properties["module_name"],
         "log_level": log_level,
-        "framework_module": None,
+        "framework_module": contract.TENSORFLOW_TRAINING_MODULE,  # the module the kit's image runs
         "input_dir": properties["input_dir"],
         "input_config_dir": properties["input_config_dir"],
         "output_dir": properties["output_dir"],
         "num_cpus": num_cpus,
         "num_gpus": num_gpus,
+        "num_neurons": properties["num_neurons"],  # the toolkit's SM_NUM_NEURONS (AWS Neuron devices): none here
         "model_dir": properties["model_dir"],
         "module_dir": module_dir,
         "training_env": properties,

@@ -35,11 +35,11 @@ __all__ = [
     "SM_PREFIX", "SM_MODEL_DIR", "SM_OUTPUT_DIR", "SM_OUTPUT_DATA_DIR", "SM_CHANNEL_PREFIX", "SM_HOSTS",
     "SM_CURRENT_HOST", "SM_NUM_CPUS", "SM_NUM_GPUS", "SM_HPS", "SM_DISTRIBUTED_CONFIG", "SM_ENTRY_SCRIPT",
     "TRAINING_JOB_NAME", "SAGEMAKER_JOB_NAME", "CURRENT_HOST", "SAGEMAKER_REGION", "SAGEMAKER_BASE_DIR",
-    "SAGEMAKER_TRAINING_MODULE", "sm_variable",
+    "SAGEMAKER_TRAINING_MODULE", "TENSORFLOW_TRAINING_MODULE", "sm_variable",
     # hyperparameters
     "SAGEMAKER_PREFIX", "PROGRAM", "SUBMIT_DIRECTORY", "ENABLE_CLOUDWATCH_METRICS", "REGION", "CONTAINER_LOG_LEVEL",
     "JOB_NAME", "DEFAULT_USER_MODULE_NAME", "TUNING_OBJECTIVE_METRIC", "S3_OUTPUT", "TOOLKIT_PARAMETERS",
-    "split_toolkit_parameters", "MPI_ENABLED",
+    "split_toolkit_parameters", "MODEL_DIR_HYPERPARAMETER", "CONTAINER_MODEL_DIR", "model_dir_problem", "MPI_ENABLED",
     "MPI_PROCESSES_PER_HOST", "MPI_NUM_PROCESSES", "MPI_CUSTOM_OPTIONS", "SMDDP_ENABLED", "SMDDP_CUSTOM_MPI_OPTIONS",
     "MWMS_ENABLED", "PARAMETER_SERVER_ENABLED", "PYTORCH_DDP_ENABLED", "PYTORCH_XLA_MULTI_WORKER_ENABLED",
     "DISTRIBUTION_FLAGS", "DISTRIBUTION_INSTANCE_GROUPS", "INSTANCE_TYPE", "HYPERPARAMETER_VALUE_LIMIT",
@@ -121,6 +121,9 @@ SAGEMAKER_BASE_DIR = "SAGEMAKER_BASE_DIR"
 """The toolkit's override of :data:`OPT_ML`."""
 SAGEMAKER_TRAINING_MODULE = "SAGEMAKER_TRAINING_MODULE"
 """The framework module whose ``main`` the toolkit's ``train`` runs (the image sets it)."""
+TENSORFLOW_TRAINING_MODULE = "sagemaker_tensorflow_container.training:main"
+""":data:`SAGEMAKER_TRAINING_MODULE` in AWS's TensorFlow images and the kit's: the toolkit exports it to the script as
+``SM_FRAMEWORK_MODULE``."""
 
 
 def sm_variable(key: str) -> str:
@@ -166,6 +169,26 @@ def split_toolkit_parameters(values: Mapping[str, Any]) -> tuple[dict[str, Any],
     toolkit reads: :data:`TOOLKIT_PARAMETERS`, e.g. a tuning trial's ``_tuning_objective_metric``)."""
     script = {name: value for name, value in values.items() if name not in TOOLKIT_PARAMETERS}
     return script, {name: value for name, value in values.items() if name in TOOLKIT_PARAMETERS}
+
+MODEL_DIR_HYPERPARAMETER = "model_dir"
+"""The hyperparameter SageMaker's TensorFlow estimator adds to every job (``--model_dir`` for the script) unless
+``model_dir=False``."""
+CONTAINER_MODEL_DIR = f"{OPT_ML}/{MODEL_DIR}"
+"""The ``model_dir`` the kit's jobs give a script unless told otherwise: the host's model folder, uploaded as
+``model.tar.gz`` (the SDK's own value for MPI jobs). The SDK's ``s3://`` default for the other distributions is no
+place for the kit's scripts: TensorFlow 2.21 has no S3 file system, in the kit's image or on this machine."""
+
+
+def model_dir_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a job's ``model_dir`` as the kit's commands take it (a folder of the container's tree,
+    an absolute path under ``/opt/ml`` without ``..``, which each local host has in its own tree), or None."""
+    if value.startswith("s3://"):
+        return ("TensorFlow 2.21 has no S3 file system (in the kit's image or here): a script saving there fails; "
+                "SageMaker uploads the model folder as model.tar.gz")
+    if not value.startswith(OPT_ML + "/") or ".." in value.split("/") or "\0" in value:
+        return f"must be a folder of the container's tree, an absolute path under {OPT_ML}/ without '..'"
+    return None
+
 
 MPI_ENABLED = "sagemaker_mpi_enabled"
 MPI_PROCESSES_PER_HOST = "sagemaker_mpi_num_of_processes_per_host"

@@ -41,12 +41,14 @@ PROBE = textwrap.dedent("""\
         "interpreter": sys.executable, "program": os.path.basename(sys.argv[0]),
         "channel": {p.name: p.read_text() for p in sorted(channel.iterdir())},
         "probe_env": os.environ.get("PROBE_ENV"),
+        "base": os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"),
+        "sm": {name: value for name, value in os.environ.items() if name.startswith("SM_")},
     }
     out = pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"])
     (out / f"seen-{host}.json").write_text(json.dumps(seen))
     (pathlib.Path(os.environ["SM_MODEL_DIR"]) / f"model-{host}.txt").write_text("trained")
-    if host == "algo-1":
-        (pathlib.Path("/opt/ml/checkpoints") / "step-1.txt").write_text("checkpoint")
+    if host == "algo-1":  # /opt/ml/checkpoints in a container: the host's own tree in the process backend
+        (pathlib.Path(seen["base"]) / "checkpoints" / "step-1.txt").write_text("checkpoint")
     print(f"probe on {host}: done", flush=True)
 """)
 
@@ -75,43 +77,90 @@ def _without_aws_credentials(tmp_path: Path) -> dict[str, str]:
 
 # -- one job through the command line --------------------------------------------------------------------------------
 
-@pytest.mark.timeout(900)
-@pytest.mark.usefixtures("no_leftovers")
-def test_a_script_runs_on_two_hosts_in_one_command(kit_image: str, tmp_path: Path) -> None:
-    source, data = _probe_source(tmp_path)
-    output, checkpoints = tmp_path / "out", tmp_path / "checkpoints"
+def _probe_job(backend: str, source: Path, data: Path, tmp_path: Path, image: str = "") -> tuple[
+    dict[str, Any], Path, Path
+]:
+    """``smddp local probe.sh`` on 2 hosts with ``--backend BACKEND``: the DescribeTrainingJob answer (the twin's;
+    {} for the process backend), the job's output folder and its checkpoint folder."""
+    output, checkpoints = tmp_path / backend / "out", tmp_path / backend / "checkpoints"
     done = _smddp_local(
-        ["probe.sh", "--source-dir", str(source), "--instance-count", "2", "--backend", "docker",
+        ["probe.sh", "--source-dir", str(source), "--instance-count", "2", "--backend", backend,
          "--hyperparameters", "epochs=3", "note=a b", "--channel", f"train={data}", "--env", "PROBE_ENV=yes",
          "--checkpoint-dir", str(checkpoints), "--output", str(output), "--job-name", "one-command-probe",
          "--max-run", "600", "--stop-grace", "10"],
         env=_without_aws_credentials(tmp_path), timeout=800,
     )
     assert done.returncode == 0, done.stderr[-5000:]
-    described = json.loads(done.stdout)
+    if backend == "process":  # its summary is for a person; exit code 0 is Completed
+        return {}, output / "one-command-probe", checkpoints
+    described = json.loads(done.stdout)  # the twin prints DescribeTrainingJob's answer
     assert (described["TrainingJobName"], described["TrainingJobStatus"]) == ("one-command-probe", "Completed")
-    assert f"the kit's image: {kit_image}" in done.stderr  # the image was checked (and reused) on the way
+    assert f"the kit's image: {image}" in done.stderr  # the image was checked (and reused) on the way
     assert "2 x ml.c5.xlarge" in done.stderr
+    return described, output / "one-command-probe", checkpoints
 
-    job = output / "one-command-probe"
+
+def _seen(job: Path) -> dict[str, dict[str, Any]]:
+    """What each host's probe recorded, from the job's output.tar.gz, by host."""
+    with tarfile.open(job / "output" / "output.tar.gz") as archive:
+        records = [json.loads(archive.extractfile(m).read())  # type: ignore[union-attr]
+                   for m in archive.getmembers() if m.isfile() and Path(m.name).name.startswith("seen-")]
+    return {record["host"]: record for record in records}
+
+
+def _as_in_the_container(record: dict[str, Any]) -> dict[str, Any]:
+    """A host's arguments and SM_* variables with its tree's root written /opt/ml (path prefixes aside)."""
+    base = record["base"]
+
+    def unrooted(text: str) -> str:
+        return text.replace(base, "/opt/ml")
+
+    return {"argv": [unrooted(word) for word in record["argv"]],
+            "sm": {name: unrooted(value) for name, value in record["sm"].items()}}
+
+
+#: SM_* variables whose values say where the job runs, not what it is: the instance type (the twin's ml.c5.xlarge,
+#: the process backend's "local", also inside the resource config and the training environment), the network
+#: interface (eth0, lo), the code's origin (the toolkit names the uploaded tarball), the CPUs a container is given.
+_WHERE_IT_RUNS = ("SM_CURRENT_INSTANCE_TYPE", "SM_INSTANCE_GROUPS_DICT", "SM_RESOURCE_CONFIG", "SM_TRAINING_ENV",
+                  "SM_NETWORK_INTERFACE_NAME", "SM_MODULE_DIR", "SM_NUM_CPUS")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.usefixtures("no_leftovers")
+def test_a_script_runs_on_two_hosts_in_one_command_and_sees_what_the_process_backend_gives_it(
+    kit_image: str, tmp_path: Path
+) -> None:
+    """One command runs a script on 2 hosts in the kit's image; the same command with the process backend gives the
+    script the same arguments (``--model_dir`` the host's model folder in both) and the same SM_* variables, path
+    prefixes aside."""
+    source, data = _probe_source(tmp_path)
+    described, job, checkpoints = _probe_job("docker", source, data, tmp_path, kit_image)
     assert described["ModelArtifacts"]["S3ModelArtifacts"] == str(job / "output" / "model.tar.gz")
     assert sorted(p.name for p in (job / "logs").iterdir()) == ["algo-1.log", "algo-2.log"]
     with tarfile.open(job / "output" / "model.tar.gz") as model:
         assert sorted(model.getnames()) == ["model-algo-1.txt", "model-algo-2.txt"]
-    with tarfile.open(job / "output" / "output.tar.gz") as archive:
-        seen = {
-            Path(m.name).stem: json.loads(archive.extractfile(m).read())  # type: ignore[union-attr]
-            for m in archive.getmembers() if m.isfile()
-        }
-    assert sorted(seen) == ["seen-algo-1", "seen-algo-2"]
-    for host, record in ((h, seen[f"seen-{h}"]) for h in ("algo-1", "algo-2")):
-        assert record["host"] == host and record["hosts"] == ["algo-1", "algo-2"], record
+    in_docker = _seen(job)
+    assert sorted(in_docker) == ["algo-1", "algo-2"]
+    for host, record in in_docker.items():
+        assert record["hosts"] == ["algo-1", "algo-2"], record
         argv = record["argv"]
         assert argv[argv.index("--epochs") + 1] == "3" and argv[argv.index("--note") + 1] == "a b", argv
+        assert argv[argv.index("--model_dir") + 1] == "/opt/ml/model", argv  # not an s3:// TF cannot write
         assert record["channel"] == {"part-0.txt": "channel data"}, record
         assert record["probe_env"] == "yes"
         assert record["program"] == "probe.sh" and "python" in record["interpreter"]  # the shebang, not sh
     assert (checkpoints / "step-1.txt").read_text() == "checkpoint"
+
+    _, job, checkpoints = _probe_job("process", source, data, tmp_path)
+    in_processes = _seen(job)
+    assert (checkpoints / "step-1.txt").read_text() == "checkpoint"
+    for host in ("algo-1", "algo-2"):
+        container, local = _as_in_the_container(in_docker[host]), _as_in_the_container(in_processes[host])
+        assert local["argv"] == container["argv"], (local["argv"], container["argv"])
+        assert sorted(local["sm"]) == sorted(container["sm"]), set(local["sm"]) ^ set(container["sm"])
+        differ = {name for name in container["sm"] if local["sm"][name] != container["sm"][name]}
+        assert differ <= set(_WHERE_IT_RUNS), {n: (local["sm"][n], container["sm"][n]) for n in differ}
 
 
 @pytest.mark.timeout(900)

@@ -30,7 +30,7 @@ with open(os.path.join(os.environ["PROBE_DIR"], f"probe-{name}.json"), "w") as o
 #: case -> the estimator's arguments besides the common ones
 CASES = {
     "mpi-default": {"distribution": {"mpi": {"enabled": True}}, "instance_count": 2},  # SDK: /opt/ml/model
-    "single-default": {},  # SDK: s3://<bucket>/<job>/model
+    "single-default": {},  # the SDK: s3://<bucket>/<job>/model; the kit: /opt/ml/model (TF 2.21 writes no S3)
     "given-s3": {"model_dir": "s3://smddp-test-models/run-1"},
     "given-container-path": {"model_dir": "/opt/ml/model/export", "distribution": {"mpi": {"enabled": True}}},
     "off": {"model_dir": False},
@@ -112,3 +112,19 @@ def test_an_sdk_v1_estimator_cell_runs_a_script_that_saves_into_model_dir(tmp_pa
     assert result.ok and estimator.distribution_plan.kind == "mpi"
     with tarfile.open(estimator.model_data) as model:
         assert json.load(model.extractfile("weights.json")) == {"epochs": 2}
+
+
+def test_smddp_local_gives_the_script_the_model_dir_the_estimator_gives_it(tmp_path):
+    """The same script run by ``smddp local --distribution mpi`` (AWS's Horovod example's shape): it gets
+    ``--model_dir`` (its host's model folder) and saves there, as the estimator's job does; ``--model-dir none``
+    sends none, as ``model_dir=False`` does."""
+    from smddp_compat.commands.local_cli import main
+
+    script = tmp_path / "mnist_hvd.py"
+    script.write_text(HOROVOD_NOTEBOOK_SCRIPT)
+    common = [str(script), "--distribution", "mpi", "--instance-count", "2", "--hyperparameters", "epochs=2",
+              "--output", str(tmp_path / "out")]
+    assert main([*common, "--job-name", "hvd-cli"]) == 0
+    with tarfile.open(tmp_path / "out" / "hvd-cli" / "output" / "model.tar.gz") as model:
+        assert json.load(model.extractfile("weights.json")) == {"epochs": 2}
+    assert main([*common, "--job-name", "hvd-cli-none", "--model-dir", "none"]) == 1  # os.path.join(None, ...)

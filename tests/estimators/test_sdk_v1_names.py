@@ -68,7 +68,8 @@ def test_old_name_gives_what_the_sdk_gives(aws, tiny_script, old):
 
     new = SDK_RENAMES[old]
     value = VALUES[new]
-    sdk = SdkTensorFlow(**_base(aws, tiny_script, new), **{old: value})
+    # The kit's default model_dir (a folder its image's TensorFlow can save to) given to the SDK's estimator too.
+    sdk = SdkTensorFlow(**_base(aws, tiny_script, new), model_dir="/opt/ml/model", **{old: value})
     with pytest.warns(DeprecationWarning, match=f"{old} has been renamed"):  # the SDK's own notice
         kit = TensorFlow(**_base(aws, tiny_script, new), **{old: value})
     kit_new_name = TensorFlow(**_base(aws, tiny_script, new), **{new: value})
@@ -86,7 +87,7 @@ def test_old_and_new_name_together_the_old_one_wins_as_in_the_sdk(aws, tiny_scri
     from smddp_compat.estimators import TensorFlow
 
     both = dict(instance_count=1, train_instance_count=2, distribution=SMDDP, distributions=VALUES["distribution"])
-    sdk = SdkTensorFlow(**_base(aws, tiny_script, "instance_count"), **both)
+    sdk = SdkTensorFlow(**_base(aws, tiny_script, "instance_count"), model_dir="/opt/ml/model", **both)
     kit = TensorFlow(**_base(aws, tiny_script, "instance_count"), **both)
     assert kit.instance_count == sdk.instance_count == 2
     assert kit.distribution_plan.kind == "mpi" and kit.hyperparameters() == sdk.hyperparameters()

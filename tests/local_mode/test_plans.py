@@ -99,6 +99,7 @@ def test_training_environment_for_an_smddp_host(tmp_path: Path) -> None:
         "SM_CURRENT_HOST": "algo-2",
         "SM_NUM_CPUS": "2",
         "SM_NUM_GPUS": "0",
+        "SM_NUM_NEURONS": "0",
         "SM_MODEL_DIR": f"{root}/model",
         "SM_CHANNELS": '["train"]',
         "SM_CHANNEL_TRAIN": f"{root}/input/data/train",
@@ -115,7 +116,7 @@ def test_training_environment_for_an_smddp_host(tmp_path: Path) -> None:
         "SM_MODULE_NAME": "train",
         "SM_MODULE_DIR": f"{root}/code",
         "SM_LOG_LEVEL": "20",
-        "SM_FRAMEWORK_MODULE": "",
+        "SM_FRAMEWORK_MODULE": "sagemaker_tensorflow_container.training:main",
         "SM_FRAMEWORK_PARAMS": '{"sagemaker_distributed_dataparallel_custom_mpi_options":"",'
         '"sagemaker_distributed_dataparallel_enabled":true,"sagemaker_instance_type":"local"}',
         "SM_NETWORK_INTERFACE_NAME": "lo",

@@ -177,6 +177,26 @@ def test_cli_refuses_bad_input_with_exit_code_2(
     assert not (project / "out").exists()
 
 
+def test_model_dir_is_the_estimators_in_every_command(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--model-dir is the TensorFlow estimator's model_dir: /opt/ml/model by default (the host's model folder, in
+    both backends), none for no --model_dir, and only a folder of the container's tree (TensorFlow here writes no
+    S3, and a folder of this machine would be outside the job)."""
+    from smddp_compat.commands.local_cli import build_parser, spec_from_args
+
+    monkeypatch.chdir(project / "src")
+    parse = build_parser().parse_args
+    assert spec_from_args(parse(["train.py", "--model-dir", "none"])).hyperparameters == {}
+    assert spec_from_args(parse(["train.py", "--model-dir", "/opt/ml/model/export"])).hyperparameters == {
+        "model_dir": "/opt/ml/model/export"}
+    with pytest.raises(ConfigurationError, match=r"model_dir=/x.*Fix: pass --model-dir /x"):
+        spec_from_args(parse(["train.py", "--hp", "model_dir=/x"]))
+    for bad in ("s3://bucket/model", "/tmp/model", "/opt/ml/../etc"):
+        with pytest.raises(SystemExit) as exit_:
+            parse(["train.py", "--model-dir", bad])
+        assert exit_.value.code == 2 and repr(bad) in capsys.readouterr().err
+
+
 def test_cli_values_are_everything_after_the_first_equals_sign(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from smddp_compat.commands.local_cli import build_parser, spec_from_args
 
@@ -187,7 +207,7 @@ def test_cli_values_are_everything_after_the_first_equals_sign(project: Path, mo
         "--mesh", "batch=4", "--output", str(project / "out"),
     ])
     spec = spec_from_args(args)
-    assert dict(spec.hyperparameters) == {"note": "a=b  c", "epochs": 3}
+    assert dict(spec.hyperparameters) == {"note": "a=b  c", "epochs": 3, "model_dir": "/opt/ml/model"}
     assert dict(spec.environment) == {"MY_FLAGS": "--x=1 --y", "EMPTY": ""}
     assert dict(spec.channels) == {"train": str(project / "data")}
     assert dict(spec.dtensor_mesh) == {"batch": 4}

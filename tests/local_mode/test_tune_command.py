@@ -22,6 +22,7 @@ import argparse, json, os
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float, default=0.1)
 parser.add_argument("--layers", type=int, default=1)
+parser.add_argument("--model_dir")  # as AWS's tuning examples define it: the TensorFlow estimator passes it
 args = parser.parse_args()  # strict, as AWS's tuning examples: the toolkit's own parameters never reach the script
 with open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "hyperparameters.json")) as config:
     objective = json.loads(json.load(config)["_tuning_objective_metric"])  # JSON-encoded, as the SDK sends it

@@ -17,6 +17,7 @@ parser.add_argument("--sleep", type=float, default=120.0)
 parser.add_argument("--reason", default="ValueError: the loss became NaN at step 7")
 parser.add_argument("--write-failure", type=int, default=1)
 parser.add_argument("--spawn-child", type=int, default=0)
+parser.add_argument("--model_dir")  # smddp local passes it, as SageMaker's TensorFlow estimator does
 args = parser.parse_args()
 
 index = process_index()
