@@ -3,7 +3,9 @@
 The estimator's fields map onto :class:`smddp_compat.local_mode.JobSpec`: ``instance_count`` -> hosts algo-1..algo-H,
 the distribution plan's kind and processes per host, hyperparameters, ``fit(inputs)`` channels (local folders,
 ``file://`` or ``s3://`` URIs), ``output_path`` (a folder, ``file://`` or ``s3://``), ``max_run``, ``environment``,
-``checkpoint_local_path``, ``metric_definitions``; the script gets the hyperparameters SageMaker would give it,
+``checkpoint_local_path`` (SageMaker's default ``/opt/ml/checkpoints`` is each host's own folder, kept in
+``<output>/<job>/checkpoints``; another folder is one of this machine, shared by the hosts), ``metric_definitions``;
+the script gets the hyperparameters SageMaker would give it,
 ``model_dir`` included (:func:`script_hyperparameters`). A DTensor mesh and devices per client go to local_mode's
 own DTensor settings.
 ``custom_mpi_options`` have no meaning there (ranks start over Gloo, or one host's ranks as the kit's own mpirun
@@ -15,6 +17,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import posixpath
 import sys
 import warnings
 from dataclasses import replace
@@ -138,6 +141,12 @@ def script_hyperparameters(hyperparameters: Mapping[str, Any], model_dir: Any) -
     return hyperparameters
 
 
+def _is_default_checkpoint_folder(path: str) -> bool:
+    """Whether ``checkpoint_local_path`` is SageMaker's default, ``/opt/ml/checkpoints`` (AWS's notebooks pass it):
+    in a local_process job that is each host's own checkpoints folder, as in each SageMaker container."""
+    return posixpath.normpath(path) == contract.DEFAULT_CHECKPOINT_DIR
+
+
 def build_job_spec(
     *,
     entry_point: str,
@@ -179,8 +188,8 @@ def build_job_spec(
     extra: dict[str, Any] = {}
     if max_run:
         extra["max_run"] = max_run
-    if checkpoint_local_path:
-        extra["checkpoint_path"] = checkpoint_local_path
+    if checkpoint_local_path and not _is_default_checkpoint_folder(checkpoint_local_path):
+        extra["checkpoint_path"] = checkpoint_local_path  # a folder of this machine: JobSpec refuses /opt/ml/...
     if metric_definitions:
         extra["metric_definitions"] = metric_definitions
     return JobSpec(

@@ -232,7 +232,8 @@ class JobSpec:
         checkpoint_path: Local folder shared as every host's ``checkpoints`` directory (kept between runs, so a rerun
             resumes). When None, the job's checkpoints are kept with its output, in
             ``<output_path>/<job_name>/checkpoints/`` (uploaded there at the end for an ``s3://`` output); the
-            summary says where, and a second run resumes from them when given that folder.
+            summary says where, and a second run resumes from them when given that folder. Never a folder under
+            ``/opt/ml``, which names each host's own tree.
         dtensor_mesh: For ``dtensor``: the global mesh, e.g. ``{"batch": 4}`` (or ``[("batch", 4)]``, or
             ``"batch=4"``); its size must split evenly over the H x P clients. Exported as ``SMDDP_DTENSOR_MESH``.
             Stored as a read-only mapping.
@@ -321,6 +322,12 @@ class JobSpec:
             if not isinstance(value, (str, os.PathLike)) or is_s3_uri(os.fspath(value)):
                 raise ConfigurationError(name, value, "must be a local folder", "give a local directory path")
             resolved = Path(value).expanduser().resolve()
+            if resolved == Path(contract.OPT_ML) or Path(contract.OPT_ML) in resolved.parents:
+                raise ConfigurationError(
+                    name, value, f"is in SageMaker's container tree ({contract.OPT_ML}), which every local host has "
+                    "its own of: a folder of this machine there would be shared by every host and every later job",
+                    "leave it out (each host's checkpoints folder, kept in <output>/<job>/checkpoints), or give a "
+                    "folder of this machine elsewhere, e.g. ./checkpoints")
             _writable_destination(name, resolved)
             set_(self, name, str(resolved))
 

@@ -57,3 +57,31 @@ def test_checkpoints_of_a_job_with_an_s3_output_are_uploaded_beside_its_artifact
     keys = sorted(item["Key"] for item in s3.list_objects_v2(Bucket="jobs", Prefix="runs/on-s3/checkpoints/")["Contents"])
     assert keys == ["runs/on-s3/checkpoints/ckpt-algo-1-on-s3", "runs/on-s3/checkpoints/ckpt-algo-2-on-s3"]
     assert "  checkpoints: s3://jobs/runs/on-s3/checkpoints\n" in printed, printed
+
+
+def test_sagemakers_default_checkpoint_folder_is_each_hosts_own_and_nothing_lands_in_this_machines_opt_ml(
+    tmp_path: Path, no_leftover_job_dirs: None
+) -> None:
+    """AWS's notebooks pass ``checkpoint_local_path="/opt/ml/checkpoints/"``: in a local_process job that is each
+    host's own checkpoints folder (kept with the job's output); no folder of this machine's ``/opt/ml`` is made or
+    read, so a second job starts from nothing; a JobSpec naming a machine folder there is refused."""
+    pytest.importorskip("sagemaker.tensorflow", reason="SageMaker SDK v2 is not installed in this environment")
+    from smddp_compat.errors import ConfigurationError
+    from smddp_compat.estimators import TensorFlow
+
+    if Path("/opt/ml").exists():
+        pytest.skip("this machine has an /opt/ml folder: the test proves none is made")
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "train.sh").write_text(_SCRIPT)
+    for name in ("notebook-1", "notebook-2"):
+        estimator = TensorFlow(entry_point="train.sh", source_dir=str(source), instance_type="local_process",
+                               instance_count=2, framework_version="2.21", py_version="py311", model_dir=False,
+                               hyperparameters={"run": name}, checkpoint_local_path="/opt/ml/checkpoints/",
+                               output_path=str(tmp_path / "out"))
+        assert estimator.fit(job_name=name).ok
+        kept = tmp_path / "out" / name / "checkpoints"
+        assert sorted(p.name for p in kept.iterdir()) == [f"ckpt-algo-1-{name}", f"ckpt-algo-2-{name}"]
+        assert not Path("/opt/ml").exists()
+    with pytest.raises(ConfigurationError, match=r"checkpoint_path='/opt/ml/checkpoints'.*Fix: leave it out"):
+        JobSpec(entry_point="train.sh", source_dir=str(source), checkpoint_path="/opt/ml/checkpoints")
