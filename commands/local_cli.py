@@ -33,6 +33,7 @@ from smddp_compat.estimators.replay import replay_spec
 from smddp_compat.local_mode.backends import DockerBackend, ProcessBackend
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.s3 import is_s3_uri
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.local_mode.name_values import parse_name_values
 
@@ -106,7 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     more = parser.add_argument_group("more options of smddp local")
     add_environment_and_metrics(more, metric_help="its last value is in the summary")
-    more.add_argument("--checkpoint-dir", metavar="DIR", help="folder shared as every host's checkpoints folder")
+    more.add_argument("--checkpoint-dir", metavar="DIR|s3://...",
+                      help="folder shared as every host's checkpoints folder, or an s3:// prefix (SageMaker's "
+                      "checkpoint_s3_uri: each host's folder starts from it and is stored there at the end); give it "
+                      "again to resume")
     more.add_argument("--work-dir", metavar="DIR", help="keep the hosts' /opt/ml trees here (default: temporary)")
     more.add_argument(
         "--backend",
@@ -177,6 +181,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         hosts = _DEMO_HOSTS if hosts is None else hosts
         distribution = _DEMO_DISTRIBUTION if distribution is None else distribution
     hyperparameters = hyperparameters_from_args(args)
+    s3_checkpoints = args.checkpoint_dir if args.checkpoint_dir and is_s3_uri(args.checkpoint_dir) else None
     return JobSpec(
         entry_point=entry_point,
         source_dir=source_dir,
@@ -189,7 +194,8 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         max_run=args.max_run,
         job_name=args.job_name,
         environment=parse_name_values(args.env, "--env"),
-        checkpoint_path=args.checkpoint_dir,
+        checkpoint_path=None if s3_checkpoints else args.checkpoint_dir,
+        checkpoint_s3_uri=s3_checkpoints,
         dtensor_mesh=mesh_option_text(args.mesh, "--mesh"),  # DIM=SIZE,...: checked by the distribution model
         devices_per_process=args.devices_per_process,
         work_dir=args.work_dir,

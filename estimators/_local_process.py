@@ -4,7 +4,8 @@ The estimator's fields map onto :class:`smddp_compat.local_mode.JobSpec`: ``inst
 the distribution plan's kind and processes per host, hyperparameters, ``fit(inputs)`` channels (local folders,
 ``file://`` or ``s3://`` URIs), ``output_path`` (a folder, ``file://`` or ``s3://``), ``max_run``, ``environment``,
 ``checkpoint_local_path`` (SageMaker's default ``/opt/ml/checkpoints`` is each host's own folder, kept in
-``<output>/<job>/checkpoints``; another folder is one of this machine, shared by the hosts), ``metric_definitions``;
+``<output>/<job>/checkpoints``; another folder is one of this machine, shared by the hosts), ``checkpoint_s3_uri``
+(each host's folder starts from that S3 prefix and is stored there at the end), ``metric_definitions``;
 the script gets the hyperparameters SageMaker would give it,
 ``model_dir`` included (:func:`script_hyperparameters`). A DTensor mesh and devices per client go to local_mode's
 own DTensor settings.
@@ -160,6 +161,7 @@ def build_job_spec(
     job_name: str | None,
     environment: Mapping[str, str] | None,
     checkpoint_local_path: str | None,
+    checkpoint_s3_uri: str | None = None,
     metric_definitions: Any = None,
     model_dir: Any = False,
     argument_rule: str = "sagemaker-training",
@@ -190,6 +192,8 @@ def build_job_spec(
         extra["max_run"] = max_run
     if checkpoint_local_path and not _is_default_checkpoint_folder(checkpoint_local_path):
         extra["checkpoint_path"] = checkpoint_local_path  # a folder of this machine: JobSpec refuses /opt/ml/...
+    if checkpoint_s3_uri:
+        extra["checkpoint_s3_uri"] = checkpoint_s3_uri  # each host's folder starts from it and is stored there
     if metric_definitions:
         extra["metric_definitions"] = metric_definitions
     return JobSpec(

@@ -325,6 +325,7 @@ class TensorFlow(_SdkTensorFlow):
                 job_name=job_name or (name_from_base(self.base_job_name) if self.base_job_name else None),
                 environment=self.environment,
                 checkpoint_local_path=self.checkpoint_local_path,
+                checkpoint_s3_uri=self.checkpoint_s3_uri,
                 metric_definitions=self.metric_definitions,
                 model_dir=self.model_dir,
             )

@@ -396,13 +396,15 @@ def replay_spec(
     staging = Path(tempfile.mkdtemp(prefix="smddp-output-")) if isinstance(destination, S3Location) else None
     try:
         with PrivateSageMaker() as aws:
-            request = build_request(job, aws, image=build.tag, checkpoint_s3=spec.checkpoint_path is not None,
-                                    stream=stream)
+            # Where the job's checkpoints are kept (a folder, or checkpoint_s3_uri): the twin fills every host's
+            # folder from there and syncs them back, under the request's CheckpointConfig.
+            checkpoints = spec.checkpoint_path or spec.checkpoint_s3_uri
+            request = build_request(job, aws, image=build.tag, checkpoint_s3=checkpoints is not None, stream=stream)
             options = {} if stop_grace is None else {"stop_grace": stop_grace}
             result = SageMakerTwin(
                 request, stream=stream, engine=engine, s3_client_factory=aws.s3_client, job_name=job.job_name,
                 output=str(staging) if staging is not None else spec.output_path,
-                checkpoints=spec.checkpoint_path, short_toolkit_waits=short_toolkit_waits, control=control, **options,
+                checkpoints=checkpoints, short_toolkit_waits=short_toolkit_waits, control=control, **options,
             ).run()
         if staging is not None:
             assert isinstance(destination, S3Location)

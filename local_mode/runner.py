@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,13 +49,13 @@ from smddp_compat.local_mode.environment import (
     process_environment,
     training_environment,
 )
-from smddp_compat.local_mode.errors import ConfigurationError
+from smddp_compat.local_mode.errors import ChannelError, ConfigurationError
 from smddp_compat.local_mode.folder_sync import FolderSync, S3Target, sync_target
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
 from smddp_compat.local_mode.lifecycle import JobControl, JobEnd, JobLifecycle
 from smddp_compat.local_mode.metrics import MetricTap, check_metric_definitions
 from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult
-from smddp_compat.local_mode.s3 import S3Location, make_s3_client
+from smddp_compat.local_mode.s3 import S3Location, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.spec import JobSpec
 from smddp_compat.source_files import copy_source_tree, warn_left_out
 from smddp_compat.strategies import LocalCluster, ProcessPlan
@@ -140,7 +140,8 @@ class ProcessJob(JobLifecycle):
         self.grace = grace
         self.show_tf_logs = show_tf_logs
         self.region = default_region()
-        self._checkpoints: Path | None = None
+        self._checkpoints: Path | None = None  # the folder every host shares, unless checkpoint_s3_uri is set
+        self._checkpoint_sync: FolderSync | None = None  # checkpoint_s3_uri: each host's folder synced with it
         self._kept: list[str] = []  # the summary's lines on the kept checkpoints and TensorBoard folder
 
     def _make_root(self) -> Path:
@@ -160,12 +161,15 @@ class ProcessJob(JobLifecycle):
         return {host: log_dir / f"{host}.log" for host in layouts}
 
     def _prepare(self, root: Path) -> dict[str, HostLayout]:
-        self._checkpoints = _checkpoint_folder(self.spec, self.destination, root)
+        if self.spec.checkpoint_s3_uri is None:
+            self._checkpoints = _checkpoint_folder(self.spec, self.destination, root)
         # The job's own folders and the temporary folder (the job's lock is there) are never copied into its code,
         # should they lie inside the source folder.
-        own = [root, self._checkpoints, Path(tempfile.gettempdir()),
+        own = [root, *([self._checkpoints] if self._checkpoints else []), Path(tempfile.gettempdir()),
                *([self.destination] if isinstance(self.destination, Path) else [])]
         layouts, self._host_envs = _prepare_hosts(self.spec, root, self._checkpoints, self.region, own)
+        if self.spec.checkpoint_s3_uri is not None:
+            self._checkpoint_sync = _checkpoints_from_s3(self.spec.checkpoint_s3_uri, layouts, root, self._say)
         return layouts
 
     def _supervise(self, root: Path, layouts: dict[str, HostLayout]) -> JobEnd:
@@ -227,8 +231,12 @@ class ProcessJob(JobLifecycle):
     def _after_end(self, layouts: dict[str, HostLayout], end: JobEnd) -> None:
         """Keeps the checkpoints (an upload that failed keeps the work tree) and the first host's TensorBoard
         folder, for the summary."""
-        assert self.stream is not None and self._checkpoints is not None
-        kept, safe = _kept_checkpoints(self.spec, self.destination, self._checkpoints, self.stream)
+        assert self.stream is not None
+        if self._checkpoint_sync is not None:
+            kept, safe = _stored_checkpoints(self._checkpoint_sync, layouts)
+        else:
+            assert self._checkpoints is not None
+            kept, safe = _kept_checkpoints(self.spec, self.destination, self._checkpoints, self.stream)
         self._keep_root = self._keep_root or not safe
         summaries = _kept_tensorboard(next(iter(layouts.values())), self.destination, self.stream)
         self._kept = [line for line in (kept, summaries) if line]
@@ -346,6 +354,38 @@ def _kept_checkpoints(
     return f"  checkpoints: not all uploaded to {target.uri}; kept in {folder}", False
 
 
+def _checkpoints_from_s3(
+    uri: str, layouts: Mapping[str, HostLayout], root: Path, say: Callable[[str], None]
+) -> FolderSync:
+    """``checkpoint_s3_uri`` at the start, as SageMaker fills ``CheckpointConfig.LocalPath``: every host's own
+    checkpoints folder gets the objects under the prefix (none: every host starts empty). Returns the sync that
+    stores them back at the end.
+
+    Raises:
+        ConfigurationError: The prefix could not be read (no such bucket, no access, no endpoint).
+    """
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore: only when S3 is used
+
+    sync = FolderSync(S3Target(parse_s3_uri(uri, "checkpoint_s3_uri"), make_s3_client()), what="checkpoints",
+                      mirror_deletions=True, say=say)
+    try:
+        count = sync.fill([layout.checkpoints_dir for layout in layouts.values()], root / "checkpoints-from-s3")
+    except (ChannelError, BotoCoreError, ClientError) as exc:
+        raise ConfigurationError("checkpoint_s3_uri", uri, f"could not be read ({exc})",
+                                 "create the bucket, or check that this machine's AWS settings reach it") from exc
+    if count:
+        say(f"checkpoints: resuming from {uri} ({count} file(s) in every host's checkpoint folder)")
+    return sync
+
+
+def _stored_checkpoints(sync: FolderSync, layouts: Mapping[str, HostLayout]) -> tuple[str | None, bool]:
+    """``checkpoint_s3_uri`` at the end (a stop and a failure too): each host's folder stored in the prefix, what it
+    deleted deleted there. Returns the summary's line and whether every copy happened (False keeps the work tree)."""
+    if sync.sync([layout.checkpoints_dir for layout in layouts.values()]):
+        return f"  checkpoints: {sync.target.uri}", True
+    return f"  checkpoints: not all stored in {sync.target.uri}; the hosts' folders are kept in the work tree", False
+
+
 def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: IO[str]) -> str | None:
     """Keeps the first host's TensorBoard folder (rank 0 / the chief runs there) as ``<output>/<job>/tensorboard/``,
     whatever the job's end (the curves explain a failure too), and returns the summary's line about it (None when
@@ -364,10 +404,11 @@ def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: I
 
 
 def _prepare_hosts(
-    spec: JobSpec, root: Path, checkpoints: Path, region: str, own_folders: list[Path]
+    spec: JobSpec, root: Path, checkpoints: Path | None, region: str, own_folders: list[Path]
 ) -> tuple[dict[str, HostLayout], dict[str, dict[str, Mapping[str, str]]]]:
-    """Fetches the channels, builds every host's tree (``checkpoints`` shared by all, each channel the host's own
-    copy) and the host's layers of its processes' environment (:func:`~local_mode.environment.process_environment`)."""
+    """Fetches the channels, builds every host's tree (``checkpoints`` shared by all, or each host's own for a
+    ``checkpoint_s3_uri`` (None), each channel the host's own copy) and the host's layers of its processes'
+    environment (:func:`~local_mode.environment.process_environment`)."""
     assert spec.job_name is not None
     staged = stage_channels(spec.channels, root / "channels")
     hosts = spec.hosts
@@ -400,7 +441,10 @@ def _prepare_hosts(
             encoded_hyperparameters=encode_hyperparameters({**hyperparameters, **framework}),
             resource=resource,
             data_config=data_config,
-            checkpoint_path=str(checkpoints),
+            checkpoint_path=None if checkpoints is None else str(checkpoints),
+            # As SageMaker writes it for a job with CheckpointConfig (LocalPath: this host's folder).
+            checkpoint_config=None if spec.checkpoint_s3_uri is None else {
+                "LocalPath": str(host_root / contract.CHECKPOINTS_DIR), "S3Uri": spec.checkpoint_s3_uri},
             # As SageMaker writes it for a job with TensorBoardOutputConfig: where the scripts put their summaries.
             tensorboard_config={"LocalPath": str(host_root / contract.TENSORBOARD_DIR)},
         )

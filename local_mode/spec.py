@@ -234,6 +234,11 @@ class JobSpec:
             ``<output_path>/<job_name>/checkpoints/`` (uploaded there at the end for an ``s3://`` output); the
             summary says where, and a second run resumes from them when given that folder. Never a folder under
             ``/opt/ml``, which names each host's own tree.
+        checkpoint_s3_uri: SageMaker's ``CheckpointConfig.S3Uri``: each host's own ``checkpoints`` folder starts
+            with the objects under that prefix (a later job given the same URI resumes; another URI starts empty),
+            and at the end (a stop and a failure too) what each host's folder holds is stored there, what a host
+            deleted deleted there, as SageMaker syncs them. Read and written with this machine's AWS settings (or
+            ``AWS_ENDPOINT_URL``). Not with ``checkpoint_path``.
         dtensor_mesh: For ``dtensor``: the global mesh, e.g. ``{"batch": 4}`` (or ``[("batch", 4)]``, or
             ``"batch=4"``); its size must split evenly over the H x P clients. Exported as ``SMDDP_DTENSOR_MESH``.
             Stored as a read-only mapping.
@@ -270,6 +275,7 @@ class JobSpec:
     metric_definitions: Sequence[Mapping[str, str]] = ()
     python: str = sys.executable
     argument_rule: str = "sagemaker-training"
+    checkpoint_s3_uri: str | None = None
     distribution_config: DistributionConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -331,6 +337,15 @@ class JobSpec:
             _writable_destination(name, resolved)
             set_(self, name, str(resolved))
 
+        if self.checkpoint_s3_uri is not None:
+            if not isinstance(self.checkpoint_s3_uri, str) or not is_s3_uri(self.checkpoint_s3_uri):
+                raise ConfigurationError("checkpoint_s3_uri", self.checkpoint_s3_uri, "must be an s3:// URI",
+                                         "e.g. checkpoint_s3_uri='s3://my-bucket/checkpoints/run-1'")
+            parse_s3_uri(self.checkpoint_s3_uri, "checkpoint_s3_uri")
+            if self.checkpoint_path is not None:
+                raise ConfigurationError(
+                    "checkpoint_path", self.checkpoint_path, "was given with checkpoint_s3_uri: the checkpoints are "
+                    "kept in the S3 prefix, each host starting from it", "give one of the two")
         set_(self, "metric_definitions", tuple(
             MappingProxyType(definition.as_request()) for definition in check_metric_definitions(self.metric_definitions)
         ))
@@ -372,6 +387,8 @@ class JobSpec:
                                "VolumeSizeInGB": 30},
             "StoppingCondition": {"MaxRuntimeInSeconds": math.ceil(self.max_run)},
             "Environment": dict(self.environment),
+            **({"CheckpointConfig": {"S3Uri": self.checkpoint_s3_uri, "LocalPath": contract.DEFAULT_CHECKPOINT_DIR}}
+               if self.checkpoint_s3_uri else {}),
         }
 
     def _resolve_code(self) -> tuple[str | None, str]:

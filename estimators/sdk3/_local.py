@@ -99,6 +99,7 @@ def build_local_spec(trainer: Any, input_data_config: Sequence[Any] | None = Non
         max_run=getattr(stopping, "max_runtime_in_seconds", None),
         job_name=job_name or _get_unique_name(trainer.base_job_name or "model-trainer"),
         environment=trainer.environment, checkpoint_local_path=getattr(checkpoint, "local_path", None),
+        checkpoint_s3_uri=getattr(checkpoint, "s3_uri", None),
         metric_definitions=metrics, argument_rule="sdk-v3-driver",
     )
 

@@ -1,5 +1,6 @@
-"""The Horovod face (smddp_compat.horovod.tensorflow[.keras]): every added or overridden function on 2 and 3 real
-ranks, with Keras 3 and with tf-keras, results checked against rank and size."""
+"""The Horovod face (smddp_compat.horovod.tensorflow[.keras]): every added or overridden function on real ranks,
+results checked against rank and size: Keras 3 on 3 ranks, tf-keras on 2 (each flavour and each world size once; an
+odd world size is where a mean or an uneven split goes wrong)."""
 
 import json
 import subprocess
@@ -32,8 +33,7 @@ def face_runs(tmp_path_factory):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("num_proc", [2, 3])
-@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("flavour, num_proc", [("keras3", 3), ("tf_keras", 2)])
 def test_horovod_face_functions_match_rank_and_size(face_runs, flavour, num_proc):
     job = face_runs(flavour, num_proc)
     assert job.returncode == 0, job.output[-6000:]

@@ -181,12 +181,11 @@ def test_two_hosts_train_then_resume(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("victim, how", [("algo-2,worker", "SIGKILL"), ("algo-2,ps", "SIGKILL"),
-                                         ("algo-2,worker", "SIGSTOP")])
+@pytest.mark.parametrize("victim, how", [("algo-2,ps", "SIGKILL"), ("algo-2,worker", "SIGSTOP")])
 def test_a_lost_task_ends_the_job_naming_it(tmp_path: Path, victim: str, how: str) -> None:
     """The victim is killed (or stopped: hung) mid-run while its "host" lives on (a shell that outlives it): the
     supervisor sees nothing; the coordinator must notice, stop within --task-timeout (+ a probe round), and name
-    the task."""
+    the task. (A killed worker: tests/local_mode/test_parameter_server_job.py, through ``smddp local``.)"""
     ports = _free_ports(4)
     task_timeout = 8
     args = ["--epochs", "30", "--log-steps", "31", "--task-timeout", str(task_timeout), "--start-timeout", "120"]

@@ -197,6 +197,18 @@ def test_model_dir_is_the_estimators_in_every_command(project: Path, monkeypatch
         assert exit_.value.code == 2 and repr(bad) in capsys.readouterr().err
 
 
+def test_an_s3_checkpoint_dir_is_the_jobs_checkpoint_s3_uri(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from smddp_compat.commands.local_cli import build_parser, spec_from_args
+
+    monkeypatch.chdir(project / "src")
+    spec = spec_from_args(build_parser().parse_args(["train.py", "--checkpoint-dir", "s3://bkt/run-1"]))
+    assert (spec.checkpoint_s3_uri, spec.checkpoint_path) == ("s3://bkt/run-1", None)
+    assert spec.request_params("local")["CheckpointConfig"] == {"S3Uri": "s3://bkt/run-1",
+                                                                "LocalPath": "/opt/ml/checkpoints"}
+    with pytest.raises(ConfigurationError, match="give one of the two"):
+        JobSpec(entry_point="train.py", checkpoint_path=str(project / "c"), checkpoint_s3_uri="s3://bkt/run-1")
+
+
 def test_cli_values_are_everything_after_the_first_equals_sign(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from smddp_compat.commands.local_cli import build_parser, spec_from_args
 
