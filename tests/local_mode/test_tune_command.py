@@ -64,7 +64,8 @@ def test_a_grid_over_a_script_runs_each_trial_and_names_the_best(tmp_path: Path)
     described = json.loads((folder / "tuning-job.json").read_text())
     assert described["BestTrainingJob"]["TrainingJobName"] == best[0]
     assert described["TrainingJobStatusCounters"]["NonRetryableError"] == 2
-    assert described["TrainingJobDefinition"]["StaticHyperParameters"] == {}  # the tuned layers replaced the static 3
+    # The tuned layers replaced the static 3; the job's model_dir stays static, as the TF estimator's does.
+    assert described["TrainingJobDefinition"]["StaticHyperParameters"] == {"model_dir": '"/opt/ml/model"'}
     with tarfile.open(folder / best[0] / "output" / "model.tar.gz") as model:
         assert model.extractfile("model.txt").read() == b"lr=0.04 layers=1"  # type: ignore[union-attr]
     log = (folder / best[0] / "logs" / "algo-1.log").read_text()

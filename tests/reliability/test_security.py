@@ -148,7 +148,7 @@ def test_smddp_local_passes_hyperparameters_with_metacharacters_literally(tmp_pa
     }
     args = ["local", "record_args.py", "--source-dir", str(PROGRAMS), "--distribution", "smddp", "--instance-count",
             "2", "--output", str(tmp_path / "out"), "--job-name", "metachars", "--work-dir", str(tmp_path / "work"),
-            "--env", f"NOTE=$(touch {marks['pwned-env']})", "--hyperparameters"]
+            "--env", f"NOTE=$(touch {marks['pwned-env']})", "--model-dir", "none", "--hyperparameters"]
     args += [f"{name}={value}" for name, value in values.items()]
     proc = subprocess.run(smddp(*args), env=quiet_env(), cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
