@@ -30,6 +30,7 @@ __all__ = [
     "copy_file",
     "download_s3_channel",
     "download_s3_prefix",
+    "s3_folder_holds_objects",
     "copy_s3_prefix",
     "check_local_channel",
     "channel_key_path",
@@ -171,6 +172,24 @@ def download_s3_channel(
     return _download(
         location, destination, lambda key: channel_key_path(key, location.prefix), channel=channel, client=client
     )
+
+
+def s3_folder_holds_objects(location: S3Location, *, channel: str, client: Any) -> bool:
+    """Whether the S3 "folder" ``location`` (its keys under ``prefix/``, as :func:`folder_key_path` reads them) holds
+    any object; ``channel`` is named in errors.
+
+    Raises:
+        ChannelError: S3 failed (no such bucket, no access, no endpoint).
+    """
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore: only when S3 is used
+
+    prefix = location.prefix
+    try:
+        listed = client.list_objects_v2(
+            Bucket=location.bucket, Prefix=prefix if not prefix or prefix.endswith("/") else prefix + "/", MaxKeys=1)
+    except (BotoCoreError, ClientError) as exc:
+        raise ChannelError(channel, location.uri, f"listing failed ({exc})", _S3_FIX) from exc
+    return bool(listed.get("KeyCount"))
 
 
 def download_s3_prefix(

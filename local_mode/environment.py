@@ -138,7 +138,7 @@ def training_environment(
         "is_hetero": properties["is_hetero"],
         "module_name": properties["module_name"],
         "log_level": log_level,
-        "framework_module": contract.TENSORFLOW_TRAINING_MODULE,  # the module the kit's image runs
+        "framework_module": properties["framework_module"],
         "input_dir": properties["input_dir"],
         "input_config_dir": properties["input_config_dir"],
         "output_dir": properties["output_dir"],

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from smddp_compat.job_files import iter_regular_files, open_job_file
-from smddp_compat.local_mode.channels import download_s3_prefix
+from smddp_compat.local_mode.channels import download_s3_prefix, s3_folder_holds_objects
 from smddp_compat.local_mode.s3 import S3Location
 
 __all__ = [
@@ -106,13 +106,8 @@ class S3Target:
 
     def download(self, folder: Path, *, what: str) -> int:
         """Downloads every object below the prefix (as :func:`~local_mode.channels.download_s3_prefix` lays them
-        out); 0 when there is none."""
-        prefix = self.location.prefix
-        listed = self.client.list_objects_v2(
-            Bucket=self.location.bucket, Prefix=prefix if not prefix or prefix.endswith("/") else prefix + "/",
-            MaxKeys=1,
-        )
-        if not listed.get("KeyCount"):
+        out); 0 when there is none. Raises ChannelError when S3 fails (listing included)."""
+        if not s3_folder_holds_objects(self.location, channel=what, client=self.client):
             return 0
         return download_s3_prefix(self.location, folder, channel=what, client=self.client)
 

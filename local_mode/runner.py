@@ -364,13 +364,11 @@ def _checkpoints_from_s3(
     Raises:
         ConfigurationError: The prefix could not be read (no such bucket, no access, no endpoint).
     """
-    from botocore.exceptions import BotoCoreError, ClientError  # botocore: only when S3 is used
-
     sync = FolderSync(S3Target(parse_s3_uri(uri, "checkpoint_s3_uri"), make_s3_client()), what="checkpoints",
                       mirror_deletions=True, say=say)
     try:
         count = sync.fill([layout.checkpoints_dir for layout in layouts.values()], root / "checkpoints-from-s3")
-    except (ChannelError, BotoCoreError, ClientError) as exc:
+    except ChannelError as exc:
         raise ConfigurationError("checkpoint_s3_uri", uri, f"could not be read ({exc})",
                                  "create the bucket, or check that this machine's AWS settings reach it") from exc
     if count:
