@@ -51,6 +51,7 @@ from smddp_compat.local_mode.environment import (
 )
 from smddp_compat.local_mode.errors import ChannelError, ConfigurationError
 from smddp_compat.local_mode.folder_sync import FolderSync, S3Target, sync_target
+from smddp_compat.local_mode.host_views import host_views
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, input_data_config, resource_config
 from smddp_compat.local_mode.lifecycle import JobControl, JobEnd, JobLifecycle
 from smddp_compat.local_mode.metrics import MetricTap, check_metric_definitions
@@ -186,7 +187,8 @@ class ProcessJob(JobLifecycle):
         out.flush()
         config = spec.distribution_config
         job = LocalCluster(tuple(spec.hosts), spec.processes_per_host, host_addresses(spec.instance_count), config)
-        with config.strategy.local_launch(job) as launch:
+        roots = {host: layout.root for host, layout in layouts.items()}
+        with config.strategy.local_launch(job) as launch, host_views(roots, root / "views", self._say) as views:
             if launch.note:
                 self._say(launch.note)
             # One folder for the whole job where smddp_compat's stall watchdog of each rank publishes its state,
@@ -198,6 +200,9 @@ class ProcessJob(JobLifecycle):
                 for s in (_process_spec(spec, plan, layouts[plan.host], self._host_envs[plan.host], log_files,
                                         stall_dir) for plan in launch.plans)
             ]
+            # Each host's processes in its own view of /opt/ml (none: this machine's, said above).
+            specs = [dataclasses.replace(s, enter=views[s.host].entering(s.argv, s.env, s.cwd)) if s.host in views
+                     else s for s in specs]
             failure_files = {s.label: layouts[s.host].failure_file for s in specs}
             group_runner: Any = run_process_group
             if launch.mpi:

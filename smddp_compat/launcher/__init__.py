@@ -14,7 +14,7 @@ from smddp_compat.launcher._hosts import (
     assign_ranks, is_this_machine, oversubscription_warning, parse_hosts, usable_cores)
 from smddp_compat.launcher._mpi_group import TaggedLines, mpirun_unavailable_reason, run_mpi_group
 from smddp_compat.launcher._option_types import (
-    MAX_SECONDS, finite_seconds, positive_count, positive_seconds, whole_number)
+    MAX_SECONDS, environment_choice, finite_seconds, positive_count, positive_seconds, whole_number)
 from smddp_compat.launcher._own_network import (
     JOB_NETWORK_VARIABLE, job_network_choice, own_network_unavailable_reason)
 from smddp_compat.launcher._ports import reserve_ports
@@ -31,7 +31,7 @@ __all__ = [
     "own_network_unavailable_reason", "MAX_SECONDS", "STOP_SIGNALS", "StopSignalled",
     "stop_signals_handled", "stop_signals_noted", "stop_signals_raise", "ConsoleStream", "EngineChoice", "GroupResult",
     "HorovodRendezvous", "HostSlots", "ProcessResult", "ProcessSpec", "TensorFlowLogFilter", "TaggedLines",
-    "assign_ranks", "choose_engine", "describe_failure", "finite_seconds", "is_tensorflow_log_line", "is_this_machine",
+    "assign_ranks", "choose_engine", "describe_failure", "environment_choice", "finite_seconds", "is_tensorflow_log_line", "is_this_machine",
     "main", "mpirun_unavailable_reason", "oversubscription_warning", "parse_hosts", "positive_count",
     "positive_seconds", "release_stdout", "reserve_ports", "run_mpi_group", "run_process_group", "shim_path",
     "stall_watchdog_env", "tensorflow_log_filter", "usable_cores", "whole_number",

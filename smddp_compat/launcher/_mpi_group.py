@@ -112,7 +112,7 @@ def write_rank_specs(specs: Sequence[ProcessSpec], directory: str) -> None:
         path = os.path.join(directory, _SPEC_FILE.format(rank=rank))
         handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"argv": list(spec.argv), "env": spec.env, "cwd": spec.cwd}, out)
+            json.dump({"argv": spec.command, "env": spec.env, "cwd": spec.cwd}, out)
 
 
 def load_rank_spec(directory: str, rank: int) -> tuple[list[str], dict[str, str], str | None]:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+from collections.abc import Mapping, Sequence
+
+from smddp_compat.errors import ConfigurationError
 
 __all__ = ["MAX_SECONDS", "is_positive_seconds", "positive_seconds", "finite_seconds", "positive_count",
-           "whole_number"]
+           "whole_number", "environment_choice"]
 
 #: The longest time any launcher option takes (one year). Horovod reads its timeouts as C ``int`` seconds and
 #: ``threading`` waits refuse more than ``threading.TIMEOUT_MAX``; a year is far below both and far above any job.
@@ -76,4 +80,19 @@ def positive_count(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}: give e.g. 1")
+    return value
+
+
+def environment_choice(variable: str, choices: Sequence[str], what: str, fix: str,
+                       environ: Mapping[str, str] | None = None) -> str:
+    """The value of the setting ``variable`` (case and spaces aside) in ``environ`` (default ``os.environ``): one of
+    ``choices``, the first when unset or empty.
+
+    Raises:
+        ConfigurationError: The variable holds anything else (``what`` it is not; ``fix`` names the choices).
+    """
+    environ = os.environ if environ is None else environ
+    value = environ.get(variable, "").strip().lower() or choices[0]
+    if value not in choices:
+        raise ConfigurationError(variable, environ[variable], f"is not {what}", fix)
     return value

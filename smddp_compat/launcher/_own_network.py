@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO
 
-from smddp_compat.errors import ConfigurationError
+from smddp_compat.launcher._option_types import environment_choice
 
 __all__ = ["JOB_NETWORK_VARIABLE", "OwnNetwork", "job_network_choice", "own_network", "own_network_unavailable_reason"]
 
@@ -65,14 +65,10 @@ def job_network_choice(environ: Mapping[str, str] | None = None) -> str:
     Raises:
         ConfigurationError: ``SMDDP_JOB_NETWORK`` is set to anything else.
     """
-    environ = os.environ if environ is None else environ
-    value = environ.get(JOB_NETWORK_VARIABLE, "").strip().lower() or "private"
-    if value not in _CHOICES:
-        raise ConfigurationError(
-            JOB_NETWORK_VARIABLE, environ[JOB_NETWORK_VARIABLE], "is not a job network",
-            "unset it or give 'private' (the job's servers reachable from this machine's job only, the default), or "
-            "'host' (this machine's network: other machines can reach them)")
-    return value
+    return environment_choice(
+        JOB_NETWORK_VARIABLE, _CHOICES, "a job network",
+        "unset it or give 'private' (the job's servers reachable from this machine's job only, the default), or "
+        "'host' (this machine's network: other machines can reach them)", environ)
 
 
 def own_network_unavailable_reason(*, make: bool = False) -> str | None:

@@ -127,6 +127,8 @@ class ProcessSpec:
         serves: A server beside the job's programs (a parameter server): once every other process has exited 0,
             it is stopped and the job has succeeded, whether or not anything used it (SageMaker's TensorFlow
             toolkit ends a host when its script ends). Exiting non-zero before that still fails the job.
+        enter: A command that joins the process's namespaces, then runs ``argv`` (e.g. ``nsenter --target PID
+            --mount --``: a local host's own ``/opt/ml``); empty for none. Never part of the command shown.
     """
 
     argv: list[str]
@@ -138,6 +140,12 @@ class ProcessSpec:
     route_output: OutputRoute | None = None
     console_hides: Callable[[str], bool] | None = None
     serves: bool = False
+    enter: tuple[str, ...] = ()
+
+    @property
+    def command(self) -> list[str]:
+        """What is run: :attr:`enter`, then :attr:`argv`."""
+        return [*self.enter, *self.argv]
 
     def __post_init__(self) -> None:
         if not isinstance(self.argv, (list, tuple)) or not self.argv or not all(isinstance(a, str) for a in self.argv):
@@ -488,7 +496,8 @@ def _start(spec: ProcessSpec, console: ConsoleStream, lifeline: _Lifeline, netwo
             ) from exc
     try:
         popen = subprocess.Popen(  # noqa: S603 - argv is a list, no shell
-            network.enter(spec.argv, spec.env) if network is not None else spec.argv, env=spec.env, cwd=spec.cwd,
+            network.enter(spec.command, spec.env) if network is not None else spec.command, env=spec.env,
+            cwd=spec.cwd,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
