@@ -44,10 +44,6 @@ _LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_")
 _DEFAULT_LOG_LEVEL = 20  # logging.INFO, without importing logging's level table for one number
 
 
-def _module_name(entry_point: str) -> str:
-    return entry_point[:-3] if entry_point.endswith(".py") else entry_point
-
-
 def training_environment(
     layout: HostLayout,
     *,
@@ -107,7 +103,7 @@ def training_environment(
         "master_hostname": master,
         "model_dir": str(layout.model_dir),
         "module_dir": module_dir,
-        "module_name": _module_name(entry_point),
+        "module_name": contract.module_name(entry_point),
         "network_interface_name": resource.get("network_interface_name", "eth0"),
         "num_cpus": num_cpus,
         "num_gpus": num_gpus,

@@ -453,11 +453,15 @@ def _prepare_hosts(
         )
         _copy_code(spec, layout.code_dir, own_folders)
         layouts[host] = layout
+        # The toolkit's variables as the host's script sees them: an MPI job's ranks see the leader's (its paths
+        # the host's own), as the toolkit's mpirun exports them.
+        toolkit_resource = (resource_config(hosts, hosts[0], INSTANCE_TYPE, NETWORK_INTERFACE)
+                            if spec.distribution_config.strategy.ranks_see_the_leaders_environment else resource)
         envs[host] = {
             "inherited": base,
             "job": spec.environment,
             "training": training_environment(
-                layout, resource=resource, data_config=data_config, hyperparameters=hyperparameters,
+                layout, resource=toolkit_resource, data_config=data_config, hyperparameters=hyperparameters,
                 framework_parameters=framework, num_cpus=num_cpus, num_gpus=num_gpus, job_name=spec.job_name,
             ),
             "platform": platform_environment(layout, job_name=spec.job_name, region=region),

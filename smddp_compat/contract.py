@@ -35,7 +35,8 @@ __all__ = [
     "SM_PREFIX", "SM_MODEL_DIR", "SM_OUTPUT_DIR", "SM_OUTPUT_DATA_DIR", "SM_CHANNEL_PREFIX", "SM_HOSTS",
     "SM_CURRENT_HOST", "SM_NUM_CPUS", "SM_NUM_GPUS", "SM_HPS", "SM_DISTRIBUTED_CONFIG", "SM_ENTRY_SCRIPT",
     "TRAINING_JOB_NAME", "SAGEMAKER_JOB_NAME", "CURRENT_HOST", "SAGEMAKER_REGION", "SAGEMAKER_BASE_DIR",
-    "SAGEMAKER_TRAINING_MODULE", "TENSORFLOW_TRAINING_MODULE", "sm_variable",
+    "SAGEMAKER_TRAINING_MODULE", "TENSORFLOW_TRAINING_MODULE", "sm_variable", "module_name",
+    "naming_the_entry_point",
     # hyperparameters
     "SAGEMAKER_PREFIX", "PROGRAM", "SUBMIT_DIRECTORY", "ENABLE_CLOUDWATCH_METRICS", "REGION", "CONTAINER_LOG_LEVEL",
     "JOB_NAME", "DEFAULT_USER_MODULE_NAME", "TUNING_OBJECTIVE_METRIC", "S3_OUTPUT", "TOOLKIT_PARAMETERS",
@@ -130,6 +131,30 @@ def sm_variable(key: str) -> str:
     """The toolkit's variable for one key of its environment (``model_dir``, ``channel_train``,
     ``hp_learning_rate``...): ``SM_`` + the upper-cased key, e.g. ``SM_MODEL_DIR``."""
     return SM_PREFIX + key.upper()
+
+
+def module_name(entry_point: str) -> str:
+    """The toolkit's ``module_name`` of an entry point (``SM_MODULE_NAME``): its name less ``.py``
+    (``train.py`` -> ``train``; ``run.sh`` stays ``run.sh``)."""
+    return entry_point[:-3] if entry_point.endswith(".py") else entry_point
+
+
+def naming_the_entry_point(environ: Mapping[str, str], entry_point: str) -> dict[str, str]:
+    """The toolkit's variables that name the script it started (``SM_USER_ENTRY_POINT``, ``SM_MODULE_NAME``, and
+    both inside ``SM_TRAINING_ENV``), rewritten to name ``entry_point``: what a script started by a launcher the kit
+    ships in its place (a job driver) would have seen had the toolkit started it directly. Only the variables
+    present in ``environ`` are returned."""
+    names = {"user_entry_point": entry_point, "module_name": module_name(entry_point)}
+    out = {sm_variable(key): value for key, value in names.items() if sm_variable(key) in environ}
+    training_env = environ.get(sm_variable("training_env"))
+    if training_env:
+        try:
+            properties = json.loads(training_env)
+        except ValueError:  # not the toolkit's JSON: left as it is
+            return out
+        if isinstance(properties, dict):
+            out[sm_variable("training_env")] = env_value({**properties, **names})
+    return out
 
 
 # --- hyperparameters -------------------------------------------------------------------------------------------------

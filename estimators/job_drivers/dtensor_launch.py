@@ -6,9 +6,11 @@ Reads ``smddp_compat_dtensor.json`` beside itself (written by the estimator: the
 set-up), derives the variables of each DTensor client of this host (:func:`client_environments`: ``DTENSOR_JOBS``
 in SM_HOSTS order, client ``i`` of a host on ``port + i``, host names through ``SMDDP_HOST_ADDRESSES`` when set;
 ``DTENSOR_CLIENT_ID``, ``DTENSOR_JOB_NAME``, the ``SMDDP_DTENSOR_*`` local_mode sets, ``CUDA_VISIBLE_DEVICES``
-split between several clients) and starts the user's script with the same arguments: by ``exec`` for one client per
-host, else as child processes supervised by ``smddp_compat.launcher.run_process_group``: when one fails, the others
-are stopped and the launcher exits with its code.
+split between several clients) and starts the user's script with the same arguments (the toolkit's variables that
+name the script it started, ``SM_USER_ENTRY_POINT`` and ``SM_MODULE_NAME``, name the user's, as when the toolkit
+starts it): by ``exec`` for one client per host, else as child processes supervised by
+``smddp_compat.launcher.run_process_group``: when one fails, the others are stopped and the launcher exits with its
+code.
 
 Standard library only, plus ``smddp_compat`` shipped beside it. Also imported by ``dtensor_driver.py``.
 """
@@ -21,6 +23,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from smddp_compat.cluster import Cluster, dtensor_environments, endpoints, uniform_placements
+from smddp_compat.contract import naming_the_entry_point
 from smddp_compat.distribution_config import (
     DEFAULT_DTENSOR_JOB_NAME, DEFAULT_DTENSOR_PORT, DistributionConfig, HostCapacity,
 )
@@ -104,8 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         bundle = json.load(handle)
     script = os.path.join(here, bundle["entry_point"])
     args = list(sys.argv[1:] if argv is None else argv)
+    environ = {**os.environ, **naming_the_entry_point(os.environ, bundle["entry_point"])}
     try:
-        return launch(bundle["dtensor"], script, args, dict(os.environ))
+        return launch(bundle["dtensor"], script, args, environ)
     except ConfigurationError as exc:  # the cluster's variables, or the DTensor set-up
         print(f"[smddp-compat dtensor] error: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -180,6 +180,9 @@ class Strategy:
         serves_every_interface: Its processes start servers that listen on every interface whatever they are asked
             (TensorFlow's gRPC servers): on this machine they run in a network of the job's own
             (:attr:`LocalLaunch.own_network`), so no other machine reaches them.
+        ranks_see_the_leaders_environment: SageMaker's toolkit starts every host's ranks from the leader (mpirun
+            exports the leader's ``SM_*`` variables to each): a rank on ``algo-2`` sees ``SM_CURRENT_HOST=algo-1``
+            (its paths, ``/opt/ml/...``, name its own container's tree). The process backend gives them the same.
     """
 
     name: ClassVar[str]
@@ -191,6 +194,7 @@ class Strategy:
     ships_compat: ClassVar[bool] = False
     distribution_set_after_sdk_checks: ClassVar[bool] = False
     serves_every_interface: ClassVar[bool] = False
+    ranks_see_the_leaders_environment: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<strategy {self.name}>"

@@ -17,6 +17,7 @@ class MPI(HorovodStrategy):
     name = "mpi"
     sdk_key = "mpi"
     title = "Horovod over MPI"
+    ranks_see_the_leaders_environment = True  # the toolkit's MPI runner: mpirun -x every SM_* of the leader
 
     def default_processes_per_host(self, capacity: Any) -> int:
         """One process per GPU, else one."""

@@ -59,9 +59,10 @@ class SMDDP(HorovodStrategy):
         return {contract.MPI_PROCESSES_PER_HOST: str(given.processes_per_host)}
 
     def framework_parameters(self, config: Any, instance_type: str) -> dict[str, Any]:
-        """As the SDK sends them for SMDDP."""
+        """As the SDK sends them for SMDDP, with the processes per host as the kit's estimator adds them
+        (:meth:`estimator_hyperparameters`: a local job's processes per host are always given)."""
         return {contract.SMDDP_ENABLED: True, contract.SMDDP_CUSTOM_MPI_OPTIONS: config.custom_mpi_options,
-                contract.INSTANCE_TYPE: instance_type}
+                contract.INSTANCE_TYPE: instance_type, contract.MPI_PROCESSES_PER_HOST: config.processes_per_host}
 
     def rank_python_path(self) -> tuple[str, ...]:
         """smddp-compat's ``smdistributed`` alias folder, unless a real SMDDP is installed (never shadowed)."""

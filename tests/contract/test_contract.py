@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 import textwrap
@@ -178,3 +179,15 @@ def test_run_entry_point_writes_the_failure_through_the_contract(tmp_path: Path,
     assert ended.value.code == 1
     assert len(calls) == 1 and calls[0][0] == tmp_path
     assert (tmp_path / "failure").read_text().startswith("ValueError: the loss became NaN\n")
+
+
+def test_a_launcher_in_the_scripts_place_names_the_users_script_as_the_toolkit_would() -> None:
+    launcher = {"SM_USER_ENTRY_POINT": "smddp_compat_dtensor_launch.py", "SM_MODULE_NAME": "smddp_compat_dtensor_launch",
+                "SM_TRAINING_ENV": '{"module_name":"smddp_compat_dtensor_launch","hosts":["algo-1"],'
+                                   '"user_entry_point":"smddp_compat_dtensor_launch.py"}'}
+    named = contract.naming_the_entry_point(launcher, "train.py")
+    assert named["SM_USER_ENTRY_POINT"] == "train.py" and named["SM_MODULE_NAME"] == "train"
+    assert json.loads(named["SM_TRAINING_ENV"]) == {"module_name": "train", "hosts": ["algo-1"],
+                                                    "user_entry_point": "train.py"}
+    assert contract.naming_the_entry_point({"SM_TRAINING_ENV": "not json"}, "run.sh") == {}
+    assert contract.module_name("run.sh") == "run.sh"

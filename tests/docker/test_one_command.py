@@ -30,11 +30,14 @@ from tests.fake_aws import Aws
 REPO = Path(__file__).resolve().parents[2]
 
 #: A shell entry point (SageMaker's toolkit runs a .sh as a command: its shebang picks the interpreter) that records
-#: what its host saw: the cluster, its arguments (the hyperparameters), a channel, the environment.
+#: what its host saw: the cluster, its arguments (the hyperparameters), a channel, the environment. It writes
+#: SageMaker's paths literally too (/opt/ml/...): each host's own tree in both backends.
 PROBE = textwrap.dedent("""\
     #!/usr/bin/env python3
     import json, os, pathlib, sys
-    host = os.environ["SM_CURRENT_HOST"]
+    # The host's own resource config (under mpirun every rank has the leader's SM_CURRENT_HOST, as SageMaker's
+    # toolkit exports it).
+    host = json.loads(pathlib.Path("/opt/ml/input/config/resourceconfig.json").read_text())["current_host"]
     channel = pathlib.Path(os.environ["SM_CHANNEL_TRAIN"])
     seen = {
         "host": host, "hosts": json.loads(os.environ["SM_HOSTS"]), "argv": sys.argv[1:],
@@ -47,9 +50,11 @@ PROBE = textwrap.dedent("""\
     out = pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"])
     (out / f"seen-{host}.json").write_text(json.dumps(seen))
     (pathlib.Path(os.environ["SM_MODEL_DIR"]) / f"model-{host}.txt").write_text("trained")
-    if host == "algo-1":  # /opt/ml/checkpoints in a container: the host's own tree in the process backend
-        (pathlib.Path(seen["base"]) / "checkpoints" / "step-1.txt").write_text("checkpoint")
-    print(f"probe on {host}: done", flush=True)
+    pathlib.Path(f"/opt/ml/model/literal-{host}.txt").write_text("written to /opt/ml/model")
+    if host == "algo-1":
+        pathlib.Path("/opt/ml/checkpoints").mkdir(exist_ok=True)
+        pathlib.Path("/opt/ml/checkpoints/step-1.txt").write_text("checkpoint")
+    print(f"probe on {host}: probe-loss=0.5", flush=True)
 """)
 
 
@@ -62,9 +67,10 @@ def _probe_source(tmp_path: Path) -> tuple[Path, Path]:
     return source, data
 
 
-def _smddp_local(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "smddp_compat.commands.cli", "local", *argv], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=str(REPO))
+def _smddp_local(argv: list[str], env: dict[str, str], timeout: float,
+                 command: str = "local") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "smddp_compat.commands.cli", command, *argv], env=env,
+                          capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
 
 
 def _without_aws_credentials(tmp_path: Path) -> dict[str, str]:
@@ -77,27 +83,38 @@ def _without_aws_credentials(tmp_path: Path) -> dict[str, str]:
 
 # -- one job through the command line --------------------------------------------------------------------------------
 
-def _probe_job(backend: str, source: Path, data: Path, tmp_path: Path, image: str = "") -> tuple[
-    dict[str, Any], Path, Path
+#: A tuning trial (smddp tune, one trial of a plain job), and a job of each distribution (smddp local).
+_SHAPES = ("tuning-trial", "smddp", "mpi", "mwms", "parameter_server", "dtensor")
+#: Distributions the toolkit launches through mpirun, after which its leader sleeps 30 s (cut here, and said).
+_MPI_LAUNCHED = ("smddp", "mpi")
+
+
+def _probe_job(backend: str, shape: str, source: Path, data: Path, tmp_path: Path) -> tuple[
+    subprocess.CompletedProcess[str], Path
 ]:
-    """``smddp local probe.sh`` on 2 hosts with ``--backend BACKEND``: the DescribeTrainingJob answer (the twin's;
-    {} for the process backend), the job's output folder and its checkpoint folder."""
-    output, checkpoints = tmp_path / backend / "out", tmp_path / backend / "checkpoints"
-    done = _smddp_local(
-        ["probe.sh", "--source-dir", str(source), "--instance-count", "2", "--backend", backend,
-         "--hyperparameters", "epochs=3", "note=a b", "--channel", f"train={data}", "--env", "PROBE_ENV=yes",
-         "--checkpoint-dir", str(checkpoints), "--output", str(output), "--job-name", "one-command-probe",
-         "--max-run", "600", "--stop-grace", "10"],
-        env=_without_aws_credentials(tmp_path), timeout=800,
-    )
+    """probe.sh on 2 hosts in ``shape`` (:data:`_SHAPES`) with ``--backend BACKEND``: the command's run (smddp
+    local with the twin prints DescribeTrainingJob's answer) and the job's (the trial's) folder."""
+    output = tmp_path / backend / "out"
+    job = ["probe.sh", "--source-dir", str(source), "--instance-count", "2", "--backend", backend,
+           "--hyperparameters", "epochs=3", "note=a b", "--channel", f"train={data}", "--env", "PROBE_ENV=yes",
+           "--output", str(output), "--max-run", "600"]
+    env = _without_aws_credentials(tmp_path)
+    if shape == "tuning-trial":
+        done = _smddp_local([*job, "--job-name", "probe-tune", "--metric", "loss=probe-loss=([0-9.]+)",
+                             "--objective", "loss", "--objective-type", "Minimize", "--categorical", "lr=0.1",
+                             "--strategy", "Random", "--max-jobs", "1"], env, timeout=800, command="tune")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+        trials = json.loads((output / "probe-tune" / "training-jobs.json").read_text())["TrainingJobSummaries"]
+        assert [t["TrainingJobStatus"] for t in trials] == ["Completed"], trials
+        return done, output / "probe-tune" / trials[0]["TrainingJobName"]
+    # The option beats the environment's switch, both ways (the faithful way: test_short_toolkit_waits_...).
+    env["SMDDP_TWIN_SHORT_TOOLKIT_WAITS"] = "0"
+    extra = ["--mesh", "batch=4", "--devices-per-process", "2"] if shape == "dtensor" else []
+    done = _smddp_local([*job, *extra, "--distribution", shape, "--job-name", "one-command-probe",
+                         "--checkpoint-dir", str(tmp_path / backend / "checkpoints"), "--stop-grace", "10",
+                         *(["--short-toolkit-waits"] if backend == "docker" else [])], env, timeout=800)
     assert done.returncode == 0, done.stderr[-5000:]
-    if backend == "process":  # its summary is for a person; exit code 0 is Completed
-        return {}, output / "one-command-probe", checkpoints
-    described = json.loads(done.stdout)  # the twin prints DescribeTrainingJob's answer
-    assert (described["TrainingJobName"], described["TrainingJobStatus"]) == ("one-command-probe", "Completed")
-    assert f"the kit's image: {image}" in done.stderr  # the image was checked (and reused) on the way
-    assert "2 x ml.c5.xlarge" in done.stderr
-    return described, output / "one-command-probe", checkpoints
+    return done, output / "one-command-probe"
 
 
 def _seen(job: Path) -> dict[str, dict[str, Any]]:
@@ -109,11 +126,14 @@ def _seen(job: Path) -> dict[str, dict[str, Any]]:
 
 
 def _as_in_the_container(record: dict[str, Any]) -> dict[str, Any]:
-    """A host's arguments and SM_* variables with its tree's root written /opt/ml (path prefixes aside)."""
-    base = record["base"]
+    """A host's arguments and SM_* variables with its tree's root written /opt/ml (path prefixes aside) and its
+    instance type (the twin's ml.c5.xlarge, the process backend's "local") written TYPE where the framework
+    parameters name it (SMDDP's sagemaker_instance_type)."""
+    base, instance_type = record["base"], record["sm"]["SM_CURRENT_INSTANCE_TYPE"]
 
     def unrooted(text: str) -> str:
-        return text.replace(base, "/opt/ml")
+        return text.replace(base, "/opt/ml").replace(f'"sagemaker_instance_type":"{instance_type}"',
+                                                     '"sagemaker_instance_type":"TYPE"')
 
     return {"argv": [unrooted(word) for word in record["argv"]],
             "sm": {name: unrooted(value) for name, value in record["sm"].items()}}
@@ -126,72 +146,98 @@ _WHERE_IT_RUNS = ("SM_CURRENT_INSTANCE_TYPE", "SM_INSTANCE_GROUPS_DICT", "SM_RES
                   "SM_NETWORK_INTERFACE_NAME", "SM_MODULE_DIR", "SM_NUM_CPUS")
 
 
-@pytest.mark.timeout(900)
-@pytest.mark.usefixtures("no_leftovers")
-def test_a_script_runs_on_two_hosts_in_one_command_and_sees_what_the_process_backend_gives_it(
-    kit_image: str, tmp_path: Path
-) -> None:
-    """One command runs a script on 2 hosts in the kit's image; the same command with the process backend gives the
-    script the same arguments (``--model_dir`` the host's model folder in both) and the same SM_* variables, path
-    prefixes aside."""
-    source, data = _probe_source(tmp_path)
-    described, job, checkpoints = _probe_job("docker", source, data, tmp_path, kit_image)
-    assert described["ModelArtifacts"]["S3ModelArtifacts"] == str(job / "output" / "model.tar.gz")
-    assert sorted(p.name for p in (job / "logs").iterdir()) == ["algo-1.log", "algo-2.log"]
-    with tarfile.open(job / "output" / "model.tar.gz") as model:
-        assert sorted(model.getnames()) == ["model-algo-1.txt", "model-algo-2.txt"]
-    in_docker = _seen(job)
-    assert sorted(in_docker) == ["algo-1", "algo-2"]
-    for host, record in in_docker.items():
+def _check_job(job: Path, shape: str) -> dict[str, dict[str, Any]]:
+    """What both backends must have made of the probe's job: a record per host (by its resource config), its
+    hyperparameters as arguments, ``--model_dir`` the host's model folder, its channel, its environment, each host's
+    model files (also those written to /opt/ml/model literally) in model.tar.gz, a log per host; the records."""
+    seen = _seen(job)
+    assert sorted(seen) == ["algo-1", "algo-2"], seen
+    for record in seen.values():
         assert record["hosts"] == ["algo-1", "algo-2"], record
         argv = record["argv"]
         assert argv[argv.index("--epochs") + 1] == "3" and argv[argv.index("--note") + 1] == "a b", argv
-        assert argv[argv.index("--model_dir") + 1] == "/opt/ml/model", argv  # not an s3:// TF cannot write
+        assert argv[argv.index("--model_dir") + 1] == f"{record['base']}/model", argv  # not an s3:// TF cannot write
         assert record["channel"] == {"part-0.txt": "channel data"}, record
         assert record["probe_env"] == "yes"
         assert record["program"] == "probe.sh" and "python" in record["interpreter"]  # the shebang, not sh
-    assert (checkpoints / "step-1.txt").read_text() == "checkpoint"
+        if shape == "tuning-trial":
+            assert argv[argv.index("--lr") + 1] == "0.1" and "_tuning_objective_metric" not in " ".join(argv), argv
+            assert "_tuning_objective_metric" not in record["sm"]["SM_HPS"], record["sm"]["SM_HPS"]
+    with tarfile.open(job / "output" / "model.tar.gz") as model:
+        assert sorted(model.getnames()) == sorted(f"{kind}-{host}.txt" for kind in ("model", "literal")
+                                                  for host in seen), model.getnames()
+    assert sorted(p.name for p in (job / "logs").iterdir()) == ["algo-1.log", "algo-2.log"]
+    return seen
 
-    _, job, checkpoints = _probe_job("process", source, data, tmp_path)
-    in_processes = _seen(job)
-    assert (checkpoints / "step-1.txt").read_text() == "checkpoint"
-    for host in ("algo-1", "algo-2"):
+
+@pytest.mark.timeout(900)
+@pytest.mark.usefixtures("no_leftovers")
+@pytest.mark.parametrize("shape", _SHAPES)
+def test_a_script_gets_the_same_arguments_and_sm_variables_in_both_backends(
+    shape: str, kit_image: str, tmp_path: Path
+) -> None:
+    """One command runs a script on 2 hosts in the kit's image (as SageMaker runs it) and with the process backend,
+    as a tuning trial and in each distribution: the script gets the same arguments (``--model_dir`` its host's model
+    folder; no toolkit parameter) and the same SM_* variables, path prefixes aside; SageMaker's paths written
+    literally land in each host's own tree (its /opt/ml/model, its /opt/ml/checkpoints) in both."""
+    source, data = _probe_source(tmp_path)
+    done, job = _probe_job("docker", shape, source, data, tmp_path)
+    in_docker = _check_job(job, shape)
+    if shape != "tuning-trial":
+        assert f"the kit's image: {kit_image}" in done.stderr  # the image was checked (and reused) on the way
+        described = json.loads(done.stdout)  # the twin prints DescribeTrainingJob's answer
+        assert "2 x ml.c5.xlarge" in done.stderr
+        assert (described["TrainingJobName"], described["TrainingJobStatus"]) == ("one-command-probe", "Completed")
+        assert described["ModelArtifacts"]["S3ModelArtifacts"] == str(job / "output" / "model.tar.gz")
+        assert SHORT_WAITS_WARNING in described["Twin"]["Warnings"]  # the twin's choice, said whatever the job
+        leader = (job / "logs" / "algo-1.log").read_text()
+        stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in leader.splitlines()
+                  if "status file from leader node" in line]
+        assert len(stamps) == (2 if shape in _MPI_LAUNCHED else 0), leader[-3000:]
+        assert not stamps or (stamps[1] - stamps[0]).total_seconds() < 10, stamps  # the option beat the switch
+
+    _, job = _probe_job("process", shape, source, data, tmp_path)
+    in_processes = _check_job(job, shape)
+    if shape != "tuning-trial":
+        for backend in ("docker", "process"):
+            assert (tmp_path / backend / "checkpoints" / "step-1.txt").read_text() == "checkpoint"
+    if shape == "mpi":  # the toolkit's mpirun gives every rank the leader's SM_*; the process backend does too
+        assert {record["sm"]["SM_CURRENT_HOST"] for record in in_processes.values()} == {"algo-1"}
+    for host in in_docker:
         container, local = _as_in_the_container(in_docker[host]), _as_in_the_container(in_processes[host])
         assert local["argv"] == container["argv"], (local["argv"], container["argv"])
         assert sorted(local["sm"]) == sorted(container["sm"]), set(local["sm"]) ^ set(container["sm"])
         differ = {name for name in container["sm"] if local["sm"][name] != container["sm"][name]}
-        assert differ <= set(_WHERE_IT_RUNS), {n: (local["sm"][n], container["sm"][n]) for n in differ}
+        assert differ <= set(_WHERE_IT_RUNS), {n: (local["sm"][n], container["sm"][n]) for n in differ
+                                               if n not in _WHERE_IT_RUNS}
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.faithful_toolkit_waits  # the environment's switch is set below, per case
+@pytest.mark.faithful_toolkit_waits  # the environment's switch is set below
 @pytest.mark.usefixtures("no_leftovers")
-@pytest.mark.parametrize("option, switch, cut", [("--short-toolkit-waits", "0", True),
-                                                 ("--no-short-toolkit-waits", "1", False)])
-def test_short_toolkit_waits_cut_the_leaders_30_s_and_the_answer_says_so(
-    option: str, switch: str, cut: bool, kit_image: str, tmp_path: Path
+def test_without_short_toolkit_waits_the_leader_waits_its_30_s_whatever_the_environment_says(
+    kit_image: str, tmp_path: Path
 ) -> None:
-    """A 2-host SMDDP job with --short-toolkit-waits: the toolkit's leader waits at most a second between writing
-    the workers' status files and finishing (SageMaker's toolkit sleeps 30 s there), and Twin.Warnings says so. With
-    --no-short-toolkit-waits the 30 s are kept, even when SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1 is in the environment."""
+    """A 2-host SMDDP job with --no-short-toolkit-waits keeps the toolkit leader's 30 s between writing the workers'
+    status files and finishing, even with SMDDP_TWIN_SHORT_TOOLKIT_WAITS=1 in the environment, and Twin.Warnings
+    says nothing of it (the cut, and the option beating the switch the other way: the probe test above)."""
     output = tmp_path / "out"
     done = _smddp_local(
         ["allreduce.py", "--source-dir", str(REPO / "tests" / "local_mode" / "scripts"), "--instance-count", "2",
-         "--distribution", "smddp", "--backend", "docker", option, "--output", str(output),
+         "--distribution", "smddp", "--backend", "docker", "--no-short-toolkit-waits", "--output", str(output),
          "--job-name", "toolkit-waits", "--max-run", "600", "--stop-grace", "10"],
-        env={**_without_aws_credentials(tmp_path), "SMDDP_TWIN_SHORT_TOOLKIT_WAITS": switch}, timeout=800,
+        env={**_without_aws_credentials(tmp_path), "SMDDP_TWIN_SHORT_TOOLKIT_WAITS": "1"}, timeout=800,
     )
     assert done.returncode == 0, done.stderr[-5000:]
     described = json.loads(done.stdout)
     assert described["TrainingJobStatus"] == "Completed"
-    assert (SHORT_WAITS_WARNING in described["Twin"]["Warnings"]) is cut
-    assert (f"warning: {SHORT_WAITS_WARNING}" in done.stderr) is cut
+    assert SHORT_WAITS_WARNING not in described["Twin"]["Warnings"]
+    assert f"warning: {SHORT_WAITS_WARNING}" not in done.stderr
     leader = (output / "toolkit-waits" / "logs" / "algo-1.log").read_text()
     stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in leader.splitlines()
               if "status file from leader node" in line]
     assert len(stamps) == 2, leader[-3000:]  # "Begin writing ..." and "Finished writing ..."
-    waited = (stamps[1] - stamps[0]).total_seconds()
-    assert waited < 10 if cut else waited >= 29, stamps
+    assert (stamps[1] - stamps[0]).total_seconds() >= 29, stamps
 
 
 # -- refusals: before anything starts ------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def _records(output_tarball: Path, hosts: int, per_host: int) -> dict[int, tuple
                 handle = archive.extractfile(member)
                 assert handle is not None
                 record = json.load(handle)
-                found[int(match.group(1))] = (record["env"]["SM_CURRENT_HOST"], record)
+                found[int(match.group(1))] = (record["env"]["CURRENT_HOST"], record)  # the platform's: its own
     return found
 
 
@@ -93,7 +93,8 @@ def test_every_process_sees_the_sagemaker_contract(
     for index, (host, record) in records.items():
         host_index, local = divmod(index, per_host)
         assert host == f"algo-{host_index + 1}"
-        _check_contract(record, host, hosts, spec.job_name)
+        # An MPI job's ranks see the leader's SM_* (the toolkit's mpirun exports them), their paths their own.
+        _check_contract(record, host, hosts, spec.job_name, "algo-1" if distribution == "mpi" else host)
         _check_set_variables_are_reserved(record["env"], parent=os.environ, user=spec.environment)
         _check_distribution(record, distribution, index, host_index, local, hosts, per_host, addresses)
 
@@ -115,13 +116,13 @@ def _check_set_variables_are_reserved(env: dict[str, str], *, parent: Any, user:
     assert sorted(name for name in set_by_local_mode - overridable if not is_reserved(name)) == []
 
 
-def _check_contract(record: dict[str, Any], host: str, hosts: int, job_name: str) -> None:
+def _check_contract(record: dict[str, Any], host: str, hosts: int, job_name: str, toolkit_host: str) -> None:
     env = record["env"]
     host_names = [f"algo-{i + 1}" for i in range(hosts)]
     root = env["SAGEMAKER_BASE_DIR"]
     assert root.endswith(f"/{host}") and os.path.basename(os.path.dirname(root)).startswith(f"smddp-local-{job_name}-")
     assert json.loads(env["SM_HOSTS"]) == host_names
-    assert env["SM_CURRENT_HOST"] == host == env["CURRENT_HOST"]
+    assert env["SM_CURRENT_HOST"] == toolkit_host and env["CURRENT_HOST"] == host
     assert env["TRAINING_JOB_NAME"] == job_name
     assert env["SM_MODEL_DIR"] == f"{root}/model"
     assert env["SM_OUTPUT_DATA_DIR"] == f"{root}/output/data"
@@ -143,7 +144,8 @@ def _check_contract(record: dict[str, Any], host: str, hosts: int, job_name: str
                      "--use-bn", "True", "--write-model", "1"]
     assert record["argv"] == expected_args
     assert json.loads(env["SM_USER_ARGS"]) == expected_args
-    assert json.loads(env["SM_RESOURCE_CONFIG"]) == record["configs"]["resourceconfig.json"]
+    assert json.loads(env["SM_RESOURCE_CONFIG"]) == {**record["configs"]["resourceconfig.json"],
+                                                     "current_host": toolkit_host}
     assert record["configs"]["resourceconfig.json"]["current_host"] == host
     assert record["configs"]["resourceconfig.json"]["hosts"] == host_names
     assert json.loads(env["SM_INPUT_DATA_CONFIG"]) == record["configs"]["inputdataconfig.json"]
@@ -153,7 +155,7 @@ def _check_contract(record: dict[str, Any], host: str, hosts: int, job_name: str
     assert json.loads(hps_file["sagemaker_program"]) == "dump_env.py"
     assert json.loads(hps_file["sagemaker_job_name"]) == job_name
     training_env = json.loads(env["SM_TRAINING_ENV"])
-    assert training_env["current_host"] == host and training_env["hosts"] == host_names
+    assert training_env["current_host"] == toolkit_host and training_env["hosts"] == host_names
     assert training_env["model_dir"] == env["SM_MODEL_DIR"]
     assert json.loads(env["SMDDP_HOST_ADDRESSES"]) == host_addresses(hosts)
     assert env["MY_SETTING"] == "on"

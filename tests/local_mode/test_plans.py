@@ -118,7 +118,8 @@ def test_training_environment_for_an_smddp_host(tmp_path: Path) -> None:
         "SM_LOG_LEVEL": "20",
         "SM_FRAMEWORK_MODULE": "sagemaker_tensorflow_container.training:main",
         "SM_FRAMEWORK_PARAMS": '{"sagemaker_distributed_dataparallel_custom_mpi_options":"",'
-        '"sagemaker_distributed_dataparallel_enabled":true,"sagemaker_instance_type":"local"}',
+        '"sagemaker_distributed_dataparallel_enabled":true,"sagemaker_instance_type":"local",'
+        '"sagemaker_mpi_num_of_processes_per_host":1}',
         "SM_NETWORK_INTERFACE_NAME": "lo",
         "SM_CURRENT_INSTANCE_TYPE": "local",
         "SM_CURRENT_INSTANCE_GROUP": "homogeneousCluster",
@@ -154,6 +155,12 @@ def test_framework_parameters_per_distribution() -> None:
         "sagemaker_mpi_enabled": True,
         "sagemaker_mpi_num_of_processes_per_host": 2,
         "sagemaker_mpi_custom_mpi_options": "",
+    }
+    assert _framework_parameters("smddp", 1) == {  # with the processes per host the kit's estimator adds
+        "sagemaker_distributed_dataparallel_enabled": True,
+        "sagemaker_distributed_dataparallel_custom_mpi_options": "",
+        "sagemaker_instance_type": "local",
+        "sagemaker_mpi_num_of_processes_per_host": 1,
     }
     assert _framework_parameters("mwms", 1) == {"sagemaker_multi_worker_mirrored_strategy_enabled": True}
     assert _framework_parameters("parameter_server", 1) == {"sagemaker_parameter_server_enabled": True}
