@@ -2,12 +2,11 @@
 TensorFlow toolkit starts a parameter server on every host and runs the script with its own ``TF_CONFIG`` (the
 master on algo-1, a worker on algo-2); the bundled entry point trains under TF 2.21's ParameterServerStrategy to its
 held-out target, and its artifacts and metrics are the job's answer. SDK v3's plug-in runs it the same way through
-the kit's driver. A script that never uses the servers (plain Keras ``fit`` on each host, as AWS's
-``parameter_server`` example trains) completes when it ends, under either."""
+the kit's driver, whose hosts end when their scripts end (with the servers used; a script that never uses them, as
+AWS's ``parameter_server`` example trains: the probe's parameter_server job in test_one_command.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -25,7 +24,6 @@ from tests.fake_aws import ROLE, Aws
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("no_leftovers")]
 
 ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
-SCRIPTS = Path(__file__).resolve().parents[1] / "local_mode" / "scripts"
 TARGET_ACCURACY = 0.90
 METRICS = [{"Name": "test_accuracy", "Regex": r"test_accuracy=([0-9.]+);"}]
 SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"
@@ -97,16 +95,3 @@ def test_the_sdk_v3_plug_in_runs_it_as_the_toolkit_does(aws: Aws, kit_image: str
     assert "parameter server 1 and the worker's script" in printed, printed[-5000:]
     accuracy = [float(v) for v in re.findall(r"test_accuracy=([0-9.]+);", printed)]
     assert accuracy and accuracy[-1] >= TARGET_ACCURACY, printed[-3000:]
-
-
-@pytest.mark.timeout(600)
-@pytest.mark.usefixtures("aws")  # the SDK's requests go to moto
-def test_scripts_that_never_use_the_servers_complete_when_they_end(kit_image: str, tmp_path: Path) -> None:
-    """Plain Keras fit on each host (AWS's parameter_server example) through SDK v3: the kit's driver ends each host
-    when its script ends; an hour's start timeout for the servers would outlast this test. (Through SDK v2, the
-    toolkit's own launch: the probe script's parameter_server job in test_one_command.py.)"""
-    request = _sdk3_request(kit_image, tmp_path, SCRIPTS, "keras_fit_per_host.py", {"epochs": 3})
-    _, printed = _replay(dataclasses.replace(
-        request, environment={**request.environment, "SMDDP_PS_START_TIMEOUT_SECONDS": "3600"}))
-    accuracies = [float(v) for v in re.findall(r"accuracy=([0-9.]+);", printed)]
-    assert len(accuracies) == 2 and min(accuracies) >= 0.8, printed[-3000:]

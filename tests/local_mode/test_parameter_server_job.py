@@ -1,7 +1,8 @@
 """``smddp local --distribution parameter_server``: the bundled parameter-server entry point trains on 2 simulated
 hosts with SageMaker's toolkit layout (a parameter server and the script per host), reaches its held-out target,
-resumes from its checkpoints, and a lost process ends the job naming its host and role; a job whose scripts never
-use the parameter servers (plain Keras ``fit`` on each host) completes when the scripts end."""
+resumes from its checkpoints, and a lost process ends the job naming its host and role (a job whose scripts never
+use the parameter servers completes when they end: the probe's parameter_server job in
+tests/docker/test_one_command.py, in both backends)."""
 
 from __future__ import annotations
 
@@ -124,18 +125,6 @@ def _script_job(tmp_path: Path, script: str, job_name: str, *extra: str) -> tupl
     accuracies = {host: float(value) for host, value in
                   re.findall(r"^\[(algo-[12]),(?:master|worker)\] .*accuracy=([0-9.]+);", out, flags=re.MULTILINE)}
     return out, accuracies
-
-
-@pytest.mark.timeout(300)
-def test_a_job_whose_scripts_never_use_the_servers_completes_when_they_end(tmp_path: Path) -> None:
-    """AWS's parameter_server example trains with plain Keras fit on each host: as with SageMaker's toolkit, the job
-    ends when the scripts end; a server that waited for a coordinator would outlast this test."""
-    _, accuracies = _script_job(tmp_path, "keras_fit_per_host.py", "ps-unused")
-    assert sorted(accuracies) == ["algo-1", "algo-2"] and min(accuracies.values()) >= 0.8, accuracies
-    with tarfile.open(tmp_path / "out" / "ps-unused" / "output" / "model.tar.gz") as archive:
-        assert "model.keras" in [Path(name).name for name in archive.getnames()]
-    with tarfile.open(tmp_path / "out" / "ps-unused" / "output" / "model.tar.gz") as archive:
-        assert "model.keras" in [Path(name).name for name in archive.getnames()]
 
 
 @pytest.mark.timeout(300)
