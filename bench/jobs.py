@@ -70,13 +70,15 @@ class Job:
     @property
     def label(self) -> str:
         """A short unique-enough name for logs, e.g. ``collectives-smddprun-gloo-2``."""
-        tag = "-".join(value for name, value in self.args_dict().items()
+        tag = "-".join(value.replace(",", "+") for name, value in self.args_dict().items()
                        if name in ("--api", "--variant", "--strategy", "--model", "--models"))
         if ("TF_USE_LEGACY_KERAS", "0") in self.env:
             tag += "-keras3"
         for name, value in self.env:  # settings that make it a variant of another job
             if name.startswith("HOROVOD_"):
                 tag += f"-{name.removeprefix('HOROVOD_').lower()}-{value}"
+            elif name == "SMDDP_HOST_VIEW":
+                tag += f"-{value}-view"
         if "--short-toolkit-waits" in self.local_options:
             tag += "-short-waits"
         base = f"{self.program.removesuffix('.py')}-{self.launcher.value}-{self.ranks}"

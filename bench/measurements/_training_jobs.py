@@ -32,9 +32,10 @@ def smddprun_training(config: BenchConfig, ranks: int, api: str = "smddp_compat"
                LEGACY_KERAS + env, repeat=repeat)
 
 
-def local_mode_training(config: BenchConfig, hosts: int, repeat: bool = False) -> Job:
-    """``smddp local`` with ``hosts`` hosts x 1 process (distribution smddp) running train.py."""
-    return Job("train.py", Launcher.LOCAL_MODE, hosts, _args(config, hosts, "smddp_compat"), LEGACY_KERAS,
+def local_mode_training(config: BenchConfig, hosts: int, repeat: bool = False,
+                        env: tuple[tuple[str, str], ...] = ()) -> Job:
+    """``smddp local`` with ``hosts`` hosts x 1 process (distribution smddp) running train.py, plus ``env``."""
+    return Job("train.py", Launcher.LOCAL_MODE, hosts, _args(config, hosts, "smddp_compat"), LEGACY_KERAS + env,
                repeat=repeat, marks=(FIRST_STEP_MARK,))
 
 

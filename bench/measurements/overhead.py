@@ -38,9 +38,17 @@ def _job(config: BenchConfig, engine: str, model: str) -> Job:
     )
 
 
+def _engine_jobs(config: BenchConfig, engine: str) -> dict[str, Job]:
+    """The job timing each model on ``engine``: one per model (each its own process start); ``--quick``: one job
+    timing both (a smoke test of the code needs one start-up, not two)."""
+    if config.quick:
+        return dict.fromkeys(MODEL_NAMES, _job(config, engine, ",".join(MODEL_NAMES)))
+    return {model: _job(config, engine, model) for model in MODEL_NAMES}
+
+
 def jobs(config: BenchConfig) -> list[Job]:
-    """One 2-rank job per engine and model."""
-    return [_job(config, engine, model) for engine in horovod_engines() for model in MODEL_NAMES]
+    """One 2-rank job per engine and model (``--quick``: per engine)."""
+    return [job for engine in horovod_engines() for job in dict.fromkeys(_engine_jobs(config, engine).values())]
 
 
 def grouped_ratios(numerators: list[float], denominators: list[float], groups: int = GROUPS) -> Summary:
@@ -77,7 +85,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     step_medians: dict[str, dict[str, float]] = {}
     for engine in horovod_engines():
         name = engine_label(engine, RANKS)
-        by_model = {model: list(runs(_job(config, engine, model))) for model in MODEL_NAMES}
+        by_model = {model: list(runs(job)) for model, job in _engine_jobs(config, engine).items()}
         step_medians[engine] = _summarise_engine(result, by_model, engine, name)
     if all(step_medians.get(engine) for engine in ("gloo", "mpi")):
         for model, name in MODEL_NAMES.items():

@@ -58,13 +58,13 @@ def test_quick_bench_runs_every_measurement_and_writes_its_outputs(tmp_path):
         assert set(results["measurements"]["overhead"]["raw"][engine]) >= {"cnn", "mlp"}
     assert results["measurements"]["memory"]["raw"]["compat_loaded_in_raw_run"] is False
 
-    # every strategy trained on 2 hosts and the twin's start-up was timed, its toolkit wait apart (faithful: the bench
-    # asks for the toolkit's waits whatever the environment says)
+    # every strategy trained on 2 hosts and the twin's start-up was timed, its toolkit wait apart (cut in --quick: the
+    # faithful 30 s have their own test, test_one_command.py)
     cells = results["measurements"]["strategies"]["raw"]["models"]["mlp"]
     assert {cell["strategy"] for cell in cells if cell.get("samples_per_second", 0) > 0} == {
         "smddp", "horovod_face", "horovod", "mwms", "mwms_fit", "dtensor", "parameter_server"}, cells
     twin = results["measurements"]["startup"]["raw"]["twin"]["timings"]
-    assert all(value["to_first_step"] < value["to_completed"] and value["toolkit_wait"] >= 29 for value in
+    assert all(value["to_first_step"] < value["to_completed"] and 0 <= value["toolkit_wait"] < 10 for value in
                twin.values()), twin
 
     assert (out / "bandwidth.png").read_bytes()[:8] == PNG_MAGIC
