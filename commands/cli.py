@@ -25,6 +25,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, bool, str]] = {
     "logs": ("smddp_compat.commands.submit_cli", "main", True, "print a SageMaker training job's logs"),
     "wait": ("smddp_compat.commands.submit_cli", "main", True, "wait for a SageMaker training job to end"),
     "fetch": ("smddp_compat.commands.submit_cli", "main", True, "download a training job's model artifact"),
+    "mlflow-send": ("smddp_compat.commands.mlflow_cli", "main", False,
+                    "send a tracked job's metrics and status to MLflow, kept when its server was unreachable"),
     "bench": ("smddp_compat.bench.run", "main", False, "run the benchmarks and print the table of ratios"),
     "matrix": ("smddp_compat.bench.matrix", "main", False,
                "run every strategy x Keras x launcher as short jobs; write the compatibility matrix"),

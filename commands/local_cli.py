@@ -34,6 +34,7 @@ from smddp_compat.local_mode.backends import DockerBackend, ProcessBackend
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.s3 import is_s3_uri
+from smddp_compat.local_mode.tracking import MlflowSettings
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.local_mode.name_values import parse_name_values
 
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     more = parser.add_argument_group("more options of smddp local")
     add_environment_and_metrics(more, metric_help="its last value is in the summary")
+    add_tracking_options(more, what="the job is an MLflow run")
     more.add_argument("--checkpoint-dir", metavar="DIR|s3://...",
                       help="folder shared as every host's checkpoints folder, or an s3:// prefix (SageMaker's "
                       "checkpoint_s3_uri: each host's folder starts from it and is stored there at the end); give it "
@@ -161,6 +163,37 @@ def add_environment_and_metrics(group: argparse._ArgumentGroup, *, metric_help: 
                        "regex's first group captures it; repeatable)")
 
 
+def add_tracking_options(group: argparse._ArgumentGroup, *, what: str) -> None:
+    """``--mlflow`` and its companions, as ``smddp local`` and ``smddp tune`` take them (``what``: what is tracked)."""
+    group.add_argument("--mlflow", metavar="URI",
+                       help=f"track in MLflow: {what} (its hyperparameters, metric series, status; the script gets "
+                       "MLFLOW_TRACKING_URI and MLFLOW_RUN_ID), at a tracking server (http://HOST:PORT) or a local "
+                       "store (sqlite:///ABS/PATH.db)")
+    group.add_argument("--mlflow-experiment", metavar="NAME",
+                       help="the MLflow experiment (made when missing; default: the job's name less its timestamp)")
+    group.add_argument("--mlflow-run-name", metavar="NAME", help="the MLflow run's name (default: the job's name)")
+    group.add_argument("--mlflow-optional", action="store_true",
+                       help="when the tracking server cannot be reached at the start, run untracked (said) instead "
+                       "of refusing to start")
+
+
+def tracking_from_args(args: argparse.Namespace) -> MlflowSettings | None:
+    """The job's MLflow settings from :func:`add_tracking_options`' options (None without ``--mlflow``).
+
+    Raises:
+        ConfigurationError: A companion option without ``--mlflow``, or a bad URI or name.
+    """
+    if args.mlflow is None:
+        given = [f"--{name.replace('_', '-')}" for name in ("mlflow_experiment", "mlflow_run_name", "mlflow_optional")
+                 if getattr(args, name)]
+        if given:
+            raise ConfigurationError(given[0], getattr(args, given[0][2:].replace("-", "_")), "was given without "
+                                     "--mlflow", "add --mlflow URI (the tracking server or store)")
+        return None
+    return MlflowSettings(args.mlflow, experiment_name=args.mlflow_experiment, run_name=args.mlflow_run_name,
+                          untracked_if_unreachable=args.mlflow_optional)
+
+
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
     """Builds the validated job from :func:`build_parser`'s arguments (the demo job when no entry point is given).
 
@@ -196,6 +229,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         environment=parse_name_values(args.env, "--env"),
         checkpoint_path=None if s3_checkpoints else args.checkpoint_dir,
         checkpoint_s3_uri=s3_checkpoints,
+        mlflow=tracking_from_args(args),
         dtensor_mesh=mesh_option_text(args.mesh, "--mesh"),  # DIM=SIZE,...: checked by the distribution model
         devices_per_process=args.devices_per_process,
         work_dir=args.work_dir,

@@ -35,13 +35,15 @@ from smddp_compat.estimators import run_tuning_job
 from smddp_compat.estimators.replay import replay_spec
 from smddp_compat.commands.job_options import add_job_options
 from smddp_compat.launcher import StopSignalled, whole_number
-from smddp_compat.commands.local_cli import add_environment_and_metrics, run_reporting_errors, spec_from_args
+from smddp_compat.commands.local_cli import (
+    add_environment_and_metrics, add_tracking_options, run_reporting_errors, spec_from_args)
 from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.s3 import is_s3_uri
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.search_strategies import STRATEGIES
+from smddp_compat.local_mode.tracking import TrackedRun
 from smddp_compat.local_mode.tuning import WARM_START_TYPES
 from smddp_compat.local_mode.name_values import decode_value, parse_name_values
 
@@ -99,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     more = parser.add_argument_group("more options of every trial (as smddp local's)")
     add_environment_and_metrics(more, metric_help="the objective must be one")
+    add_tracking_options(more, what="the tuning job is a run, each trial a run under it")
     more.add_argument("--show-logs", action="store_true",
                       help="print the trials' output as they run (each trial's logs are kept in its folder anyway)")
     more.add_argument("--backend", choices=("process", "docker"), default="process",
@@ -217,6 +220,21 @@ def tuning_request(args: argparse.Namespace, spec: JobSpec) -> dict[str, Any]:
     return request
 
 
+def _tracked_tuning(base: JobSpec, request: Mapping[str, Any], backend: str, say: Any) -> TrackedRun | None:
+    """The tuning job's MLflow run (its trials' runs go under it), when ``--mlflow`` was given."""
+    if base.mlflow is None:
+        return None
+    config = request["HyperParameterTuningJobConfig"]
+    name = request["HyperParameterTuningJobName"]
+    return TrackedRun.start(
+        dataclasses.replace(base.mlflow, run_name=base.mlflow.run_name or name), job_name=name,
+        hyperparameters=request["TrainingJobDefinition"]["StaticHyperParameters"], say=say,
+        tags={"sagemaker.tuning_job_name": name, "sagemaker.tuning_strategy": config["Strategy"],
+              "sagemaker.objective": f"{config['HyperParameterTuningJobObjective']['Type']} "
+                                     f"{config['HyperParameterTuningJobObjective']['MetricName']}",
+              "sagemaker.backend": backend})
+
+
 def _run(args: argparse.Namespace) -> int:
     base = spec_from_args(args)
     if is_s3_uri(base.output_path):
@@ -225,6 +243,13 @@ def _run(args: argparse.Namespace) -> int:
     request = tuning_request(args, base)
     folder = os.path.abspath(os.path.join(base.output_path, request["HyperParameterTuningJobName"]))
     out = sys.stdout
+    tracked = _tracked_tuning(base, request, args.backend,
+                              lambda line: print(f"smddp tune: {line}", file=out, flush=True))
+    if tracked is not None:  # every trial a run under the tuning job's
+        base = dataclasses.replace(base, mlflow=tracked.trial_settings())
+    elif base.mlflow is not None:  # untracked, as asked when the server cannot be reached
+        base = dataclasses.replace(base, mlflow=None)
+    trial_runs: dict[str, str] = {}
 
     def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl) -> Mapping[str, Any]:
         trial = dataclasses.replace(base, job_name=trial_name, output_path=folder, hyperparameters={
@@ -232,9 +257,14 @@ def _run(args: argparse.Namespace) -> int:
         with contextlib.ExitStack() as stack:
             stream = out if args.show_logs else stack.enter_context(open(os.devnull, "w"))
             if args.backend == "docker":
-                return replay_spec(trial, stream=stream, control=control).describe()
-            return ProcessBackend(stream=stream).run(trial, control=control).describe()
+                described = replay_spec(trial, stream=stream, control=control).describe()
+            else:
+                described = ProcessBackend(stream=stream).run(trial, control=control).describe()
+        if described.get("MlflowDetails"):
+            trial_runs[trial_name] = described["MlflowDetails"]["MlflowRunId"]
+        return described
 
+    job = None
     try:
         job = run_tuning_job(request, run_trial, folder=folder, region=default_region(),
                              processes_per_trial=base.instance_count * base.processes_per_host, stream=out)
@@ -243,6 +273,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"smddp tune: interrupted ({signal.Signals(signum).name}): the running trials were stopped; the ended "
               "ones are kept", file=sys.stderr)
         return 128 + signum
+    finally:
+        if tracked is not None:
+            described = job.describe() if job is not None else {"HyperParameterTuningJobStatus": "Stopped"}
+            tracked.finish_tuning(
+                described=described, trials=job.training_job_summaries() if job is not None else [],
+                trial_runs=trial_runs, stopped_early=list(job.stopped_early()) if job is not None else [],
+                pending_dir=Path(folder) if os.path.isdir(folder) else None,
+                say=lambda line: print(f"smddp tune: {line}", file=out, flush=True))
     return 0 if job.status == "Completed" else 1
 
 

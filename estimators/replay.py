@@ -404,7 +404,8 @@ def replay_spec(
             result = SageMakerTwin(
                 request, stream=stream, engine=engine, s3_client_factory=aws.s3_client, job_name=job.job_name,
                 output=str(staging) if staging is not None else spec.output_path,
-                checkpoints=checkpoints, short_toolkit_waits=short_toolkit_waits, control=control, **options,
+                checkpoints=checkpoints, short_toolkit_waits=short_toolkit_waits, control=control,
+                tracking=spec.mlflow, **options,
             ).run()
         if staging is not None:
             assert isinstance(destination, S3Location)

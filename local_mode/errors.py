@@ -7,8 +7,8 @@ Two families, after the SageMaker training toolkit's split between the user's mi
   when the :class:`~local_mode.spec.JobSpec` is built or before anything starts; the message names the field, the
   value received and the fix. These are the kit's shared classes, re-exported from :mod:`smddp_compat.errors`.
 * :class:`LocalModeError` (an :class:`~smddp_compat.errors.SmddpError`) and its :class:`JobFailedError`,
-  :class:`ChannelError`, :class:`ArtifactError`: something went wrong while the job ran, fetched its input or stored
-  its output.
+  :class:`ChannelError`, :class:`ArtifactError`, :class:`TrackingError`: something went wrong while the job ran,
+  fetched its input, stored its output or reached its MLflow tracking server.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from smddp_compat.errors import ConfigurationError, HyperparameterError, SmddpEr
 
 __all__ = [
     "LocalModeError", "ConfigurationError", "HyperparameterError", "ChannelError", "ArtifactError", "JobFailedError",
+    "TrackingError",
 ]
 
 
@@ -38,6 +39,14 @@ class ChannelError(LocalModeError):
 
 class ArtifactError(LocalModeError):
     """The job's artifacts (model.tar.gz, output.tar.gz, logs) could not be written or uploaded."""
+
+
+class TrackingError(LocalModeError):
+    """An MLflow tracking server or store could not be used: before the job, which then does not start, or when a
+    run's end kept by a job is sent. The message is ``<field>=<value>: <problem>. Fix: <fix>`` (never credentials)."""
+
+    def __init__(self, uri: str, problem: str, fix: str, *, field: str = "mlflow tracking URI") -> None:
+        super().__init__(field=field, value=uri, problem=problem, fix=fix)
 
 
 class JobFailedError(LocalModeError):

@@ -14,7 +14,10 @@ what it does once they ended, and what it releases. What follows is written here
   ``Failed`` with SageMaker's ``ClientError`` reason and the hosts' folders are kept (their path is said);
 * ``SecondaryStatusTransitions`` and the metrics (one :class:`~local_mode.metrics.MetricWatch` fed every line the
   job prints) are recorded as they happen, and the answer is built by one builder
-  (:meth:`~local_mode.outcome.JobResult.describe`).
+  (:meth:`~local_mode.outcome.JobResult.describe`);
+* a job given MLflow settings is a run (:mod:`~local_mode.tracking`): made before anything starts (a server that
+  cannot be reached stops the job there, unless it may run untracked), in the scripts' environment
+  (:attr:`JobLifecycle.tracking_environment`), ended with the job's metric series and status.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from smddp_compat.local_mode.layout import HostLayout
 from smddp_compat.local_mode.metrics import MetricDefinition, MetricWatch
 from smddp_compat.local_mode.outcome import COMPLETED, FAILED, STOPPED, JobResult, SecondaryStatusLog, model_location
 from smddp_compat.local_mode.s3 import S3Location, check_s3_destination
+from smddp_compat.local_mode.tracking import MlflowSettings, TrackedRun
 
 __all__ = ["JobControl", "JobEnd", "JobLifecycle"]
 
@@ -100,8 +104,10 @@ class JobLifecycle:
 
     def __init__(self, job_name: str, destination: Path | S3Location, *,
                  metric_definitions: tuple[MetricDefinition, ...] = (), compression: str = "GZIP",
-                 control: JobControl | None = None) -> None:
+                 control: JobControl | None = None, tracking: MlflowSettings | None = None) -> None:
         self.job_name = job_name
+        self.tracking = tracking
+        self.tracked: TrackedRun | None = None
         self.destination = destination
         self.compression = compression
         self.control = control if control is not None else JobControl()
@@ -143,6 +149,15 @@ class JobLifecycle:
     def _extras(self, end: JobEnd) -> dict[str, Any]:
         """More :class:`JobResult` fields (the request's members, the ARN, the twin's notes)."""
         return {}
+
+    def _tracked_facts(self) -> tuple[Mapping[str, Any], dict[str, str]]:
+        """The job's hyperparameters and its MLflow run's tags (distribution, instance count and type, image)."""
+        return {}, {}
+
+    @property
+    def tracking_environment(self) -> dict[str, str]:
+        """What the job's scripts get to log to its MLflow run (empty for an untracked job)."""
+        return self.tracked.environment() if self.tracked is not None else {}
 
     def _say(self, message: str) -> None:
         if self.stream is not None:
@@ -206,6 +221,10 @@ class JobLifecycle:
             with claimed_job(self.destination, self.job_name):
                 self._check_destination()
                 destination_is_ours = True
+                if self.tracking is not None:
+                    hyperparameters, tags = self._tracked_facts()
+                    self.tracked = TrackedRun.start(self.tracking, job_name=self.job_name,
+                                                    hyperparameters=hyperparameters, tags=tags, say=self._say)
                 self.statuses.enter("Downloading")
                 layouts = self._prepared(root)
                 if self.control.stop_requested.is_set():  # StopTrainingJob while it downloaded: nothing starts
@@ -272,12 +291,17 @@ class JobLifecycle:
         secondary = end.secondary or end.status
         created = self.statuses.transitions[0]["StartTime"]
         finished = self.statuses.finish(secondary)
+        if self.tracked is not None:
+            local = self.destination if isinstance(self.destination, Path) and self.destination.is_dir() else None
+            self.tracked.finish(status=end.status, series=self.metrics.series, model=artifacts.model, ended=finished,
+                                pending_dir=local, say=self._say)
         return JobResult(
             job_name=self.job_name, status=end.status, secondary_status=secondary, failure_reason=end.reason,
             exit_code=end.code, artifacts=artifacts, start=created, end=finished,
             transitions=self.statuses.transitions, model_location=model_location(self.destination, self.compression),
             final_metric_data=self.metrics.final_metric_data(), metric_series=list(self.metrics.series),
-            failure_detected=detected, **end.details, **self._extras(end),
+            failure_detected=detected, mlflow_details=self.tracked.details() if self.tracked else None,
+            **end.details, **self._extras(end),
         )
 
     def _on_stop_signal(self, signum: int, _frame: object) -> None:

@@ -169,6 +169,7 @@ class JobResult:
             that request would say it): those DescribeTrainingJob answers are echoed.
         arn: ``TrainingJobArn``.
         failure_detected: When the job's failure was seen (``TrainingEndTime`` of a failed job), or None.
+        mlflow_details: ``MlflowDetails`` (the job's MLflow run: :mod:`~local_mode.tracking`), or None.
         notes: The twin's own notes, what it did differently from SageMaker (``Warnings``, ``WorldSize``,
             ``S3Writes``), answered under :data:`TWIN_NOTES`; None for the process backend.
     """
@@ -192,6 +193,7 @@ class JobResult:
     request_params: Mapping[str, Any] = field(default_factory=dict)
     arn: str | None = None
     failure_detected: datetime | None = None
+    mlflow_details: Mapping[str, str] | None = None
     notes: Mapping[str, Any] | None = None
 
     @property
@@ -267,7 +269,8 @@ class JobResult:
         """The DescribeTrainingJob answer SageMaker would give for this job (and, from the twin, its own notes).
 
         The request's members (:attr:`request_params`) that DescribeTrainingJob answers, then the job's name, ARN,
-        statuses, ``SecondaryStatusTransitions``, times, ``ModelArtifacts``, ``FinalMetricDataList`` and, for a
+        statuses, ``SecondaryStatusTransitions``, times, ``ModelArtifacts``, ``FinalMetricDataList``,
+        ``MlflowDetails`` for a tracked job and, for a
         failed job only (as SageMaker answers: a stopped job has none), ``FailureReason``; under :data:`TWIN_NOTES`,
         what the twin did differently.
         """
@@ -306,6 +309,8 @@ class JobResult:
                 "TrainingTimeInSeconds": seconds,
                 "BillableTimeInSeconds": max(0, int(seconds - unbilled)),
             })
+        if self.mlflow_details:
+            answer["MlflowDetails"] = dict(self.mlflow_details)
         if self.failure_reason and self.status == FAILED:  # SageMaker's FailureReason: why a failed job failed
             answer["FailureReason"] = contract.truncate_failure_reason(self.failure_reason)
         if self.notes is not None:

@@ -134,7 +134,8 @@ class ProcessJob(JobLifecycle):
                  control: JobControl | None = None) -> None:
         assert spec.job_name is not None
         super().__init__(spec.job_name, job_destination(spec.output_path, spec.job_name),
-                         metric_definitions=check_metric_definitions(spec.metric_definitions), control=control)
+                         metric_definitions=check_metric_definitions(spec.metric_definitions), control=control,
+                         tracking=spec.mlflow)
         job_network_choice()  # a bad SMDDP_JOB_NETWORK is refused before anything is written
         self.spec = spec
         self.stream = MetricTap(out, self.metrics)
@@ -144,6 +145,14 @@ class ProcessJob(JobLifecycle):
         self._checkpoints: Path | None = None  # the folder every host shares, unless checkpoint_s3_uri is set
         self._checkpoint_sync: FolderSync | None = None  # checkpoint_s3_uri: each host's folder synced with it
         self._kept: list[str] = []  # the summary's lines on the kept checkpoints and TensorBoard folder
+
+    def _tracked_facts(self) -> tuple[Mapping[str, Any], dict[str, str]]:
+        spec = self.spec
+        return spec.hyperparameters, {"sagemaker.distribution": spec.distribution.value,
+                                      "sagemaker.instance_count": str(spec.instance_count),
+                                      "sagemaker.instance_type": INSTANCE_TYPE,
+                                      "sagemaker.processes_per_host": str(spec.processes_per_host),
+                                      "sagemaker.backend": "process"}
 
     def _make_root(self) -> Path:
         if self.spec.work_dir is None:
@@ -168,7 +177,8 @@ class ProcessJob(JobLifecycle):
         # should they lie inside the source folder.
         own = [root, *([self._checkpoints] if self._checkpoints else []), Path(tempfile.gettempdir()),
                *([self.destination] if isinstance(self.destination, Path) else [])]
-        layouts, self._host_envs = _prepare_hosts(self.spec, root, self._checkpoints, self.region, own)
+        layouts, self._host_envs = _prepare_hosts(self.spec, root, self._checkpoints, self.region, own,
+                                                  self.tracking_environment)
         if self.spec.checkpoint_s3_uri is not None:
             self._checkpoint_sync = _checkpoints_from_s3(self.spec.checkpoint_s3_uri, layouts, root, self._say)
         return layouts
@@ -407,11 +417,13 @@ def _kept_tensorboard(layout: HostLayout, destination: Path | S3Location, out: I
 
 
 def _prepare_hosts(
-    spec: JobSpec, root: Path, checkpoints: Path | None, region: str, own_folders: list[Path]
+    spec: JobSpec, root: Path, checkpoints: Path | None, region: str, own_folders: list[Path],
+    tracking: Mapping[str, str],
 ) -> tuple[dict[str, HostLayout], dict[str, dict[str, Mapping[str, str]]]]:
     """Fetches the channels, builds every host's tree (``checkpoints`` shared by all, or each host's own for a
     ``checkpoint_s3_uri`` (None), each channel the host's own copy) and the host's layers of its processes'
-    environment (:func:`~local_mode.environment.process_environment`)."""
+    environment (:func:`~local_mode.environment.process_environment`; ``tracking``, the job's MLflow run, with the
+    job's own environment, as SageMaker puts it in the container's)."""
     assert spec.job_name is not None
     staged = stage_channels(spec.channels, root / "channels")
     hosts = spec.hosts
@@ -459,7 +471,7 @@ def _prepare_hosts(
                             if spec.distribution_config.strategy.ranks_see_the_leaders_environment else resource)
         envs[host] = {
             "inherited": base,
-            "job": spec.environment,
+            "job": {**spec.environment, **tracking},
             "training": training_environment(
                 layout, resource=toolkit_resource, data_config=data_config, hyperparameters=hyperparameters,
                 framework_parameters=framework, num_cpus=num_cpus, num_gpus=num_gpus, job_name=spec.job_name,

@@ -32,6 +32,7 @@ from smddp_compat.local_mode.s3 import is_s3_uri, parse_s3_uri
 from smddp_compat.local_mode.environment import is_reserved
 from smddp_compat.local_mode.errors import ConfigurationError, HyperparameterError
 from smddp_compat.local_mode.metrics import check_metric_definitions
+from smddp_compat.local_mode.tracking import MlflowSettings
 
 __all__ = [
     "Distribution",
@@ -253,6 +254,8 @@ class JobSpec:
         argument_rule: How the hyperparameters become the script's arguments, named after the upstream whose rule
             it is (:data:`smddp_compat.contract.ARGUMENT_RULES`): ``sagemaker-training`` (SDK v2 jobs, SageMaker's
             TensorFlow containers) or ``sdk-v3-driver`` (a ``ModelTrainer``'s job).
+        mlflow: Where the job is tracked as an MLflow run (:class:`~local_mode.tracking.MlflowSettings`,
+            SageMaker's ``MlflowConfig``), or None.
         distribution_config: The checked distribution (:class:`~smddp_compat.distribution_config.DistributionConfig`,
             every default filled in); set when the spec is built.
     """
@@ -276,6 +279,7 @@ class JobSpec:
     python: str = sys.executable
     argument_rule: str = "sagemaker-training"
     checkpoint_s3_uri: str | None = None
+    mlflow: MlflowSettings | None = None
     distribution_config: DistributionConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -337,6 +341,9 @@ class JobSpec:
             _writable_destination(name, resolved)
             set_(self, name, str(resolved))
 
+        if self.mlflow is not None and not isinstance(self.mlflow, MlflowSettings):
+            raise ConfigurationError("mlflow", self.mlflow, "must be MlflowSettings",
+                                     "e.g. mlflow=MlflowSettings('http://127.0.0.1:5000')")
         if self.checkpoint_s3_uri is not None:
             if not isinstance(self.checkpoint_s3_uri, str) or not is_s3_uri(self.checkpoint_s3_uri):
                 raise ConfigurationError("checkpoint_s3_uri", self.checkpoint_s3_uri, "must be an s3:// URI",
@@ -389,6 +396,7 @@ class JobSpec:
             "Environment": dict(self.environment),
             **({"CheckpointConfig": {"S3Uri": self.checkpoint_s3_uri, "LocalPath": contract.DEFAULT_CHECKPOINT_DIR}}
                if self.checkpoint_s3_uri else {}),
+            **({"MlflowConfig": self.mlflow.request_config()} if self.mlflow else {}),
         }
 
     def _resolve_code(self) -> tuple[str | None, str]:

@@ -465,6 +465,11 @@ class TuningJob:
 
     # -- answers ------------------------------------------------------------------------------------------------
 
+    def stopped_early(self) -> dict[str, str]:
+        """The trials stopped early (by the early-stopping rule or Hyperband), each with why."""
+        with self._lock:
+            return dict(self._stopped_early)
+
     def training_job_summaries(self) -> list[dict[str, Any]]:
         """ListTrainingJobsForHyperParameterTuningJob's ``TrainingJobSummaries``, newest first (SageMaker's
         default order, by creation time)."""

@@ -64,7 +64,7 @@ def test_the_sdk_is_an_extra_never_a_dependency():
         tested = _pins(constraints)["sagemaker"]
         assert spec.name == "sagemaker" and tested in spec.specifier and tested.startswith(major + "."), extra
     assert _pins("constraints-sdk3.txt")["sagemaker"] == "3.27.0"
-    assert '-e "$ROOT[test,sdk2,tune]"' in (ROOT / "setup.sh").read_text(encoding="utf-8")
+    assert '-e "$ROOT[test,sdk2,tune,mlflow]"' in (ROOT / "setup.sh").read_text(encoding="utf-8")
 
 
 @pytest.mark.e2e

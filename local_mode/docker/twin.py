@@ -53,6 +53,7 @@ from smddp_compat.local_mode.metrics import watchable_definitions
 from smddp_compat.local_mode.outcome import FAILED, JobResult
 from smddp_compat.local_mode.s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
+from smddp_compat.local_mode.tracking import MlflowSettings
 
 __all__ = ["SageMakerTwin", "replay", "replay_job_name", "cut_toolkit_waits", "NETWORK_INTERFACE", "STOP_GRACE_SECONDS"]
 
@@ -65,6 +66,19 @@ STOP_GRACE_SECONDS = 120.0
 _S3_PORT = 9000
 _S3_READY_SECONDS = 60.0
 _POLL_SECONDS = 0.5
+TRACKED_FROM_THE_LOGS = ("mlflow: the job's run is made and ended on this machine, its metrics read from the "
+                         "containers' logs; the containers get no MLFLOW_RUN_ID (they reach no server of this machine)")
+"""The twin's own choice for a tracked job (``tracking``), said at the start and listed in ``Twin.Warnings``."""
+
+
+def _decoded(value: str) -> Any:
+    """A request's hyperparameter as the SDK encoded it (JSON), decoded; the text itself when it is not JSON."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
 SHORT_WAITS_WARNING = ("short_toolkit_waits: the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch "
                        "last at most 1 s here; SageMaker waits them (and bills them)")
 """The twin's own choice, said at the start and listed in ``Twin.Warnings``, when the toolkit's waits are cut."""
@@ -141,6 +155,7 @@ class SageMakerTwin(JobLifecycle):
         interrupt_after: float | None = None,
         short_toolkit_waits: bool | None = None,
         control: JobControl | None = None,
+        tracking: MlflowSettings | None = None,
     ) -> None:
         timings = [("stop_grace", stop_grace), ("checkpoint_sync_seconds", checkpoint_sync_seconds)]
         if interrupt_after is not None:
@@ -158,7 +173,7 @@ class SageMakerTwin(JobLifecycle):
             "AlgorithmSpecification.MetricDefinitions",
         )
         super().__init__(name, job_destination(self.output, name), metric_definitions=definitions,
-                         compression=request.compression, control=control)
+                         compression=request.compression, control=control, tracking=tracking)
         self.stream = ConsoleStream(stream) if stream is not None else None  # type: ignore[assignment]
         self.checkpoint_source, self.checkpoint_target = self._checkpoint_locations(checkpoints)
         self.tensorboard_target = self._job_folder("tensorboard") if self.request.tensorboard_s3 is not None else None
@@ -184,6 +199,8 @@ class SageMakerTwin(JobLifecycle):
         short_toolkit_waits = cut_toolkit_waits(short_toolkit_waits)
         self.short_toolkit_waits = short_toolkit_waits
         self._twin_choices = [SHORT_WAITS_WARNING] if short_toolkit_waits else []
+        if tracking is not None:
+            self._twin_choices.append(TRACKED_FROM_THE_LOGS)
         self._interrupt_at: float | None = None  # monotonic time of the interruption interrupt_after asks for
         self._interrupt_requested = threading.Event()
         self._ran_seconds = 0.0  # the containers' run time before the current run (a spot job's earlier runs)
@@ -311,6 +328,13 @@ class SageMakerTwin(JobLifecycle):
             end.reason = failure_reason(layouts, self._failed_host, end.details["exit_codes"], self._log_dir)
         end.details["duration"] = (datetime.now(timezone.utc) - self.ran_from).total_seconds()
 
+    def _tracked_facts(self) -> tuple[Mapping[str, Any], dict[str, str]]:
+        request = self.request
+        hyperparameters = {name: _decoded(value) for name, value in request.hyperparameters.items()}
+        return hyperparameters, {"sagemaker.instance_count": str(request.instance_count),
+                                 "sagemaker.instance_type": request.instance_type, "sagemaker.image": request.image,
+                                 "sagemaker.backend": "docker"}
+
     def _extras(self, end: JobEnd) -> dict[str, Any]:
         request = self.request
         notes: dict[str, Any] = {"Warnings": [*self._twin_choices, *request.warnings]}
@@ -318,7 +342,10 @@ class SageMakerTwin(JobLifecycle):
             notes["WorldSize"] = self._world_sizes()
         if self._writes:
             notes["S3Writes"] = list(self._writes)
-        return {"request_params": request.params, "arn": contract.training_job_arn(self._region(), request.job_name),
+        params = dict(request.params)
+        if self.tracking is not None:  # the run the job was tracked in, as SageMaker answers it
+            params["MlflowConfig"] = self.tracking.request_config()
+        return {"request_params": params, "arn": contract.training_job_arn(self._region(), request.job_name),
                 "notes": notes}
 
     def _release(self) -> None:

@@ -26,6 +26,7 @@ from smddp_compat.launcher import usable_cores
 from smddp_compat.commands import local_cli as cli
 from smddp_compat.local_mode.docker.twin import SHORT_WAITS_WARNING
 from tests.fake_aws import Aws
+from tests.mlflow_server import MlflowServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -89,11 +90,12 @@ _SHAPES = ("tuning-trial", "smddp", "mpi", "mwms", "parameter_server", "dtensor"
 _MPI_LAUNCHED = ("smddp", "mpi")
 
 
-def _probe_job(backend: str, shape: str, source: Path, data: Path, tmp_path: Path) -> tuple[
+def _probe_job(backend: str, shape: str, source: Path, data: Path, tmp_path: Path, mlflow: str = "") -> tuple[
     subprocess.CompletedProcess[str], Path
 ]:
     """probe.sh on 2 hosts in ``shape`` (:data:`_SHAPES`) with ``--backend BACKEND``: the command's run (smddp
-    local with the twin prints DescribeTrainingJob's answer) and the job's (the trial's) folder."""
+    local with the twin prints DescribeTrainingJob's answer) and the job's (the trial's) folder. A tuning trial is
+    tracked in MLflow at ``mlflow`` (experiment ``probe-BACKEND``)."""
     output = tmp_path / backend / "out"
     job = ["probe.sh", "--source-dir", str(source), "--instance-count", "2", "--backend", backend,
            "--hyperparameters", "epochs=3", "note=a b", "--channel", f"train={data}", "--env", "PROBE_ENV=yes",
@@ -102,7 +104,8 @@ def _probe_job(backend: str, shape: str, source: Path, data: Path, tmp_path: Pat
     if shape == "tuning-trial":
         done = _smddp_local([*job, "--job-name", "probe-tune", "--metric", "loss=probe-loss=([0-9.]+)",
                              "--objective", "loss", "--objective-type", "Minimize", "--categorical", "lr=0.1",
-                             "--strategy", "Random", "--max-jobs", "1"], env, timeout=800, command="tune")
+                             "--strategy", "Random", "--max-jobs", "1", "--mlflow", mlflow,
+                             "--mlflow-experiment", f"probe-{backend}"], env, timeout=800, command="tune")
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
         trials = json.loads((output / "probe-tune" / "training-jobs.json").read_text())["TrainingJobSummaries"]
         assert [t["TrainingJobStatus"] for t in trials] == ["Completed"], trials
@@ -146,6 +149,20 @@ _WHERE_IT_RUNS = ("SM_CURRENT_INSTANCE_TYPE", "SM_INSTANCE_GROUPS_DICT", "SM_RES
                   "SM_NETWORK_INTERFACE_NAME", "SM_MODULE_DIR", "SM_NUM_CPUS")
 
 
+def _tracked_trial(uri: str, experiment: str) -> dict[str, Any]:
+    """The MLflow runs of a tracked tuning job with one trial, as both backends must make them: the tuning job's
+    run and its trial's (params, metric series, status)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    [parent] = client.search_runs([experiment_id], "attributes.run_name = 'probe-tune'")
+    [trial] = client.search_runs([experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    loss = [m.value for m in client.get_metric_history(trial.info.run_id, "loss")]
+    return {"statuses": (parent.info.status, trial.info.status), "params": trial.data.params, "loss": loss,
+            "best": parent.data.tags["sagemaker.best_run_id"] == trial.info.run_id}
+
+
 def _check_job(job: Path, shape: str) -> dict[str, dict[str, Any]]:
     """What both backends must have made of the probe's job: a record per host (by its resource config), its
     hyperparameters as arguments, ``--model_dir`` the host's model folder, its channel, its environment, each host's
@@ -181,8 +198,19 @@ def test_a_script_gets_the_same_arguments_and_sm_variables_in_both_backends(
     folder; no toolkit parameter) and the same SM_* variables, path prefixes aside; SageMaker's paths written
     literally land in each host's own tree (its /opt/ml/model, its /opt/ml/checkpoints) in both."""
     source, data = _probe_source(tmp_path)
-    done, job = _probe_job("docker", shape, source, data, tmp_path)
-    in_docker = _check_job(job, shape)
+    server = MlflowServer(tmp_path / "mlflow").start() if shape == "tuning-trial" else None
+    try:
+        done, job = _probe_job("docker", shape, source, data, tmp_path, server.uri if server else "")
+        in_docker = _check_job(job, shape)
+        if server is not None:  # the trial's run, as the process backend's below
+            _, process_job = _probe_job("process", shape, source, data, tmp_path, server.uri)
+            tracked = _tracked_trial(server.uri, "probe-docker")
+            assert tracked == _tracked_trial(server.uri, "probe-process")
+            assert tracked["statuses"] == ("FINISHED", "FINISHED") and tracked["loss"] == [0.5, 0.5], tracked
+            assert tracked["params"]["lr"] == "0.1" and tracked["params"]["note"] == "a b" and tracked["best"]
+    finally:
+        if server is not None:
+            server.stop()
     if shape != "tuning-trial":
         assert f"the kit's image: {kit_image}" in done.stderr  # the image was checked (and reused) on the way
         described = json.loads(done.stdout)  # the twin prints DescribeTrainingJob's answer
@@ -196,8 +224,9 @@ def test_a_script_gets_the_same_arguments_and_sm_variables_in_both_backends(
         assert len(stamps) == (2 if shape in _MPI_LAUNCHED else 0), leader[-3000:]
         assert not stamps or (stamps[1] - stamps[0]).total_seconds() < 10, stamps  # the option beat the switch
 
-    _, job = _probe_job("process", shape, source, data, tmp_path)
-    in_processes = _check_job(job, shape)
+    if shape != "tuning-trial":
+        _, process_job = _probe_job("process", shape, source, data, tmp_path)
+    in_processes = _check_job(process_job, shape)
     if shape != "tuning-trial":
         for backend in ("docker", "process"):
             assert (tmp_path / backend / "checkpoints" / "step-1.txt").read_text() == "checkpoint"
