@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from smddp_compat.local_mode import JobSpec, run
+from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.tracking import PENDING_FILE, MlflowSettings
 from tests.mlflow_server import MlflowServer
 
@@ -42,8 +42,6 @@ if go:
     deadline = time.monotonic() + 120
     while not pathlib.Path(go).exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-if os.environ.get("NAP"):
-    time.sleep(float(os.environ["NAP"]))
 sys.exit(int(os.environ.get("EXIT", "0")))
 """
 LOSS = [{"Name": "loss", "Regex": r"loss=([0-9.]+)"}]
@@ -107,17 +105,35 @@ def test_a_job_is_a_run_with_its_hyperparameters_metric_series_status_and_the_sc
         assert not path.is_file() or b"s3cret-word" not in path.read_bytes(), path
 
 
-@pytest.mark.parametrize("options, job_status, run_status", [
-    ({"environment": {"EXIT": "3"}}, "Failed", "FAILED"),
-    ({"environment": {"NAP": "60"}, "max_run": 4}, "Stopped", "KILLED"),
-], ids=["failed", "stopped"])
-def test_a_failed_and_a_stopped_job_end_their_runs_so(server: MlflowServer, tmp_path: Path, options: dict[str, Any],
-                                                      job_status: str, run_status: str) -> None:
-    result, printed = _job(tmp_path, f"tracked-{job_status.lower()}", MlflowSettings(server.uri), **options)
-    assert result.status == job_status, printed
-    tracked = mlflow.MlflowClient(server.uri).get_run(result.describe()["MlflowDetails"]["MlflowRunId"])
-    assert tracked.info.status == run_status and tracked.info.end_time is not None
-    assert tracked.data.metrics["loss"] == pytest.approx(1 / 3, abs=1e-4)  # what it printed before it ended
+def _job_in_thread(tmp_path: Path, name: str, settings: MlflowSettings, go: Path,
+                   control: JobControl | None = None) -> tuple[threading.Thread, io.StringIO, dict[str, Any]]:
+    """The job (its script waits for ``go`` once it printed its losses) run in a thread; its output, its result."""
+    spec = JobSpec("train.py", source_dir=str(_source(tmp_path)), instance_count=2, output_path=str(tmp_path / "out"),
+                   job_name=name, metric_definitions=LOSS, environment={"GO": str(go)}, max_run=120, mlflow=settings)
+    stream, outcome = io.StringIO(), {}
+    job = threading.Thread(target=lambda: outcome.update(result=run(spec, stream=stream, control=control)))
+    job.start()
+    deadline = time.monotonic() + 120
+    while stream.getvalue().count("waiting for GO") < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return job, stream, outcome
+
+
+def test_a_failed_and_a_stopped_job_end_their_runs_so(server: MlflowServer, tmp_path: Path) -> None:
+    failed, printed = _job(tmp_path, "tracked-failed", MlflowSettings(server.uri), environment={"EXIT": "3"})
+    assert failed.status == "Failed", printed
+    control = JobControl()
+    job, stream, outcome = _job_in_thread(tmp_path, "tracked-stopped", MlflowSettings(server.uri),
+                                          tmp_path / "never", control)
+    control.stop()  # SageMaker's StopTrainingJob, once both hosts printed their losses
+    job.join(timeout=180)
+    stopped = outcome["result"]
+    assert stopped.status == "Stopped", stream.getvalue()[-3000:]
+    client = mlflow.MlflowClient(server.uri)
+    for result, run_status in ((failed, "FAILED"), (stopped, "KILLED")):
+        tracked = client.get_run(result.describe()["MlflowDetails"]["MlflowRunId"])
+        assert tracked.info.status == run_status and tracked.info.end_time is not None
+        assert tracked.data.metrics["loss"] == pytest.approx(1 / 3, abs=1e-4)  # what it printed before it ended
 
 
 def _smddp(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -148,17 +164,8 @@ def test_an_unreachable_server_is_one_line_before_anything_starts_unless_the_job
 def test_a_server_gone_when_the_job_ends_loses_nothing_and_mlflow_send_delivers_it(tmp_path: Path) -> None:
     server = MlflowServer(tmp_path / "server").start()
     go = tmp_path / "go"
-    outcome: dict[str, Any] = {}
-    spec = JobSpec("train.py", source_dir=str(_source(tmp_path)), instance_count=2, output_path=str(tmp_path / "out"),
-                   job_name="outage", metric_definitions=LOSS, environment={"GO": str(go)}, max_run=120,
-                   mlflow=MlflowSettings(server.uri))
-    stream = io.StringIO()
-    job = threading.Thread(target=lambda: outcome.update(result=run(spec, stream=stream)))
+    job, stream, outcome = _job_in_thread(tmp_path, "outage", MlflowSettings(server.uri), go)
     try:
-        job.start()
-        deadline = time.monotonic() + 120
-        while stream.getvalue().count("waiting for GO") < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
         server.stop()  # the server goes away while the job trains ...
         go.touch()  # ... and is still away when it ends
         job.join(timeout=180)
