@@ -243,8 +243,11 @@ def _run(args: argparse.Namespace) -> int:
     request = tuning_request(args, base)
     folder = os.path.abspath(os.path.join(base.output_path, request["HyperParameterTuningJobName"]))
     out = sys.stdout
-    tracked = _tracked_tuning(base, request, args.backend,
-                              lambda line: print(f"smddp tune: {line}", file=out, flush=True))
+
+    def say(line: str) -> None:
+        print(f"smddp tune: {line}", file=out, flush=True)
+
+    tracked = _tracked_tuning(base, request, args.backend, say)
     if tracked is not None:  # every trial a run under the tuning job's
         base = dataclasses.replace(base, mlflow=tracked.trial_settings())
     elif base.mlflow is not None:  # untracked, as asked when the server cannot be reached
@@ -279,8 +282,7 @@ def _run(args: argparse.Namespace) -> int:
             tracked.finish_tuning(
                 described=described, trials=job.training_job_summaries() if job is not None else [],
                 trial_runs=trial_runs, stopped_early=list(job.stopped_early()) if job is not None else [],
-                pending_dir=Path(folder) if os.path.isdir(folder) else None,
-                say=lambda line: print(f"smddp tune: {line}", file=out, flush=True))
+                pending_dir=Path(folder) if os.path.isdir(folder) else None, say=say)
     return 0 if job.status == "Completed" else 1
 
 

@@ -31,8 +31,7 @@ import json
 import os
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -139,17 +138,17 @@ def base_name(job_name: str) -> str:
     return re.sub(r"-\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}-\d{3}$", "", job_name) or job_name
 
 
-@contextmanager
-def _bounded_requests() -> Iterator[None]:
+def _bound_requests() -> None:
     """MLflow's request settings of :data:`REQUEST_LIMITS` where the environment sets none (MLflow reads them on
-    every request); set once for the process, as a tuning job's trials share them."""
+    every request); set for the process, as a tuning job's trials share them."""
     for name, value in REQUEST_LIMITS.items():
         os.environ.setdefault(name, value)
-    yield
 
 
 def _client(settings: MlflowSettings) -> Any:
     from mlflow import MlflowClient  # noqa: PLC0415 - mlflow is an extra: imported only for a tracked job
+
+    _bound_requests()  # for every later request of this process too (a run's end, a tuning job's trials)
 
     for name, value in settings.credentials().items():
         os.environ[name] = value  # MLflow reads them per request; the URI it is given holds none
@@ -241,33 +240,32 @@ class TrackedRun:
         Raises:
             TrackingError: The server cannot be reached (nothing started).
         """
-        with _bounded_requests():
-            try:
-                client = _client(settings)
-                experiment_name = settings.experiment_name or base_name(job_name)
-                experiment = client.get_experiment_by_name(experiment_name)
-                experiment_id = experiment.experiment_id if experiment else client.create_experiment(experiment_name)
-                all_tags = {"sagemaker.training_job_name": job_name, **tags}
-                if settings.parent_run_id:
-                    all_tags["mlflow.parentRunId"] = settings.parent_run_id
-                run = client.create_run(experiment_id, run_name=settings.run_name or job_name, tags=all_tags)
-                params = contract.split_toolkit_parameters(hyperparameters)[0]
-                if params:
-                    from mlflow.entities import Param  # noqa: PLC0415 - the extra, as above
+        try:
+            client = _client(settings)
+            experiment_name = settings.experiment_name or base_name(job_name)
+            experiment = client.get_experiment_by_name(experiment_name)
+            experiment_id = experiment.experiment_id if experiment else client.create_experiment(experiment_name)
+            all_tags = {"sagemaker.training_job_name": job_name, **tags}
+            if settings.parent_run_id:
+                all_tags["mlflow.parentRunId"] = settings.parent_run_id
+            run = client.create_run(experiment_id, run_name=settings.run_name or job_name, tags=all_tags)
+            params = contract.split_toolkit_parameters(hyperparameters)[0]
+            if params:
+                from mlflow.entities import Param  # noqa: PLC0415 - the extra, as above
 
-                    client.log_batch(run.info.run_id, params=[Param(k, _param_value(v)) for k, v in params.items()])
-            except ImportError as exc:
-                raise ConfigurationError("mlflow tracking URI", settings.public_uri, f"needs mlflow ({exc})",
-                                         "pip install 'smddp-compat[mlflow]' (setup.sh installs it)") from exc
-            except Exception as exc:  # noqa: BLE001 - any failure of the client or the server is the same line
-                reason = _unreachable(exc, settings)
-                if settings.untracked_if_unreachable:
-                    say(f"not tracked in MLflow: {reason}")
-                    return None
-                raise TrackingError(
-                    settings.public_uri, f"could not be used: {reason}",
-                    "start the tracking server (mlflow server --host 127.0.0.1 --port PORT), fix the URI, or run "
-                    "untracked when it cannot be reached (--mlflow-optional)") from None
+                client.log_batch(run.info.run_id, params=[Param(k, _param_value(v)) for k, v in params.items()])
+        except ImportError as exc:
+            raise ConfigurationError("mlflow tracking URI", settings.public_uri, f"needs mlflow ({exc})",
+                                     "pip install 'smddp-compat[mlflow]' (setup.sh installs it)") from exc
+        except Exception as exc:  # noqa: BLE001 - any failure of the client or the server is the same line
+            reason = _unreachable(exc, settings)
+            if settings.untracked_if_unreachable:
+                say(f"not tracked in MLflow: {reason}")
+                return None
+            raise TrackingError(
+                settings.public_uri, f"could not be used: {reason}",
+                "start the tracking server (mlflow server --host 127.0.0.1 --port PORT), fix the URI, or run "
+                "untracked when it cannot be reached (--mlflow-optional)") from None
         say(f"tracked in MLflow: run {run.info.run_id} in experiment {experiment_name!r} at {settings.public_uri}")
         return cls(settings, run.info.run_id, experiment_id, experiment_name, client)
 
@@ -317,23 +315,21 @@ class TrackedRun:
                 **({"sagemaker.best_run_id": trial_runs[best]} if best in trial_runs else {})}
         record = RunRecord(self.settings.public_uri, self.run_id, RUN_STATUS.get(status, "FAILED"),
                            int(ended.timestamp() * 1000), _metric_points(sorted(objective, key=lambda o: o[0])), tags)
-        with _bounded_requests():
-            for trial in stopped_early:
-                if trial in trial_runs:
-                    try:
-                        self._client.set_tag(trial_runs[trial], "sagemaker.stopped_early", "true")
-                    except Exception as exc:  # noqa: BLE001 - said; the tuning run's end is still sent or kept
-                        say(f"MLflow: trial {trial} was not tagged as stopped early: {_unreachable(exc, self.settings)}")
+        for trial in stopped_early:
+            if trial in trial_runs:
+                try:
+                    self._client.set_tag(trial_runs[trial], "sagemaker.stopped_early", "true")
+                except Exception as exc:  # noqa: BLE001 - said; the tuning run's end is still sent or kept
+                    say(f"MLflow: trial {trial} was not tagged as stopped early: {_unreachable(exc, self.settings)}")
         self._end(record, pending_dir, say)
 
     def _end(self, record: RunRecord, pending_dir: Path | None, say: Callable[[str], None]) -> None:
         """Sends ``record``; when it cannot be sent, keeps it in ``pending_dir`` and says how to send it later."""
-        with _bounded_requests():
-            try:
-                record.send(self._client)
-                return
-            except Exception as exc:  # noqa: BLE001 - kept, whatever failed
-                reason = _unreachable(exc, self.settings)
+        try:
+            record.send(self._client)
+            return
+        except Exception as exc:  # noqa: BLE001 - kept, whatever failed
+            reason = _unreachable(exc, self.settings)
         folder = pending_dir if pending_dir is not None else Path.cwd()
         path = folder / PENDING_FILE
         contract.write_atomically(path, json.dumps(asdict(record)))
@@ -359,11 +355,10 @@ def send_pending(path: Path) -> RunRecord:
         raise ConfigurationError("file", str(path), f"is not a run's end kept by a job ({exc})",
                                  f"give the {PENDING_FILE} a job wrote") from None
     settings = MlflowSettings(record.tracking_uri)
-    with _bounded_requests():
-        try:
-            record.send(_client(settings))
-        except Exception as exc:  # noqa: BLE001 - the same line, whatever failed
-            raise TrackingError(str(path), f"was not sent: {_unreachable(exc, settings)}",
-                                "start the tracking server and send it again", field="file") from None
+    try:
+        record.send(_client(settings))
+    except Exception as exc:  # noqa: BLE001 - the same line, whatever failed
+        raise TrackingError(str(path), f"was not sent: {_unreachable(exc, settings)}",
+                            "start the tracking server and send it again", field="file") from None
     Path(path).unlink()
     return record

@@ -50,6 +50,7 @@ from smddp_compat.local_mode.folder_sync import FolderSync, sync_target
 from smddp_compat.local_mode.layout import HostLayout, create_host_tree, resource_config
 from smddp_compat.local_mode.lifecycle import JobControl, JobEnd, JobLifecycle
 from smddp_compat.local_mode.metrics import watchable_definitions
+from smddp_compat.local_mode.name_values import decode_value
 from smddp_compat.local_mode.outcome import FAILED, JobResult
 from smddp_compat.local_mode.s3 import S3Location, is_s3_uri, make_s3_client, parse_s3_uri
 from smddp_compat.local_mode.spec import DEFAULT_OUTPUT_PATH
@@ -69,14 +70,6 @@ _POLL_SECONDS = 0.5
 TRACKED_FROM_THE_LOGS = ("mlflow: the job's run is made and ended on this machine, its metrics read from the "
                          "containers' logs; the containers get no MLFLOW_RUN_ID (they reach no server of this machine)")
 """The twin's own choice for a tracked job (``tracking``), said at the start and listed in ``Twin.Warnings``."""
-
-
-def _decoded(value: str) -> Any:
-    """A request's hyperparameter as the SDK encoded it (JSON), decoded; the text itself when it is not JSON."""
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
 
 
 SHORT_WAITS_WARNING = ("short_toolkit_waits: the training toolkit's fixed 30 s sleeps after an MPI or SMDDP launch "
@@ -330,7 +323,7 @@ class SageMakerTwin(JobLifecycle):
 
     def _tracked_facts(self) -> tuple[Mapping[str, Any], dict[str, str]]:
         request = self.request
-        hyperparameters = {name: _decoded(value) for name, value in request.hyperparameters.items()}
+        hyperparameters = {name: decode_value(value) for name, value in request.hyperparameters.items()}
         return hyperparameters, {"sagemaker.instance_count": str(request.instance_count),
                                  "sagemaker.instance_type": request.instance_type, "sagemaker.image": request.image,
                                  "sagemaker.backend": "docker"}
