@@ -170,8 +170,10 @@ def add_tracking_options(group: argparse._ArgumentGroup, *, what: str) -> None:
                        "MLFLOW_TRACKING_URI and MLFLOW_RUN_ID), at a tracking server (http://HOST:PORT) or a local "
                        "store (sqlite:///ABS/PATH.db)")
     group.add_argument("--mlflow-experiment", metavar="NAME",
-                       help="the MLflow experiment (made when missing; default: the job's name less its timestamp)")
-    group.add_argument("--mlflow-run-name", metavar="NAME", help="the MLflow run's name (default: the job's name)")
+                       help="the MLflow experiment (made when missing; default: a replayed request's "
+                       "MlflowExperimentName, else the job's name less its timestamp)")
+    group.add_argument("--mlflow-run-name", metavar="NAME",
+                       help="the MLflow run's name (default: a replayed request's MlflowRunName, else the job's name)")
     group.add_argument("--mlflow-optional", action="store_true",
                        help="when the tracking server cannot be reached at the start, run untracked (said) instead "
                        "of refusing to start")
@@ -329,7 +331,7 @@ def _replay(args: argparse.Namespace) -> int:
         backend = DockerBackend(
             gpus_per_host=args.gpus_per_host, stop_grace=args.stop_grace, stream=sys.stderr, job_name=args.job_name,
             output=args.output, checkpoints=args.checkpoint_dir, interrupt_after=args.interrupt_after,
-            short_toolkit_waits=args.short_toolkit_waits,
+            short_toolkit_waits=args.short_toolkit_waits, tracking=tracking_from_args(args),
         )
         result = backend.run(request)
         print(json.dumps(result.describe(), indent=2, default=str))

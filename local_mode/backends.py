@@ -23,6 +23,7 @@ from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.runner import run
 from smddp_compat.local_mode.spec import JobSpec
+from smddp_compat.local_mode.tracking import MlflowSettings
 
 __all__ = ["ProcessBackend", "DockerBackend"]
 
@@ -62,6 +63,7 @@ class DockerBackend:
     checkpoints: str | None = None
     interrupt_after: float | None = None
     short_toolkit_waits: bool | None = None
+    tracking: MlflowSettings | None = None
 
     def run(self, request: TrainingJobRequest) -> JobResult:
         """Replays the request; see :meth:`smddp_compat.local_mode.docker.twin.SageMakerTwin.run`. (A
@@ -71,5 +73,6 @@ class DockerBackend:
         return SageMakerTwin(
             request, gpus_per_host=self.gpus_per_host, stream=self.stream if self.stream is not None else sys.stderr,
             job_name=self.job_name, output=self.output, checkpoints=self.checkpoints,
-            interrupt_after=self.interrupt_after, short_toolkit_waits=self.short_toolkit_waits, **options,
+            interrupt_after=self.interrupt_after, short_toolkit_waits=self.short_toolkit_waits,
+            tracking=self.tracking, **options,
         ).run()

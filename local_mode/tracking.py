@@ -32,7 +32,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,18 @@ class MlflowSettings:
             return {}
         return {"MLFLOW_TRACKING_USERNAME": urllib.parse.unquote(parts.username),
                 "MLFLOW_TRACKING_PASSWORD": urllib.parse.unquote(parts.password or "")}
+
+    def named_by(self, config: Mapping[str, Any] | None) -> MlflowSettings:
+        """These settings with a request's ``MlflowConfig`` naming the experiment and the run where these name none
+        (a replayed SageMaker request keeps its names; where it is tracked stays these settings' URI: its
+        ``MlflowResourceArn`` names SageMaker's managed MLflow, which this machine does not reach).
+
+        Raises:
+            ConfigurationError: A name in ``config`` that MLflow cannot take (as for these settings' own).
+        """
+        config = config if isinstance(config, Mapping) else {}
+        return replace(self, experiment_name=self.experiment_name or config.get("MlflowExperimentName") or None,
+                       run_name=self.run_name or config.get("MlflowRunName") or None)
 
     def request_config(self) -> dict[str, str]:
         """SageMaker's ``MlflowConfig`` for these settings (the URI stands in for ``MlflowResourceArn``, as SDK v3

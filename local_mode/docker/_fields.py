@@ -282,7 +282,9 @@ MEMBERS: tuple[Member, ...] = (
            cases=(Case(_flag_off("EnableSessionTagChaining"), _R, _NOT_ASKED),)),
     Member("ServerlessJobConfig", _X, "serverless model customization jobs run SageMaker's own recipes, which the "
            "twin does not have", "run this job on SageMaker; the twin replays jobs of a training image"),
-    Member("MlflowConfig", _W, "not connected: nothing is logged to the MLflow tracking server"),
+    Member("MlflowConfig", _W, "not connected: SageMaker's managed MLflow (MlflowResourceArn) is not reached from "
+           "here, so nothing is logged to it; replay with --mlflow URI to track the job in a tracking server of yours "
+           "under the request's experiment and run name"),
     Member("ModelPackageConfig", _W, "not registered: no model package is created from the job's model"),
 )
 

@@ -165,6 +165,8 @@ class SageMakerTwin(JobLifecycle):
             (self.request.params.get("AlgorithmSpecification") or {}).get("MetricDefinitions"),
             "AlgorithmSpecification.MetricDefinitions",
         )
+        if tracking is not None:  # a replayed request's MlflowConfig names the run; tracking says where it goes
+            tracking = tracking.named_by(self.request.params.get("MlflowConfig"))
         super().__init__(name, job_destination(self.output, name), metric_definitions=definitions,
                          compression=request.compression, control=control, tracking=tracking)
         self.stream = ConsoleStream(stream) if stream is not None else None  # type: ignore[assignment]
@@ -192,8 +194,10 @@ class SageMakerTwin(JobLifecycle):
         short_toolkit_waits = cut_toolkit_waits(short_toolkit_waits)
         self.short_toolkit_waits = short_toolkit_waits
         self._twin_choices = [SHORT_WAITS_WARNING] if short_toolkit_waits else []
+        self._request_warnings = list(request.warnings)
         if tracking is not None:
             self._twin_choices.append(TRACKED_FROM_THE_LOGS)
+            self._request_warnings = [line for line in request.warnings if not line.startswith("MlflowConfig:")]
         self._interrupt_at: float | None = None  # monotonic time of the interruption interrupt_after asks for
         self._interrupt_requested = threading.Event()
         self._ran_seconds = 0.0  # the containers' run time before the current run (a spot job's earlier runs)
@@ -285,7 +289,7 @@ class SageMakerTwin(JobLifecycle):
                 f"{world['SageMaker']} on SageMaker ({request.instance_count} x "
                 f"{_instance_gpus(request.instance_type)})"
             )
-        for warning in [*self._twin_choices, *request.warnings, *self._metric_problems,
+        for warning in [*self._twin_choices, *self._request_warnings, *self._metric_problems,
                         *self._image_problems]:  # each said once
             self._say(f"warning: {warning}")
 
@@ -330,7 +334,7 @@ class SageMakerTwin(JobLifecycle):
 
     def _extras(self, end: JobEnd) -> dict[str, Any]:
         request = self.request
-        notes: dict[str, Any] = {"Warnings": [*self._twin_choices, *request.warnings]}
+        notes: dict[str, Any] = {"Warnings": [*self._twin_choices, *self._request_warnings]}
         if self.gpus_per_host:
             notes["WorldSize"] = self._world_sizes()
         if self._writes:
