@@ -110,14 +110,17 @@ def test_mpi_runs_the_horovod_face(aws: Aws, kit_image: str, tmp_path: Path) -> 
     _assert_one_world(_worlds(aws, result, tmp_path), size=4, per_host=2)
 
 
-def _mwms_replay(aws: Aws, image: str, tmp_path: Path, job_name: str, expect: int, **kwargs: Any) -> dict[str, Any]:
-    """A 2-host MWMS request built by the estimator, replayed by ``smddp local --backend docker --request``."""
+def _mwms_replay(aws: Aws, image: str, tmp_path: Path, job_name: str, expect: int, *, extra: dict[str, Any],
+                 options: list[str], **kwargs: Any) -> dict[str, Any]:
+    """A 2-host MWMS request built by the estimator (``extra`` members added), replayed by ``smddp local --backend
+    docker --request FILE OPTIONS``."""
     est = _estimator(aws, image, instance_type=CPU_TYPE,
                      distribution={"multi_worker_mirrored_strategy": {"enabled": True}}, **kwargs)
     est.fit(wait=False, job_name=job_name)
     request = tmp_path / "request.json"
-    request.write_text(json.dumps(aws.requests[-1]))
-    return _cli(["--backend", "docker", "--request", str(request), "--output", str(tmp_path / "out")], expect=expect)
+    request.write_text(json.dumps({**aws.requests[-1], **extra}))
+    return _cli(["--backend", "docker", "--request", str(request), "--output", str(tmp_path / "out"), *options],
+                expect=expect)
 
 
 def test_keras3_fit_under_mwms_gets_tf_config_from_the_toolkit_and_trains_in_the_image(
@@ -125,10 +128,31 @@ def test_keras3_fit_under_mwms_gets_tf_config_from_the_toolkit_and_trains_in_the
 ) -> None:
     """A user's plain Keras 3 ``fit`` under 2-worker MWMS, replayed from the estimator's request as SageMaker starts
     the image: the toolkit's TF_CONFIG makes one cluster of two tasks, the image's ``train`` arms the kit's Keras 3
-    adaptation, and both workers end with the same weights (only this test runs Keras 3's trainer in the image)."""
-    described = _mwms_replay(aws, kit_image, tmp_path, "twin-keras3-fit", 0, entry_point="plain_keras_fit.py")
+    adaptation, and both workers end with the same weights (only this test runs Keras 3's trainer in the image).
+    The request's own ``MlflowConfig`` (SageMaker's managed MLflow, an ARN) replayed with ``--mlflow URI``: the run
+    is made at URI under the request's experiment and run name (only this test replays a request's MlflowConfig)."""
+    from mlflow import MlflowClient
+
+    from tests.mlflow_server import MlflowServer
+
+    server = MlflowServer(tmp_path / "mlflow").start()
+    try:
+        config = {"MlflowResourceArn": "arn:aws:sagemaker:us-east-1:123456789012:mlflow-app/app-twin",
+                  "MlflowExperimentName": "replayed-experiment", "MlflowRunName": "keras3-fit-run"}
+        described = _mwms_replay(aws, kit_image, tmp_path, "twin-keras3-fit", 0, entry_point="plain_keras_fit.py",
+                                 extra={"MlflowConfig": config}, options=["--mlflow", server.uri])
+        client = MlflowClient(server.uri)
+        experiment = client.get_experiment_by_name("replayed-experiment")
+        [run] = client.search_runs([experiment.experiment_id])
+    finally:
+        server.stop()
     assert described["TrainingJobStatus"] == "Completed"
     assert described["TrainingJobName"].startswith("twin-keras3-fit-replay-")  # a replay runs under a name of its own
+    assert (run.info.run_name, run.info.status) == ("keras3-fit-run", "FINISHED")
+    assert described["MlflowDetails"] == {"MlflowExperimentId": experiment.experiment_id, "MlflowRunId": run.info.run_id}
+    assert described["MlflowConfig"]["MlflowResourceArn"] == server.uri
+    warnings = described["Twin"]["Warnings"]
+    assert not any(line.startswith("MlflowConfig:") for line in warnings), warnings  # tracked: no "not connected"
     output = described["ModelArtifacts"]["S3ModelArtifacts"].replace("model.tar.gz", "output.tar.gz")
     with tarfile.open(output) as archive:
         records = [json.loads(archive.extractfile(m).read()) for m in archive.getmembers()  # type: ignore[union-attr]
