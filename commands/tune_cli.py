@@ -43,7 +43,7 @@ from smddp_compat.local_mode.s3 import is_s3_uri
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.search_strategies import STRATEGIES
-from smddp_compat.local_mode.tracking import TrackedRun
+from smddp_compat.local_mode.tracking import MlflowSettings
 from smddp_compat.local_mode.tuning import WARM_START_TYPES
 from smddp_compat.local_mode.name_values import decode_value, parse_name_values
 
@@ -220,21 +220,6 @@ def tuning_request(args: argparse.Namespace, spec: JobSpec) -> dict[str, Any]:
     return request
 
 
-def _tracked_tuning(base: JobSpec, request: Mapping[str, Any], backend: str, say: Any) -> TrackedRun | None:
-    """The tuning job's MLflow run (its trials' runs go under it), when ``--mlflow`` was given."""
-    if base.mlflow is None:
-        return None
-    config = request["HyperParameterTuningJobConfig"]
-    name = request["HyperParameterTuningJobName"]
-    return TrackedRun.start(
-        dataclasses.replace(base.mlflow, run_name=base.mlflow.run_name or name), job_name=name,
-        hyperparameters=request["TrainingJobDefinition"]["StaticHyperParameters"], say=say,
-        tags={"sagemaker.tuning_job_name": name, "sagemaker.tuning_strategy": config["Strategy"],
-              "sagemaker.objective": f"{config['HyperParameterTuningJobObjective']['Type']} "
-                                     f"{config['HyperParameterTuningJobObjective']['MetricName']}",
-              "sagemaker.backend": backend})
-
-
 def _run(args: argparse.Namespace) -> int:
     base = spec_from_args(args)
     if is_s3_uri(base.output_path):
@@ -244,45 +229,25 @@ def _run(args: argparse.Namespace) -> int:
     folder = os.path.abspath(os.path.join(base.output_path, request["HyperParameterTuningJobName"]))
     out = sys.stdout
 
-    def say(line: str) -> None:
-        print(f"smddp tune: {line}", file=out, flush=True)
-
-    tracked = _tracked_tuning(base, request, args.backend, say)
-    if tracked is not None:  # every trial a run under the tuning job's
-        base = dataclasses.replace(base, mlflow=tracked.trial_settings())
-    elif base.mlflow is not None:  # untracked, as asked when the server cannot be reached
-        base = dataclasses.replace(base, mlflow=None)
-    trial_runs: dict[str, str] = {}
-
-    def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl) -> Mapping[str, Any]:
-        trial = dataclasses.replace(base, job_name=trial_name, output_path=folder, hyperparameters={
+    def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl,
+                  tracking: MlflowSettings | None) -> Mapping[str, Any]:
+        trial = dataclasses.replace(base, job_name=trial_name, output_path=folder, mlflow=tracking, hyperparameters={
             name: decode_value(value) for name, value in hyperparameters.items()})
         with contextlib.ExitStack() as stack:
             stream = out if args.show_logs else stack.enter_context(open(os.devnull, "w"))
             if args.backend == "docker":
-                described = replay_spec(trial, stream=stream, control=control).describe()
-            else:
-                described = ProcessBackend(stream=stream).run(trial, control=control).describe()
-        if described.get("MlflowDetails"):
-            trial_runs[trial_name] = described["MlflowDetails"]["MlflowRunId"]
-        return described
+                return replay_spec(trial, stream=stream, control=control).describe()
+            return ProcessBackend(stream=stream).run(trial, control=control).describe()
 
-    job = None
     try:
         job = run_tuning_job(request, run_trial, folder=folder, region=default_region(),
-                             processes_per_trial=base.instance_count * base.processes_per_host, stream=out)
+                             processes_per_trial=base.instance_count * base.processes_per_host, stream=out,
+                             mlflow=base.mlflow, backend=args.backend)
     except (KeyboardInterrupt, StopSignalled) as stopped:
         signum = stopped.signum if isinstance(stopped, StopSignalled) else signal.SIGINT
         print(f"smddp tune: interrupted ({signal.Signals(signum).name}): the running trials were stopped; the ended "
               "ones are kept", file=sys.stderr)
         return 128 + signum
-    finally:
-        if tracked is not None:
-            described = job.describe() if job is not None else {"HyperParameterTuningJobStatus": "Stopped"}
-            tracked.finish_tuning(
-                described=described, trials=job.training_job_summaries() if job is not None else [],
-                trial_runs=trial_runs, stopped_early=list(job.stopped_early()) if job is not None else [],
-                pending_dir=Path(folder) if os.path.isdir(folder) else None, say=say)
     return 0 if job.status == "Completed" else 1
 
 

@@ -32,11 +32,16 @@ from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.lifecycle import JobControl
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
+from smddp_compat.local_mode.tracking import MlflowSettings
 
 __all__ = [
     "local_channels", "script_hyperparameters", "warn_of_other_versions", "build_job_spec", "run_job",
-    "LOCAL_INSTANCE_TYPE", "described_as_sent", "channel_uri",
+    "LOCAL_INSTANCE_TYPE", "described_as_sent", "channel_uri", "mlflow_settings", "MlflowSetting",
 ]
+
+#: Where an SDK door's local job is tracked in MLflow: settings, a tracking URI, False (never tracked), or None (as
+#: MLflow's own variables say: ``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``; untracked when unset).
+MlflowSetting = MlflowSettings | str | bool | None
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +127,48 @@ def channel_uri(channel: Mapping[str, Any]) -> str | None:
     return (source.get("S3DataSource") or {}).get("S3Uri") or (source.get("FileDataSource") or {}).get("FileUri")
 
 
+def mlflow_settings(setting: MlflowSetting, *, field: str = "mlflow",
+                    environ: Mapping[str, str] | None = None) -> MlflowSettings | None:
+    """Where a local job of the SDK doors is tracked (:class:`~smddp_compat.local_mode.tracking.MlflowSettings`), or
+    None (untracked).
+
+    ``setting`` None reads MLflow's own variables, as SDK v2's ``fit()`` and MLflow itself do: the job is tracked
+    when ``MLFLOW_TRACKING_URI`` is set, in the experiment ``MLFLOW_EXPERIMENT_NAME`` when set (else the job's base
+    name). A URI is tracked there (the experiment as above); settings are used as they are; False is never tracked.
+
+    Args:
+        setting: The door's explicit setting (``field`` names it in errors).
+        field: The argument's name as the user wrote it.
+        environ: The variables read (None: this process's).
+
+    Raises:
+        ConfigurationError: A setting of another type, or a URI MLflow tracking cannot use here (an ARN of
+            SageMaker's managed MLflow, a scheme other than http(s), sqlite or file), naming where it came from.
+    """
+    if setting is False:
+        return None
+    if isinstance(setting, MlflowSettings):
+        return setting
+    environ = os.environ if environ is None else environ
+    experiment = environ.get("MLFLOW_EXPERIMENT_NAME", "").strip() or None
+    if isinstance(setting, str):
+        return MlflowSettings(setting, experiment_name=experiment)
+    if setting is not None:
+        raise ConfigurationError(field, setting, "is not an MLflow setting",
+                                 "pass MlflowSettings(URI, ...), a tracking URI, False (untracked), or None (tracked "
+                                 "when MLFLOW_TRACKING_URI is set)")
+    uri = environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if not uri:
+        return None
+    try:
+        return MlflowSettings(uri, experiment_name=experiment)
+    except ConfigurationError as exc:
+        source = "MLFLOW_TRACKING_URI" if exc.field == "mlflow tracking URI" else "MLFLOW_EXPERIMENT_NAME"
+        raise ConfigurationError(
+            f"{source} (environment)", exc.value, f"{exc.problem}; a local job is tracked where it says",
+            f"{exc.fix}; or pass {field}=False to run this job untracked") from None
+
+
 def script_hyperparameters(hyperparameters: Mapping[str, Any], model_dir: Any) -> dict[str, Any]:
     """The hyperparameters SageMaker gives the script of the SDK's TensorFlow job (its ``sagemaker_*`` ones aside):
     the user's and ``model_dir`` as ``sagemaker.tensorflow.TensorFlow.hyperparameters`` sends it (none for
@@ -165,6 +212,7 @@ def build_job_spec(
     metric_definitions: Any = None,
     model_dir: Any = False,
     argument_rule: str = "sagemaker-training",
+    mlflow: MlflowSettings | None = None,
 ) -> JobSpec:
     """The local_mode JobSpec of an estimator's job (validated by local_mode on construction).
 
@@ -174,6 +222,7 @@ def build_job_spec(
 
     ``metric_definitions`` (the SDK's list of ``{"Name", "Regex"}``) pass through: the result's ``final_metrics``
     holds each metric's last value in the logs, as DescribeTrainingJob's ``FinalMetricDataList`` does.
+    ``mlflow``: where the job is tracked as an MLflow run (:func:`mlflow_settings` reads a door's setting), or None.
 
     Raises:
         ConfigurationError: (local_mode's) for a value local_mode refuses.
@@ -207,6 +256,7 @@ def build_job_spec(
         job_name=job_name,
         environment=dict(environment or {}),
         argument_rule=argument_rule,
+        mlflow=mlflow,
         **extra,
     )
 

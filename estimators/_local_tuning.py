@@ -10,27 +10,41 @@ beside them (``tuning-job.json``). The SDKs' tuners read a tuning job through th
 front of that client answers both for the tuning jobs run here and passes every other call on. For SDK v2 it also
 takes ``create_hyper_parameter_tuning_job`` (``tuner.fit``) and runs it with the ``local_process`` estimator; it
 returns when the tuning job has ended (``wait=False`` too: the trials run in this process).
+
+A tuning job given MLflow settings is an MLflow run, whichever door started it (``smddp tune --mlflow``, SDK v2's
+tuner over an estimator tracked in MLflow, SDK v3's ``tune_local(..., mlflow=...)``): :func:`run_tuning_job` makes
+it before the first trial (named as the tuning job; tagged with its strategy and objective), gives every trial the
+settings of a run under it (``mlflow.parentRunId``), and ends it with each trial's objective as a series, the best
+trial and its run as tags, the trials stopped early tagged so, and the tuning job's status.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import IO, Any
 
-from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, channel_uri
+from smddp_compat.estimators._local_process import DEFAULT_LOCAL_OUTPUT, channel_uri, mlflow_settings
 from smddp_compat.estimators.errors import ConfigurationError, JobError
 from smddp_compat.job_files import read_job_file
 from smddp_compat.local_mode.lifecycle import JobControl
-from smddp_compat.local_mode.tuning import ParentTuningJob, TrialRunner, TuningJob, tuning_job_arn
+from smddp_compat.local_mode.tracking import MlflowSettings, TrackedRun
+from smddp_compat.local_mode.tuning import ParentTuningJob, TuningJob, tuning_job_arn
 from smddp_compat.local_mode.name_values import decode_value
 
-__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs", "DESCRIPTION_FILE", "TRAINING_JOBS_FILE",
-           "CHART_FILE"]
+__all__ = ["LocalTuningClient", "run_tuning_job", "trial_inputs", "TrackedTrialRunner", "DESCRIPTION_FILE",
+           "TRAINING_JOBS_FILE", "CHART_FILE"]
+
+#: Runs one trial of :func:`run_tuning_job`, given its name, its hyperparameters, its control and where its job is
+#: tracked in MLflow (a run under the tuning job's; None: the trial is not tracked), and returns its
+#: DescribeTrainingJob.
+TrackedTrialRunner = Callable[[str, Mapping[str, str], JobControl, MlflowSettings | None], Mapping[str, Any]]
 
 #: Beside a tuning job's trials: its DescribeHyperParameterTuningJob answer, and ListTrainingJobsForHyperParameter-
 #: TuningJob's (every trial: what a warm start from it learns).
@@ -48,26 +62,34 @@ def trial_inputs(definition: Mapping[str, Any]) -> dict[str, str] | None:
     return channels or None
 
 
-def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder: str, region: str,
+def run_tuning_job(request: Mapping[str, Any], run_trial: TrackedTrialRunner, *, folder: str, region: str,
                    processes_per_trial: int, stream: IO[str] | None = None,
-                   created: Callable[[TuningJob], None] | None = None) -> TuningJob:
+                   created: Callable[[TuningJob], None] | None = None, mlflow: MlflowSettings | None = None,
+                   backend: str = "process") -> TuningJob:
     """Runs a CreateHyperParameterTuningJob request here to its end and writes its description to
     ``folder/tuning-job.json``, its trials to ``folder/training-jobs.json`` and a chart of their objective to
     ``folder/tuning.png``, then prints the trials' table on ``stream`` (all of it also when it was interrupted). A
-    warm start's parents are read from their folders beside ``folder``.
+    warm start's parents are read from their folders beside ``folder``. With ``mlflow``, the tuning job is an MLflow
+    run and each trial a run under it (see the module's docstring); what could not be sent at the end is kept in
+    ``folder``.
 
     Args:
         request: The request (one ``TrainingJobDefinition``).
-        run_trial: Runs one trial, given its name and hyperparameters, and returns its DescribeTrainingJob.
+        run_trial: Runs one trial (:data:`TrackedTrialRunner`) and returns its DescribeTrainingJob.
         folder: The tuning job's folder (its trials' folders go there too).
         region: The region its ARNs name.
         processes_per_trial: How many processes one trial starts (caps the trials run at once).
         stream: Where the progress lines go (None: standard output).
         created: Called with the tuning job before its first trial starts (to answer for it while it runs).
+        mlflow: Where the tuning job is tracked (its run named as the tuning job unless the settings name one), or
+            None (untracked; its trials too).
+        backend: The trials' backend (``process`` or ``docker``), a tag of the tuning job's run.
 
     Raises:
         JobError: Several training job definitions (``HyperparameterTuner.create``).
         ConfigurationError: A request local tuning cannot run (:class:`~smddp_compat.local_mode.tuning.TuningJob`).
+        TrackingError: The MLflow server cannot be reached (no trial started), unless the settings allow an
+            untracked tuning job.
     """
     name = request["HyperParameterTuningJobName"]
     if "TrainingJobDefinitions" in request:
@@ -78,10 +100,26 @@ def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder
     if os.path.lexists(os.path.join(folder, DESCRIPTION_FILE)):  # SageMaker refuses a tuning job name in use
         raise ConfigurationError("job_name", name, f"a tuning job of that name is already in {folder}",
                                  "give the tuning job another name (job_name=...), or another output path")
+    printed = stream if stream is not None else sys.stdout
+
+    def say(line: str) -> None:
+        printed.write(f"[tuning {name}] {line}\n")
+        printed.flush()
+
+    tracked = _tuning_run(request, mlflow, backend, say) if mlflow is not None else None
+    trial_settings = tracked.trial_settings() if tracked is not None else None
+    trial_runs: dict[str, str] = {}  # trial -> its run
+
+    def tracked_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl) -> Mapping[str, Any]:
+        described = run_trial(trial_name, hyperparameters, control, trial_settings)
+        if described.get("MlflowDetails"):
+            trial_runs[trial_name] = described["MlflowDetails"]["MlflowRunId"]
+        return described
+
     if created is not None:
         created(job)
     try:
-        job.run(run_trial, stream)
+        job.run(tracked_trial, stream)
     finally:
         os.makedirs(folder, exist_ok=True)
         for file_name, answer in ((DESCRIPTION_FILE, job.describe()),
@@ -90,10 +128,32 @@ def run_tuning_job(request: Mapping[str, Any], run_trial: TrialRunner, *, folder
                 json.dump(answer, out, indent=2, default=str)
         chart = os.path.join(folder, CHART_FILE)
         charted = job.write_chart(chart)
-        printed = stream if stream is not None else sys.stdout
         printed.write(job.table(folder) + (f"chart: {chart}\n" if charted else ""))
         printed.flush()
+        if tracked is not None:  # interrupted too: the run ends Stopped (KILLED) with the trials that ended
+            tracked.finish_tuning(described=job.describe(), trials=job.training_job_summaries(),
+                                  trial_runs=trial_runs, stopped_early=list(job.stopped_early()),
+                                  pending_dir=Path(folder), say=say)
     return job
+
+
+def _tuning_run(request: Mapping[str, Any], settings: MlflowSettings, backend: str,
+                say: Callable[[str], None]) -> TrackedRun | None:
+    """The tuning job's MLflow run (None: the server cannot be reached and the settings allow that, said): named as
+    the tuning job unless the settings name it, its params the static hyperparameters, its tags the tuning job's
+    name, strategy, objective and the trials' backend.
+
+    Raises:
+        TrackingError: The server cannot be reached.
+    """
+    config = request["HyperParameterTuningJobConfig"]
+    objective = config["HyperParameterTuningJobObjective"]
+    name = request["HyperParameterTuningJobName"]
+    return TrackedRun.start(
+        dataclasses.replace(settings, run_name=settings.run_name or name), job_name=name,
+        hyperparameters=request["TrainingJobDefinition"].get("StaticHyperParameters") or {}, say=say,
+        tags={"sagemaker.tuning_job_name": name, "sagemaker.tuning_strategy": str(config.get("Strategy", "Bayesian")),
+              "sagemaker.objective": f"{objective['Type']} {objective['MetricName']}", "sagemaker.backend": backend})
 
 
 def _parents(request: Mapping[str, Any], output: str) -> list[ParentTuningJob]:
@@ -149,7 +209,8 @@ class LocalTuningClient:
 
     def create_hyper_parameter_tuning_job(self, **request: Any) -> dict[str, Any]:
         """Runs the tuning job to its end (every trial a ``local_process`` job of the estimator), then answers as
-        CreateHyperParameterTuningJob."""
+        CreateHyperParameterTuningJob. An estimator tracked in MLflow (its ``mlflow``, else ``MLFLOW_TRACKING_URI``)
+        makes the tuning job a run, each trial a run under it."""
         estimator = self._estimator
         if estimator is None:
             return self._client.create_hyper_parameter_tuning_job(**request)
@@ -159,8 +220,10 @@ class LocalTuningClient:
         inputs = trial_inputs(definition)
         metric_definitions = definition.get("AlgorithmSpecification", {}).get("MetricDefinitions")
 
-        def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl) -> Mapping[str, Any]:
+        def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl,
+                      tracking: MlflowSettings | None) -> Mapping[str, Any]:
             trial = copy.copy(estimator)
+            trial.mlflow = tracking or False  # a run under the tuning job's, or untracked (never the environment's)
             # The tuned values and the objective's name over the estimator's own (the SDK's sagemaker_* ones are
             # what a SageMaker container reads: the local job sets its own).
             trial._hyperparameters = {**estimator._hyperparameters, **{
@@ -179,7 +242,7 @@ class LocalTuningClient:
         job = run_tuning_job(
             request, run_trial, folder=folder, region=estimator.sagemaker_session.boto_region_name,
             processes_per_trial=estimator.instance_count * estimator.distribution_plan.processes_per_host,
-            created=self.add)
+            created=self.add, mlflow=mlflow_settings(estimator.mlflow))
         return {"HyperParameterTuningJobArn": tuning_job_arn(job.region, job.name)}
 
     def describe_hyper_parameter_tuning_job(self, HyperParameterTuningJobName: str) -> dict[str, Any]:  # noqa: N803

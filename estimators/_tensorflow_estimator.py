@@ -90,6 +90,7 @@ class TensorFlow(_SdkTensorFlow):
         distribution: Mapping[str, Any] | None = None,
         source_excludes: Sequence[str] = DEFAULT_SOURCE_EXCLUDES,
         region: str | None = None,
+        mlflow: _local_process.MlflowSetting = None,
         **kwargs: Any,
     ) -> None:
         """Checks every field, then builds the SDK estimator.
@@ -105,6 +106,11 @@ class TensorFlow(_SdkTensorFlow):
             source_excludes: Name patterns left out of the uploaded code (default: secrets, VCS, caches, venvs).
             region: The AWS region of the session the estimator makes when no ``sagemaker_session`` is given
                 (default: the AWS configuration's). Not an SDK argument.
+            mlflow: Where a ``local_process`` job is tracked as an MLflow run, as SageMaker's managed MLflow tracks a
+                training job (:mod:`smddp_compat.local_mode.tracking`): ``MlflowSettings``, a tracking URI, or
+                False (untracked); None (the default): tracked when ``MLFLOW_TRACKING_URI`` is set when ``fit()``
+                runs (the experiment ``MLFLOW_EXPERIMENT_NAME``'s when set), as SDK v2's ``fit()`` reads it. A
+                tuner's tuning job is then a run, each trial a run under it. Not an SDK argument.
             **kwargs: Every other argument of ``sagemaker.tensorflow.TensorFlow`` (``role``, ``instance_type``,
                 ``instance_count``, ``framework_version``, ``py_version``, ``image_uri``, ``source_dir``,
                 ``dependencies``, ``hyperparameters``, ``output_path``, ``max_run``, ``environment``, ...).
@@ -118,7 +124,7 @@ class TensorFlow(_SdkTensorFlow):
                 source dir, hyperparameters that are not JSON-serialisable, a malformed role ARN, ``max_run``,
                 ``max_wait`` or ``volume_size`` not a whole number >= 1, a malformed ``base_job_name``, an
                 ``output_path`` that is not ``s3://`` (for SageMaker jobs), no training image for the framework
-                version, or (checked last) no region, or one SageMaker does not run in. Raised before any upload or
+                version, an ``mlflow`` setting that is not one or not for a ``local_process`` job, or (checked last) no region, or one SageMaker does not run in. Raised before any upload or
                 AWS call.
 
         Warns:
@@ -174,6 +180,13 @@ class TensorFlow(_SdkTensorFlow):
             )
         if kwargs.get("output_path") is not None and not is_local(instance_type):  # type: ignore[arg-type]
             check_s3_uri(kwargs["output_path"], "output_path")
+        if mlflow is not None and mlflow is not False:
+            tracking = _local_process.mlflow_settings(mlflow)  # checked now; the environment is read by fit()
+            if instance_type != "local_process" and tracking is not None:
+                raise ConfigurationError(
+                    "mlflow", tracking.public_uri, f"tracks a local_process job; instance_type {instance_type!r} "
+                    "runs elsewhere", "leave mlflow out (SDK v2 forwards a SageMaker job's metrics to MLflow when "
+                    "MLFLOW_TRACKING_URI is set), or use instance_type='local_process'")
         session = kwargs.get("sagemaker_session")
         if session is not None:
             job_region = getattr(session, "boto_region_name", None)
@@ -214,6 +227,7 @@ class TensorFlow(_SdkTensorFlow):
         self.distribution_plan: DistributionPlan = plan
         self.compat_distribution: dict[str, Any] = plan.original
         self.source_excludes: tuple[str, ...] = tuple(source_excludes)
+        self.mlflow: _local_process.MlflowSetting = mlflow
         local_process = instance_type == "local_process"
         # The SDK's own distribution checks parse instance types as ml.<family>.<size>; local_process jobs never
         # reach the SDK's launch, so it gets no distribution and the plan is kept beside it.
@@ -328,6 +342,7 @@ class TensorFlow(_SdkTensorFlow):
                 checkpoint_s3_uri=self.checkpoint_s3_uri,
                 metric_definitions=self.metric_definitions,
                 model_dir=self.model_dir,
+                mlflow=_local_process.mlflow_settings(self.mlflow),
             )
             self._current_job_name = spec.job_name
             self.local_result = _local_process.run_job(spec, control=control)

@@ -146,8 +146,11 @@ def _without_credentials(uri: str) -> str:
 
 
 def base_name(job_name: str) -> str:
-    """A job's name less the timestamp the kit and the SDKs add (``train-2026-12-04-08-00-00-123`` -> ``train``)."""
-    return re.sub(r"-\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}-\d{3}$", "", job_name) or job_name
+    """A job's name less the timestamp the kit and the SDKs add (``train-2026-12-04-08-00-00-123`` -> ``train``;
+    also SDK v2's tuning jobs' ``-261204-0800``, ``smddp tune``'s ``-261204-080000`` and SDK v3's
+    ``-20261204080000``)."""
+    return re.sub(r"-(\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}-\d{3}|\d{6}-\d{4}(\d{2})?|\d{14})$", "",
+                  job_name) or job_name
 
 
 def _bound_requests() -> None:
@@ -277,7 +280,8 @@ class TrackedRun:
             raise TrackingError(
                 settings.public_uri, f"could not be used: {reason}",
                 "start the tracking server (mlflow server --host 127.0.0.1 --port PORT), fix the URI, or run "
-                "untracked when it cannot be reached (--mlflow-optional)") from None
+                "untracked when it cannot be reached (--mlflow-optional; MlflowSettings(URI, "
+                "untracked_if_unreachable=True))") from None
         say(f"tracked in MLflow: run {run.info.run_id} in experiment {experiment_name!r} at {settings.public_uri}")
         return cls(settings, run.info.run_id, experiment_id, experiment_name, client)
 

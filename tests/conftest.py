@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -71,6 +72,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Puts every test in its tier (tests/tiers.py) and keeps only the tiers ``--tier`` names."""
     tiers.assign_tiers(items)
     tiers.select_tiers(config, items, config.getoption("--tier"))
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real ``mlflow server`` on loopback for the session's tracked jobs (:mod:`tests.mlflow_server`), started on
+    first use (skipped without the mlflow extra); its users tell their runs apart by experiment and run names."""
+    pytest.importorskip("mlflow", reason="the mlflow extra (setup.sh installs it)")
+    from tests.mlflow_server import MlflowServer
+
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow")).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
 """After a local_process fit(), the estimator shows the job as the SDK shows a SageMaker job: model_data,
-latest_training_job (describe, wait, name), logs(), training_job_analytics, attach(job, local_output=...); and a
-local_process run prints none of the SDK v2 notices the kit's wrapping causes and attempts no telemetry."""
+latest_training_job (describe, wait, name), logs(), training_job_analytics, attach(job, local_output=...), and the
+job's MLflow run (``mlflow=URI``) read back from a real server; and a local_process run prints none of the SDK v2
+notices the kit's wrapping causes and attempts no telemetry."""
 
 from __future__ import annotations
 
@@ -53,11 +54,12 @@ def _estimator(tmp_path, **kwargs):
     return TensorFlow(**settings)
 
 
-def test_fit_shows_the_job_as_the_sdk_does_and_attach_reads_it_back(tmp_path, capsys):
+def test_fit_shows_the_job_as_the_sdk_does_and_attach_reads_it_back(tmp_path, capsys, mlflow_server):
+    from mlflow import MlflowClient
     from smddp_compat.estimators import ConfigurationError, EstimatorError, JobError, TensorFlow
     from sagemaker.estimator import _TrainingJob
 
-    est = _estimator(tmp_path)
+    est = _estimator(tmp_path, mlflow=mlflow_server.uri)
     with pytest.raises(EstimatorError, match=r"model_data: .*no training job yet.*fit\(\) first"):
         est.model_data  # noqa: B018 - before fit: a clear error, not the SDK's TypeError
     est.fit(job_name="sdk-view")
@@ -108,6 +110,19 @@ def test_fit_shows_the_job_as_the_sdk_does_and_attach_reads_it_back(tmp_path, ca
     assert first["timestamp"].iloc[-1] > 0.2  # the epochs were 0.2 s apart: real times, not line numbers
     with pytest.raises(ConfigurationError, match="metric_names"):
         type(est.training_job_analytics)(job, metric_names=["los"])
+
+    # mlflow=URI: the job is a run, as SageMaker's managed MLflow tracks one (MlflowConfig and MlflowDetails)
+    assert described["MlflowConfig"] == {"MlflowResourceArn": mlflow_server.uri}
+    client = MlflowClient(mlflow_server.uri)
+    run = client.get_run(described["MlflowDetails"]["MlflowRunId"])
+    assert run.info.experiment_id == described["MlflowDetails"]["MlflowExperimentId"] == \
+        client.get_experiment_by_name("sdk-view").experiment_id  # the job's name less its timestamp
+    assert (run.info.run_name, run.info.status) == ("sdk-view", "FINISHED")
+    assert run.data.params == {"epochs": "3", "model_dir": "/opt/ml/model"}
+    history = client.get_metric_history(run.info.run_id, "loss")  # every value printed, in print order
+    assert [point.step for point in history] == list(range(6))
+    assert sorted(point.value for point in history) == sorted(frame[frame.metric_name == "loss"]["value"])
+    assert run.data.tags["sagemaker.model_artifacts"] == est.model_data
 
     # attach: another estimator, from the record the fit saved beside the artifacts
     attached = TensorFlow.attach("sdk-view", local_output=str(tmp_path / "out"))

@@ -1,7 +1,8 @@
 """SDK v2's own ``HyperparameterTuner`` over the kit's ``local_process`` estimator runs its trials on this machine
 (issue 34): each trial a real local job of a tiny script that prints its objective, the tuner's answers
 (``best_training_job``, ``best_estimator``, ``analytics().dataframe()``, ``describe()``) as after a SageMaker tuning
-job, every trial's job kept under the tuning job's folder."""
+job, every trial's job kept under the tuning job's folder; with ``MLFLOW_TRACKING_URI`` set, the tuning job an MLflow
+run and each trial a run under it (read back from a real server)."""
 
 from __future__ import annotations
 
@@ -58,9 +59,14 @@ def _tuner(estimator, ranges, **kwargs):
                                **kwargs)
 
 
-def test_random_search_runs_every_trial_here_and_answers_as_sagemaker(estimator, tmp_path: Path, capsys) -> None:
+def test_random_search_runs_every_trial_here_and_answers_as_sagemaker(estimator, tmp_path: Path, capsys, monkeypatch,
+                                                                    mlflow_server) -> None:
+    from mlflow import MlflowClient
     from sagemaker.tuner import ContinuousParameter, IntegerParameter
 
+    # MLflow's own variables, as SDK v2's fit() reads them: the tuning job and its trials are tracked there
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "sdk2-random-search")
     tuner = _tuner(estimator, {"lr": ContinuousParameter(0.001, 0.1, scaling_type="Logarithmic"),
                                "batch-size": IntegerParameter(16, 64)}, max_jobs=4, max_parallel_jobs=2,
                    strategy="Random", random_seed=7)
@@ -68,7 +74,8 @@ def test_random_search_runs_every_trial_here_and_answers_as_sagemaker(estimator,
     data.mkdir()
     (data / "train.csv").write_text("x,y\n1,2\n")
     tuner.fit({"train": f"file://{data}"}, wait=True)
-    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[tuning ")]
+    tracked, *progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[tuning ")]
+    assert "] tracked in MLflow: run " in tracked and "in experiment 'sdk2-random-search'" in tracked, tracked
     assert len(progress) == 4 and all(" -> val_loss=" in line and "; best " in line for line in progress), progress
 
     frame = tuner.analytics().dataframe()
@@ -101,6 +108,24 @@ def test_random_search_runs_every_trial_here_and_answers_as_sagemaker(estimator,
     log = (folder / best["TrainingJobName"] / "logs" / "algo-1.log").read_text()
     assert "objective=val_loss" in log
     assert "train channel: ['train.csv']" in log  # the tuner's channels reach every trial
+
+    # the tuning job is a run; each trial a run under it, with its hyperparameters, objective and status
+    client = MlflowClient(mlflow_server.uri)
+    experiment = client.get_experiment_by_name("sdk2-random-search").experiment_id
+    [parent] = client.search_runs([experiment], f"attributes.run_name = '{described['HyperParameterTuningJobName']}'")
+    children = {run.info.run_name: run for run in client.search_runs(
+        [experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+    assert sorted(children) == sorted(frame["TrainingJobName"])
+    assert parent.info.status == "FINISHED" and {run.info.status for run in children.values()} == {"FINISHED"}
+    for row in frame.to_dict("records"):
+        run = children[row["TrainingJobName"]]
+        assert float(run.data.params["lr"]) == pytest.approx(row["lr"])
+        assert int(run.data.params["batch-size"]) == row["batch-size"]
+        assert run.data.metrics["val_loss"] == pytest.approx(row["FinalObjectiveValue"])
+    assert sorted(point.value for point in client.get_metric_history(parent.info.run_id, "val_loss")) == \
+        pytest.approx(sorted(frame["FinalObjectiveValue"]))  # each trial's objective, in the order they ended
+    assert parent.data.tags["sagemaker.best_training_job"] == best["TrainingJobName"]
+    assert parent.data.tags["sagemaker.best_run_id"] == children[best["TrainingJobName"]].info.run_id
 
 
 def test_grid_tries_each_combination_once_and_a_failing_trial_is_counted(estimator) -> None:

@@ -47,11 +47,10 @@ sys.exit(int(os.environ.get("EXIT", "0")))
 LOSS = [{"Name": "loss", "Regex": r"loss=([0-9.]+)"}]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    running = MlflowServer(tmp_path_factory.mktemp("mlflow")).start()
-    yield running
-    running.stop()
+@pytest.fixture
+def server(mlflow_server: MlflowServer) -> MlflowServer:
+    """The session's server (tests/conftest.py)."""
+    return mlflow_server
 
 
 def _source(tmp_path: Path) -> Path:
