@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from smddp_compat.entry_points.common.checkpoints import list_steps
+from tests.entry_points.script_runs import one_writers_scalars
+
 ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TARGET_ACCURACY = 0.90  # held-out accuracy after two epochs (0.95-0.97 measured; one epoch gives 0.91-0.94)
@@ -41,29 +44,40 @@ def _test_accuracy(output: str) -> float:
 
 
 def test_two_hosts_train_to_the_target_and_resume_from_the_checkpoints(tmp_path: Path) -> None:
-    first = _smddp_local(tmp_path, "--job-name", "ps-first", "--hp", "epochs=2")
+    """The toolkit's layout (per host a parameter server and the script: master on algo-1, worker on algo-2) trains
+    to the held-out target; only the coordinator writes (model, checkpoints at each epoch end, TensorBoard summaries,
+    metrics.json; the hosts share the job's checkpoint folder); every other task exits once the coordinator has finished; a second job on the checkpoints
+    resumes at the next step (the only test of the bundled entry point's whole 2-host run and resume)."""
+    first = _smddp_local(tmp_path, "--job-name", "ps-first", "--hp", "epochs=2", "--hp", "log-steps=31",
+                         "--work-dir", str(tmp_path / "work"))
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
     out = first.stdout
-    # The toolkit's layout: per host a parameter server and the script (master on algo-1, worker on algo-2).
-    for label in ("algo-1,ps", "algo-1,master", "algo-2,ps", "algo-2,worker"):
-        assert f"[{label}]" in out, label
-    assert "1 worker(s), 2 parameter server(s)" in out
+    assert re.search(r"^\[algo-1,master\] .*ParameterServerStrategy, coordinator \(master 0\) at 127\.0\.0\.2:\d+ "
+                     r"\(host algo-1\), 1 worker\(s\), 2 parameter server\(s\)", out, flags=re.MULTILINE), out[-3000:]
+    for label, task in (("algo-1,ps", "ps 0"), ("algo-2,ps", "ps 1"), ("algo-2,worker", "worker 0")):
+        assert re.search(rf"^\[{label}\] {task} at 127\.0\.0\.\d:\d+ \(host {label[:6]}\): the coordinator has "
+                         "finished; exiting", out, flags=re.MULTILINE), (label, out[-3000:])
+    assert not re.search(r"^\[algo-2,worker\] .*step=", out, flags=re.MULTILINE)  # the coordinator alone trains
     assert _test_accuracy(out) >= TARGET_ACCURACY
     job = tmp_path / "out" / "ps-first"
     with tarfile.open(job / "output" / "model.tar.gz") as archive:
         names = archive.getnames()
-    assert any(name.endswith("saved_model.pb") for name in names), names
-    checkpoints = job / "checkpoints"
-    assert any(checkpoints.iterdir())
-    steps = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=2; step=(\d+);", out, flags=re.MULTILINE)]
+    assert "1/saved_model.pb" in names, names
+    with tarfile.open(job / "output" / "output.tar.gz") as archive:
+        assert json.load(archive.extractfile("metrics.json"))["steps"] == 124  # type: ignore[arg-type]
+    assert list_steps(job / "checkpoints") == [62, 124]  # each epoch end
+    one_writers_scalars(job / "tensorboard", [31, 62, 93, 124])
+    assert not any((tmp_path / "work" / "ps-first" / "algo-2" / "model").iterdir()), "algo-2 wrote a model"
 
-    second = _smddp_local(tmp_path, "--job-name", "ps-second", "--hp", "epochs=3", "--checkpoint-dir",
-                          str(checkpoints))
+    second = _smddp_local(tmp_path, "--job-name", "ps-second", "--hp", "epochs=3", "--hp", "log-steps=31",
+                          "--checkpoint-dir", str(job / "checkpoints"))
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-2000:]
-    resumed = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=3; step=(\d+);", second.stdout,
+    assert "[algo-1,master] resumed from the checkpoint of step 124" in second.stdout, second.stdout[-3000:]
+    resumed = [int(s) for s in re.findall(r"^\[algo-1,master\] epoch=\d+; step=(\d+);", second.stdout,
                                           flags=re.MULTILINE)]
-    assert resumed and min(resumed) > max(steps), (steps, resumed)  # the step count continued
-    assert not re.search(r"^\[algo-1,master\] epoch=[12];", second.stdout, flags=re.MULTILINE)  # not redone
+    assert resumed[0] == 155 and resumed[-1] == 186, resumed  # the step count continued; no epoch redone
+    assert list_steps(job / "checkpoints") == [62, 124, 186]
+    assert _test_accuracy(second.stdout) >= TARGET_ACCURACY
 
 
 def test_a_killed_worker_ends_the_job_naming_its_host_and_role(tmp_path: Path) -> None:
