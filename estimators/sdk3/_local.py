@@ -5,6 +5,10 @@ environment, stopping condition, checkpoint folder, metric definitions) and the 
 the process backend runs an SDK v2 ``local_process`` job, with SDK v3's rule for the script's arguments, then gives
 the trainer the view of the finished job SageMaker gives: ``trainer._latest_training_job`` is a
 ``sagemaker.core.resources.TrainingJob`` built from local mode's DescribeTrainingJob answer.
+
+SDK v3's ``ModelTrainer`` has no MLflow field: :func:`train_local` takes ``mlflow=`` (or reads
+``MLFLOW_TRACKING_URI``), and the job's view then answers ``mlflow_config`` and ``mlflow_details`` as a SageMaker
+job tracked by SageMaker's managed MLflow does (what SDK v3's ``sagemaker.train.get_available_metrics`` reads).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from smddp_compat.estimators import (
     DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, build_job_spec, described_as_sent, instance_spec,
     plan_distribution, run_job,
 )
+from smddp_compat.estimators._local_process import MlflowSetting, mlflow_settings
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 from smddp_compat.local_mode.name_values import decode_value
@@ -72,7 +77,7 @@ def _output_path(trainer: Any, output_path: str | None) -> str:
 
 
 def build_local_spec(trainer: Any, input_data_config: Sequence[Any] | None = None, *, output_path: str | None = None,
-                     job_name: str | None = None) -> JobSpec:
+                     job_name: str | None = None, mlflow: MlflowSetting = None) -> JobSpec:
     """The local mode job of a ``ModelTrainer`` (see :func:`train_local` for the arguments).
 
     Raises:
@@ -100,7 +105,7 @@ def build_local_spec(trainer: Any, input_data_config: Sequence[Any] | None = Non
         job_name=job_name or _get_unique_name(trainer.base_job_name or "model-trainer"),
         environment=trainer.environment, checkpoint_local_path=getattr(checkpoint, "local_path", None),
         checkpoint_s3_uri=getattr(checkpoint, "s3_uri", None),
-        metric_definitions=metrics, argument_rule="sdk-v3-driver",
+        metric_definitions=metrics, argument_rule="sdk-v3-driver", mlflow=mlflow_settings(mlflow),
     )
 
 
@@ -121,6 +126,7 @@ def train_local(
     job_name: str | None = None,
     logs: bool = True,
     stream: IO[str] | None = None,
+    mlflow: MlflowSetting = None,
 ) -> Any:
     """Runs ``trainer``'s job on this machine, one local host per instance (algo-1..algo-N), with the process backend.
 
@@ -140,13 +146,20 @@ def train_local(
         job_name: The job's name (default: SDK v3's, the base job name and a time stamp).
         logs: Print the processes' prefixed output as they run (the logs are kept with the job either way).
         stream: Where that output goes (default: standard output).
+        mlflow: Where the job is tracked as an MLflow run, as SageMaker's managed MLflow tracks a training job:
+            ``MlflowSettings`` (:mod:`smddp_compat.local_mode.tracking`), a tracking URI, or False (untracked); None
+            (the default): tracked when ``MLFLOW_TRACKING_URI`` is set (in the experiment ``MLFLOW_EXPERIMENT_NAME``
+            when set, else the job's base name).
 
     Returns:
         The finished job as a ``sagemaker.core.resources.TrainingJob`` (also ``trainer._latest_training_job``):
-        status, secondary status and transitions, ``model_artifacts``, ``final_metric_data_list``, times.
+        status, secondary status and transitions, ``model_artifacts``, ``final_metric_data_list``, times; for a
+        tracked job ``mlflow_config`` (``mlflow_resource_arn``: the tracking URI) and ``mlflow_details`` (its run).
 
     Raises:
         ConfigurationError: A setting local runs cannot run (named, with the fix).
+        TrackingError: The MLflow server cannot be reached (nothing started), unless the settings allow an untracked
+            job.
         sagemaker.core.utils.exceptions.FailedStatusError: The job failed or was stopped, as ``train()`` raises it
             for a SageMaker job; the job's description is on the trainer all the same.
     """
@@ -154,7 +167,7 @@ def train_local(
     from sagemaker.core.utils.code_injection.codec import transform
     from sagemaker.core.utils.exceptions import FailedStatusError
 
-    spec = build_local_spec(trainer, input_data_config, output_path=output_path, job_name=job_name)
+    spec = build_local_spec(trainer, input_data_config, output_path=output_path, job_name=job_name, mlflow=mlflow)
     with contextlib.ExitStack() as stack:
         result = run_job(spec, stream=stream if logs else stack.enter_context(open(os.devnull, "w")))
     description = local_job_description(result, trainer)

@@ -7,7 +7,8 @@ each trial the trainer's job with the trial's hyperparameters run as :func:`~.tr
 tuner the view of the finished tuning job SageMaker gives: ``tuner.latest_tuning_job`` is a
 ``sagemaker.core.resources.HyperParameterTuningJob`` that answers ``refresh()`` and ``wait()`` here, so
 ``tuner.best_training_job()`` and ``tuner.describe()`` work as after a SageMaker tuning job, and so does
-``tuner.analytics().dataframe()``, read here (the trainer's own session is left as it was).
+``tuner.analytics().dataframe()``, read here (the trainer's own session is left as it was). Tracked in MLflow
+(``mlflow=``, or ``MLFLOW_TRACKING_URI``), the tuning job is a run and each trial a run under it.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ from sagemaker.core.utils.utils import serialize
 
 from smddp_compat.estimators import (
     DEFAULT_LOCAL_OUTPUT, ConfigurationError, LocalTuningClient, run_job, run_tuning_job)
+from smddp_compat.estimators._local_process import MlflowSetting, mlflow_settings
 from smddp_compat.estimators.sdk3._local import build_local_spec, local_job_description, plan_of
 from smddp_compat.local_mode.environment import default_region
+from smddp_compat.local_mode.lifecycle import JobControl
+from smddp_compat.local_mode.tracking import MlflowSettings
 from smddp_compat.local_mode.tuning import TuningJob
 from smddp_compat.local_mode.name_values import decode_value
 
@@ -85,7 +89,7 @@ def _request(tuner: Any, job_name: str | None, input_data_config: Sequence[Any] 
     metrics = [{"Name": d["Name"], "Regex": d["Regex"]} for d in tuner.metric_definitions or ()]
     static = dict(tuner.static_hyperparameters or {})
     job = build_local_spec(_trial_trainer(trainer, static, metrics), input_data_config, output_path=output_path,
-                           job_name=name).request_params("local_process")
+                           job_name=name, mlflow=False).request_params("local_process")
     definition = {
         "StaticHyperParameters": static,
         "AlgorithmSpecification": {"TrainingImage": trainer.training_image, "TrainingInputMode": "File",
@@ -119,6 +123,7 @@ def tune_local(
     job_name: str | None = None,
     logs: bool = False,
     stream: IO[str] | None = None,
+    mlflow: MlflowSetting = None,
 ) -> Any:
     """Runs ``tuner``'s tuning job on this machine: every trial the tuner's ``ModelTrainer`` job, with the trial's
     hyperparameters, run by local mode's process backend as :func:`~.train_local` runs it.
@@ -132,6 +137,8 @@ def tune_local(
         job_name: The tuning job's name (default: the tuner's, from the image and a time stamp).
         logs: Print the trials' prefixed output as they run (kept with each trial either way).
         stream: Where the progress lines (one per ended trial) and the logs go (default: standard output).
+        mlflow: Where the tuning job is tracked as an MLflow run, each trial a run under it, as
+            :func:`~.train_local` takes it (None: when ``MLFLOW_TRACKING_URI`` is set).
 
     Returns:
         The ended tuning job as a ``sagemaker.core.resources.HyperParameterTuningJob`` (also
@@ -142,6 +149,8 @@ def tune_local(
         ConfigurationError: What local tuning cannot run (several trainers, autotune, an objective without a
             metric definition, a strategy it has not, a warm start SageMaker refuses) or a trainer local runs cannot
             express.
+        TrackingError: The MLflow server cannot be reached (no trial started), unless the settings allow an
+            untracked tuning job.
     """
     trainer = tuner.model_trainer
     if trainer is None:
@@ -155,9 +164,13 @@ def tune_local(
         default_region()
     metrics = request["TrainingJobDefinition"]["AlgorithmSpecification"]["MetricDefinitions"]
 
-    def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl) -> Mapping[str, Any]:
+    tracking = mlflow_settings(mlflow)
+
+    def run_trial(trial_name: str, hyperparameters: Mapping[str, str], control: JobControl,
+                  trial_tracking: MlflowSettings | None) -> Mapping[str, Any]:
         trial = _trial_trainer(trainer, hyperparameters, metrics)
-        spec = build_local_spec(trial, input_data_config, output_path=folder, job_name=trial_name)
+        spec = build_local_spec(trial, input_data_config, output_path=folder, job_name=trial_name,
+                                mlflow=trial_tracking or False)
         with contextlib.ExitStack() as stack:
             quiet = None if logs else stack.enter_context(open(os.devnull, "w"))
             result = run_job(spec, stream=quiet or stream, control=control)
@@ -166,7 +179,7 @@ def tune_local(
     client = _answering_client(region)
     processes = (trainer.compute.instance_count or 1) * plan_of(trainer).processes_per_host
     job = run_tuning_job(request, run_trial, folder=folder, region=region, processes_per_trial=processes,
-                         stream=stream, created=client.add)
+                         stream=stream, created=client.add, mlflow=tracking)
     view = _LocalTuningJobView.of(job)
     # The tuner's analytics read this tuning job through a session of their own: the trainer keeps its session (a
     # Mode.LOCAL_CONTAINER trainer has none, and must not gain an AWS one).

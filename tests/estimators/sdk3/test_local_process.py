@@ -1,5 +1,6 @@
 """``train_local``: a ModelTrainer's job with each of the kit's configs on 2 local hosts (process backend, no Docker),
-and the finished job as SDK v3 shows a SageMaker job. Runs in .venv-sdk3 only (``bash tests/run-sdk3``)."""
+and the finished job as SDK v3 shows a SageMaker job, its MLflow run too (``MLFLOW_TRACKING_URI``, read back from a
+real server and by SDK v3's own reader). Runs in .venv-sdk3 only (``bash tests/run-sdk3``)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,12 @@ def _records(job, prefix: str) -> list[dict]:
                 if Path(member.name).name.startswith(prefix) and member.isfile()]
 
 
-def test_a_plain_job_gets_sdk3_arguments_and_answers_as_a_training_job(tmp_path: Path) -> None:
+def test_a_plain_job_gets_sdk3_arguments_and_answers_as_a_training_job(tmp_path: Path, monkeypatch,
+                                                                      mlflow_server) -> None:
+    from mlflow import MlflowClient
+    from sagemaker.core.shapes import MetricDefinition
     from sagemaker.core.training.configs import InputData
+    from sagemaker.train import get_available_metrics
 
     from smddp_compat.estimators.sdk3 import train_local
 
@@ -52,7 +57,10 @@ def test_a_plain_job_gets_sdk3_arguments_and_answers_as_a_training_job(tmp_path:
     data.mkdir()
     (data / "rows.csv").write_text("1,2\n")
     hyperparameters = {"epochs": 3, "optimizer": "adam", "layers": [64, 32], "dropout": 0.5, "shuffle": True}
-    trainer = _trainer("dump_env.py", None, hyperparameters=hyperparameters)
+    trainer = _trainer("dump_env.py", None, hyperparameters=hyperparameters).with_metric_definitions(
+        [MetricDefinition(name="process", regex=r"dumped environment of process (\d+)")])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)  # MLflow's own variables: the job is a run
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "sdk3-train-local")
     job = train_local(trainer, [InputData(channel_name="train", data_source=str(data))],
                       output_path=str(tmp_path / "out"))
 
@@ -70,6 +78,21 @@ def test_a_plain_job_gets_sdk3_arguments_and_answers_as_a_training_job(tmp_path:
                                   "0.5", "--shuffle", "true"]
     assert json.loads(records[0]["env"]["SM_HPS"]) == hyperparameters
     assert records[0]["channels"] == {"train": ["rows.csv"]}
+
+    # the job's run, as SDK v3 shows a job tracked by SageMaker's managed MLflow; the scripts found it too
+    assert (job.mlflow_config.mlflow_resource_arn, job.mlflow_config.mlflow_experiment_name) == (
+        mlflow_server.uri, "sdk3-train-local")
+    run_id = job.mlflow_details.mlflow_run_id
+    assert {r["env"]["MLFLOW_RUN_ID"] for r in records} == {run_id}
+    client = MlflowClient(mlflow_server.uri)
+    run = client.get_run(run_id)
+    assert run.info.experiment_id == job.mlflow_details.mlflow_experiment_id == \
+        client.get_experiment_by_name("sdk3-train-local").experiment_id
+    assert (run.info.run_name, run.info.status) == (job.training_job_name, "FINISHED")
+    assert run.data.params == {"epochs": "3", "optimizer": "adam", "layers": "[64, 32]", "dropout": "0.5",
+                               "shuffle": "true"}
+    assert sorted(point.value for point in client.get_metric_history(run_id, "process")) == [0.0, 1.0]
+    assert get_available_metrics(job) == ["process"]  # SDK v3's reader: the job's MlflowConfig and MlflowDetails
 
 
 @pytest.mark.parametrize("config, script, prefix, total", [

@@ -1,6 +1,7 @@
 """SDK v3's own ``HyperparameterTuner`` over a ``ModelTrainer``, its trials run on this machine by ``tune_local``
 (issue 34): the README's main job tuned, and the tuner's answers (``best_training_job``, ``describe()``,
-``analytics().dataframe()``) as after a SageMaker tuning job. Runs in .venv-sdk3 only (``bash tests/run-sdk3``)."""
+``analytics().dataframe()``) as after a SageMaker tuning job, and tracked in MLflow (``mlflow=URI``): the tuning job
+a run, each trial a run under it. Runs in .venv-sdk3 only (``bash tests/run-sdk3``)."""
 
 from __future__ import annotations
 
@@ -131,8 +132,10 @@ def test_a_warm_start_from_an_earlier_local_tuning_job(tmp_path: Path) -> None:
     assert child.overall_best_training_job.training_job_name == best.training_job_name
 
 
-def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp_path: Path) -> None:
-    """``early_stopping_type="Auto"``: SageMaker's median rule, each value of the objective a trial prints an epoch."""
+def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp_path: Path, mlflow_server) -> None:
+    """``early_stopping_type="Auto"``: SageMaker's median rule, each value of the objective a trial prints an epoch;
+    ``mlflow=URI``: the tuning job is a run, each trial a run under it (the stopped one ``KILLED``, tagged)."""
+    from mlflow import MlflowClient
     from sagemaker.core.parameter import CategoricalParameter
     from sagemaker.train.tuner import HyperparameterTuner
 
@@ -145,10 +148,26 @@ def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp
     tuner = HyperparameterTuner(
         _trainer(source, "train.py"), "val_loss", {"lr": CategoricalParameter(["0.04", "0.03", "0.5"])},
         metric_definitions=[VAL_LOSS], objective_type="Minimize", strategy="Grid", early_stopping_type="Auto")
-    job = tune_local(tuner, output_path=str(tmp_path / "out"), job_name="early-v3")
+    job = tune_local(tuner, output_path=str(tmp_path / "out"), job_name="early-v3", mlflow=mlflow_server.uri)
     assert job.training_job_status_counters.completed == 2 and job.training_job_status_counters.stopped == 1
     frame = tuner.analytics().dataframe()
     stopped = frame[frame["TrainingJobStatus"] == "Stopped"]
     assert list(stopped["lr"]) == [0.5]
     stopped_at = epoch_of(float(stopped["FinalObjectiveValue"].iloc[0]), 0.5, 6)
     assert stopped_at is not None and stopped_at < 6  # the last value it printed before the stop reached it
+
+    client = MlflowClient(mlflow_server.uri)
+    experiment = client.get_experiment_by_name("early-v3").experiment_id  # the tuning job's name
+    [parent] = client.search_runs([experiment], "attributes.run_name = 'early-v3'")
+    children = {run.data.params["lr"]: run for run in client.search_runs(
+        [experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+    assert sorted(children) == ["0.03", "0.04", "0.5"]
+    assert parent.info.status == "FINISHED"
+    assert {lr: run.info.status for lr, run in children.items()} == {"0.03": "FINISHED", "0.04": "FINISHED",
+                                                                    "0.5": "KILLED"}
+    assert [lr for lr, run in children.items() if run.data.tags.get("sagemaker.stopped_early")] == ["0.5"]
+    assert len(client.get_metric_history(children["0.5"].info.run_id, "val_loss")) == stopped_at  # its epochs
+    assert len(client.get_metric_history(children["0.03"].info.run_id, "val_loss")) == 6
+    assert sorted(point.value for point in client.get_metric_history(parent.info.run_id, "val_loss")) == \
+        pytest.approx(sorted(frame["FinalObjectiveValue"]))  # each trial's objective
+    assert parent.data.tags["sagemaker.best_run_id"] == children["0.03"].info.run_id
