@@ -165,8 +165,8 @@ def mlflow_settings(setting: MlflowSetting, *, field: str = "mlflow",
     except ConfigurationError as exc:
         source = "MLFLOW_TRACKING_URI" if exc.field == "mlflow tracking URI" else "MLFLOW_EXPERIMENT_NAME"
         raise ConfigurationError(
-            f"{source} (environment)", exc.value, f"{exc.problem}; a local job is tracked where it says",
-            f"{exc.fix}; or pass {field}=False to run this job untracked") from None
+            f"{source} (environment)", exc.value, f"{exc.problem} (the variable says where a local job is tracked)",
+            f"{exc.fix}; or unset it, or pass {field}=False to run this job untracked") from None
 
 
 def script_hyperparameters(hyperparameters: Mapping[str, Any], model_dir: Any) -> dict[str, Any]:

@@ -462,7 +462,18 @@ def _estimator(fit: bool = False, **overrides: object) -> Callable[[], None]:
     return build
 
 
+def _with_environment(call: Callable[[], None], **variables: str) -> Callable[[], None]:
+    def run() -> None:
+        from unittest import mock
+
+        with mock.patch.dict(os.environ, variables):
+            call()
+
+    return run
+
+
 SMDDP = {"smdistributed": {"dataparallel": {"enabled": True}}}
+MLFLOW_ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
 
 # (case, call, error class, words naming the value, words naming the fix)
 API_CASES = [
@@ -497,6 +508,14 @@ API_CASES = [
     ("estimator-local-process-output-in-proc",
      _estimator(instance_type="local_process", role=None, image_uri=None, output_path="/proc/x"),
      "ConfigurationError", ("output_path='/proc/x': cannot be written",), ("choose a writable directory",)),
+    # MLflow: the kit tracks a local_process job; SDK v2 itself forwards a SageMaker job's metrics
+    ("estimator-mlflow-for-a-sagemaker-job", _estimator(mlflow="http://127.0.0.1:5000"), "ConfigurationError",
+     ("mlflow='http://127.0.0.1:5000'", "tracks a local_process job"), ("leave mlflow out",)),
+    # MLflow's own variable, read by fit(): an ARN names SageMaker's managed MLflow, which no local job reaches
+    ("estimator-local-process-mlflow-arn-in-the-environment", _with_environment(
+        _estimator(instance_type="local_process", role=None, image_uri=None), MLFLOW_TRACKING_URI=MLFLOW_ARN),
+     "ConfigurationError", (f"MLFLOW_TRACKING_URI (environment)='{MLFLOW_ARN}'", "names SageMaker's managed MLflow"),
+     ("http://HOST:PORT", "mlflow=False")),
 ]
 
 
