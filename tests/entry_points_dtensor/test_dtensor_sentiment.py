@@ -1,5 +1,6 @@
 """dtensor_sentiment.py end to end: data -> model -> spatial parallel training continued from one checkpoint
-directory, the exported string-input SavedModel reloads and predicts, bad hyperparameters fail cleanly."""
+directory (the first run stopped by SIGTERM, the next finishing its epochs), the exported string-input SavedModel
+reloads and predicts, bad hyperparameters fail cleanly."""
 
 from __future__ import annotations
 
@@ -30,23 +31,32 @@ STEPS_PER_EPOCH = 10246 // BATCH
 
 @dataclass
 class Continuation:
-    """Three runs sharing one checkpoint directory, one per parallel mode."""
+    """Three runs sharing one checkpoint directory, one per parallel mode: data parallel set for 2 epochs and stopped
+    by SIGTERM after a few steps (at ``stop_step``), model parallel finishing those 2 epochs, spatial adding one."""
 
     job: Layout
     runs: dict[str, Run]
+    stop_step: int
+    steps_after_the_stop: list[int]
 
 
 @pytest.fixture(scope="module")
 def continuation(tmp_path_factory: pytest.TempPathFactory) -> Continuation:
     job = make_layout(tmp_path_factory.mktemp("sentiment") / "job")
     runs = {}
-    for mode in ("data", "model", "spatial"):
-        args = ["--mode", mode, "--epochs", "1", "--batch-size", str(BATCH), "--log-steps", "10",
-                "--checkpoint-dir", str(job.checkpoint_dir), "--export", "true" if mode == "spatial" else "false"]
+    common = ["--batch-size", str(BATCH), "--log-steps", "5", "--checkpoint-dir", str(job.checkpoint_dir)]
+    runs["data"] = run_script(script_command(SCRIPT, ["--mode", "data", "--epochs", "2", "--export", "false", *common]),
+                              job.env(), timeout=400, stop_when=step_at_least(5), stop_signal=signal.SIGTERM)
+    assert_stopped(runs["data"], job)
+    stopped = [m for m in runs["data"].metrics() if m.get("stopped") == "1"]
+    assert stopped, runs["data"].text[-3000:]
+    steps_after_the_stop = list_steps(job.checkpoint_dir)
+    for mode in ("model", "spatial"):  # each asks for 1 epoch: model finishes the 2 the stopped run was set for
+        args = ["--mode", mode, "--epochs", "1", "--export", "true" if mode == "spatial" else "false", *common]
         run = run_script(script_command(SCRIPT, args), job.env(), timeout=400)
         assert_ok(run, job)
         runs[mode] = run
-    return Continuation(job, runs)
+    return Continuation(job, runs, int(stopped[0]["step"]), steps_after_the_stop)
 
 
 def _epoch_lines(run: Run) -> list[dict[str, str]]:
@@ -55,21 +65,22 @@ def _epoch_lines(run: Run) -> list[dict[str, str]]:
 
 @pytest.mark.processes
 def test_each_mode_continues_the_previous_checkpoint(continuation: Continuation) -> None:
-    runs = continuation.runs
+    """A run stopped by SIGTERM checkpoints where it stopped; the next run (in another mode) finishes the epochs the
+    stopped run was set for (resumed), the one after adds its own (continued): the script's own resume rule."""
+    runs, stop_step = continuation.runs, continuation.stop_step
     assert "mesh {'batch': 8}" in runs["data"].text
     assert "mesh {'batch': 4, 'model': 2}" in runs["model"].text
     assert "mesh {'batch': 2, 'feature': 2, 'model': 2}" in runs["spatial"].text
-    # The step count continues across the modes; each run adds one epoch.
-    assert "continued_step=" not in runs["data"].text
-    assert f"continued_step={STEPS_PER_EPOCH}; target_step={2 * STEPS_PER_EPOCH};" in runs["model"].text
+    assert 5 <= stop_step < STEPS_PER_EPOCH and continuation.steps_after_the_stop[-1] == stop_step
+    assert f"resumed_step={stop_step}; target_step={2 * STEPS_PER_EPOCH};" in runs["model"].text
     assert f"continued_step={2 * STEPS_PER_EPOCH}; target_step={3 * STEPS_PER_EPOCH};" in runs["spatial"].text
-    epochs = [_epoch_lines(runs[mode]) for mode in ("data", "model", "spatial")]
-    assert [[int(e["epoch"]) for e in lines] for lines in epochs] == [[1], [2], [3]]
-    assert [int(lines[0]["step"]) for lines in epochs] == [STEPS_PER_EPOCH * k for k in (1, 2, 3)]
+    epochs = [_epoch_lines(runs[mode]) for mode in ("model", "spatial")]
+    assert [[int(e["epoch"]) for e in lines] for lines in epochs] == [[1, 2], [3]]
+    assert [int(lines[-1]["step"]) for lines in epochs] == [2 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH]
     # Training resumed where it stopped (a fresh model would start near ln 2 = 0.69) and the loss keeps falling.
-    train_losses = [float(lines[0]["train_loss"]) for lines in epochs]
+    train_losses = [float(e["train_loss"]) for lines in epochs for e in lines]
     assert train_losses[0] > train_losses[1] > train_losses[2], train_losses
-    first_logged = next(float(m["loss"]) for m in runs["model"].metrics() if "loss" in m)
+    first_logged = next(float(m["loss"]) for m in runs["spatial"].metrics() if "loss" in m)
     assert first_logged < 0.6, first_logged
     assert list_steps(continuation.job.checkpoint_dir)[-1] == 3 * STEPS_PER_EPOCH
     summary = json.loads((continuation.job.output_data_dir / "metrics.json").read_text())
@@ -127,24 +138,3 @@ def test_mode_layouts_without_a_run() -> None:
     assert MODES["model"].mesh_dims(8) == [("batch", 4), ("model", 2)]
     assert MODES["spatial"].mesh_dims(8) == [("batch", 2), ("feature", 2), ("model", 2)]
     assert MODES["spatial"].mesh_dims(16) == [("batch", 4), ("feature", 2), ("model", 2)]
-
-
-@pytest.mark.e2e
-def test_an_interrupted_run_is_finished_by_the_next_one(job: Layout) -> None:
-    args = ["--mode", "model", "--batch-size", str(BATCH), "--log-steps", "5", "--export", "false",
-            "--checkpoint-dir", str(job.checkpoint_dir)]
-    first = run_script(script_command(SCRIPT, [*args, "--epochs", "2"]), job.env(), timeout=400,
-                       stop_when=step_at_least(5), stop_signal=signal.SIGTERM)
-    assert_stopped(first, job)
-    stopped = [m for m in first.metrics() if m.get("stopped") == "1"]
-    assert stopped, first.text[-3000:]
-    stop_step = int(stopped[0]["step"])
-    assert 5 <= stop_step < 2 * STEPS_PER_EPOCH and list_steps(job.checkpoint_dir)[-1] == stop_step
-
-    # The restart (here in another mode, asking for 1 epoch) finishes the 2 epochs the interrupted run was set for.
-    second = run_script(script_command(SCRIPT, [*args, "--mode", "spatial", "--epochs", "1"]), job.env(),
-                        timeout=400)
-    assert_ok(second, job)
-    assert f"resumed_step={stop_step}; target_step={2 * STEPS_PER_EPOCH};" in second.text
-    assert [int(m["epoch"]) for m in _epoch_lines(second)] == list(range(stop_step // STEPS_PER_EPOCH + 1, 3))
-    assert list_steps(job.checkpoint_dir)[-1] == 2 * STEPS_PER_EPOCH
