@@ -1,6 +1,6 @@
 """``train_local``: a ModelTrainer's job with each of the kit's configs on 2 local hosts (process backend, no Docker),
-and the finished job as SDK v3 shows a SageMaker job, its MLflow run too (``MLFLOW_TRACKING_URI``, read back from a
-real server and by SDK v3's own reader). Runs in .venv-sdk3 only (``bash tests/run-sdk3``)."""
+and the finished job as SDK v3 shows a SageMaker job, its MLflow run too (``mlflow=URI``, read back from a real server
+and by SDK v3's own reader; docs/mlflow.md shows those lines). Runs in .venv-sdk3 only (``bash tests/run-sdk3``)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,7 @@ def _records(job, prefix: str) -> list[dict]:
                 if Path(member.name).name.startswith(prefix) and member.isfile()]
 
 
-def test_a_plain_job_gets_sdk3_arguments_and_answers_as_a_training_job(tmp_path: Path, monkeypatch,
-                                                                      mlflow_server) -> None:
+def test_a_plain_job_gets_sdk3_arguments_and_answers_as_a_training_job(tmp_path: Path, mlflow_server) -> None:
     from mlflow import MlflowClient
     from sagemaker.core.shapes import MetricDefinition
     from sagemaker.core.training.configs import InputData
@@ -59,10 +58,10 @@ def test_a_plain_job_gets_sdk3_arguments_and_answers_as_a_training_job(tmp_path:
     hyperparameters = {"epochs": 3, "optimizer": "adam", "layers": [64, 32], "dropout": 0.5, "shuffle": True}
     trainer = _trainer("dump_env.py", None, hyperparameters=hyperparameters).with_metric_definitions(
         [MetricDefinition(name="process", regex=r"dumped environment of process (\d+)")])
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)  # MLflow's own variables: the job is a run
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "sdk3-train-local")
-    job = train_local(trainer, [InputData(channel_name="train", data_source=str(data))],
-                      output_path=str(tmp_path / "out"))
+    inputs, uri = [InputData(channel_name="train", data_source=str(data))], mlflow_server.uri
+    job = train_local(trainer, inputs, output_path=str(tmp_path / "out"), mlflow=uri)  # uri: the tracking server's
+    run = MlflowClient(uri).get_run(job.mlflow_details.mlflow_run_id)  # the job's run, as SageMaker's MLflow has it
+    metrics = get_available_metrics(job)  # SDK v3's own reader of a job's run: ['process']
 
     assert job is trainer._latest_training_job
     assert (job.training_job_status, job.secondary_status) == ("Completed", "Completed")
@@ -80,19 +79,16 @@ def test_a_plain_job_gets_sdk3_arguments_and_answers_as_a_training_job(tmp_path:
     assert records[0]["channels"] == {"train": ["rows.csv"]}
 
     # the job's run, as SDK v3 shows a job tracked by SageMaker's managed MLflow; the scripts found it too
-    assert (job.mlflow_config.mlflow_resource_arn, job.mlflow_config.mlflow_experiment_name) == (
-        mlflow_server.uri, "sdk3-train-local")
-    run_id = job.mlflow_details.mlflow_run_id
-    assert {r["env"]["MLFLOW_RUN_ID"] for r in records} == {run_id}
-    client = MlflowClient(mlflow_server.uri)
-    run = client.get_run(run_id)
+    assert job.mlflow_config.mlflow_resource_arn == uri
+    assert {r["env"]["MLFLOW_RUN_ID"] for r in records} == {run.info.run_id}
     assert run.info.experiment_id == job.mlflow_details.mlflow_experiment_id == \
-        client.get_experiment_by_name("sdk3-train-local").experiment_id
+        MlflowClient(uri).get_experiment_by_name("v3-local").experiment_id  # the job's name less its timestamp
     assert (run.info.run_name, run.info.status) == (job.training_job_name, "FINISHED")
     assert run.data.params == {"epochs": "3", "optimizer": "adam", "layers": "[64, 32]", "dropout": "0.5",
                                "shuffle": "true"}
-    assert sorted(point.value for point in client.get_metric_history(run_id, "process")) == [0.0, 1.0]
-    assert get_available_metrics(job) == ["process"]  # SDK v3's reader: the job's MlflowConfig and MlflowDetails
+    assert sorted(point.value for point in MlflowClient(uri).get_metric_history(run.info.run_id, "process")) == [
+        0.0, 1.0]
+    assert metrics == ["process"]
 
 
 @pytest.mark.parametrize("config, script, prefix, total", [

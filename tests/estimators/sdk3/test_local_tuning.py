@@ -1,7 +1,7 @@
 """SDK v3's own ``HyperparameterTuner`` over a ``ModelTrainer``, its trials run on this machine by ``tune_local``
 (issue 34): the README's main job tuned, and the tuner's answers (``best_training_job``, ``describe()``,
-``analytics().dataframe()``) as after a SageMaker tuning job, and tracked in MLflow (``mlflow=URI``): the tuning job
-a run, each trial a run under it. Runs in .venv-sdk3 only (``bash tests/run-sdk3``)."""
+``analytics().dataframe()``) as after a SageMaker tuning job, and tracked in MLflow (``MLFLOW_TRACKING_URI``): the
+tuning job a run, each trial a run under it. Runs in .venv-sdk3 only (``bash tests/run-sdk3``)."""
 
 from __future__ import annotations
 
@@ -132,9 +132,10 @@ def test_a_warm_start_from_an_earlier_local_tuning_job(tmp_path: Path) -> None:
     assert child.overall_best_training_job.training_job_name == best.training_job_name
 
 
-def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp_path: Path, mlflow_server) -> None:
+def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp_path: Path, monkeypatch,
+                                                                             mlflow_server) -> None:
     """``early_stopping_type="Auto"``: SageMaker's median rule, each value of the objective a trial prints an epoch;
-    ``mlflow=URI``: the tuning job is a run, each trial a run under it (the stopped one ``KILLED``, tagged)."""
+    ``MLFLOW_TRACKING_URI``: the tuning job is a run, each trial a run under it (the stopped one ``KILLED``, tagged)."""
     from mlflow import MlflowClient
     from sagemaker.core.parameter import CategoricalParameter
     from sagemaker.train.tuner import HyperparameterTuner
@@ -148,7 +149,8 @@ def test_sdk3s_tuner_with_early_stopping_stops_a_trial_worse_than_the_median(tmp
     tuner = HyperparameterTuner(
         _trainer(source, "train.py"), "val_loss", {"lr": CategoricalParameter(["0.04", "0.03", "0.5"])},
         metric_definitions=[VAL_LOSS], objective_type="Minimize", strategy="Grid", early_stopping_type="Auto")
-    job = tune_local(tuner, output_path=str(tmp_path / "out"), job_name="early-v3", mlflow=mlflow_server.uri)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)  # MLflow's own variable: tracked there
+    job = tune_local(tuner, output_path=str(tmp_path / "out"), job_name="early-v3")
     assert job.training_job_status_counters.completed == 2 and job.training_job_status_counters.stopped == 1
     frame = tuner.analytics().dataframe()
     stopped = frame[frame["TrainingJobStatus"] == "Stopped"]
