@@ -64,40 +64,6 @@ def test_kill_9_of_one_process_ends_the_job_and_names_it(tmp_path: Path, scripts
     assert not psutil.pid_exists(pid_0) or psutil.Process(pid_0).status() == psutil.STATUS_ZOMBIE
 
 
-def _listening_ports() -> set[int]:
-    me = psutil.Process()
-    return {c.laddr.port for c in me.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
-
-
-def _shm_entries() -> set[str]:
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
-@pytest.mark.e2e
-def test_fifty_jobs_in_a_row_leave_nothing_behind(tmp_path: Path, scripts_dir: Path, no_leftover_job_dirs: None) -> None:
-    me = psutil.Process()
-    children_before = {p.pid for p in me.children(recursive=True)}
-    ports_before = _listening_ports()
-    shm_before = _shm_entries()
-    threads_before = threading.active_count()
-    for n in range(50):
-        spec = JobSpec(
-            entry_point="fail_or_sleep.py",
-            source_dir=str(scripts_dir),
-            instance_count=2,
-            distribution="mpi",
-            hyperparameters={"sleep": 0},
-            output_path=str(tmp_path / "out"),
-            job_name=f"soak-{n}",
-            max_run=60,
-        )
-        assert run(spec, stream=io.StringIO()).ok
-    assert {p.pid for p in me.children(recursive=True)} - children_before == set()
-    assert _listening_ports() - ports_before == set()  # Horovod's rendezvous servers are closed
-    assert _shm_entries() - shm_before == set()
-    assert threading.active_count() <= threads_before
-
-
 def test_secrets_stay_out_of_config_files_logs_and_the_code_copy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leftover_job_dirs: None
 ) -> None:
