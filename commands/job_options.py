@@ -19,9 +19,11 @@ from smddp_compat import contract
 from smddp_compat.errors import ConfigurationError
 from smddp_compat.launcher import finite_seconds, whole_number
 from smddp_compat.local_mode.name_values import decode_value, parse_name_values
+from smddp_compat.local_mode.tracking import MlflowSettings
 from smddp_compat.strategies import NAMES
 
-__all__ = ["add_job_options", "JOB_OPTIONS_TITLE", "model_dir_option", "NO_MODEL_DIR", "hyperparameters_from_args"]
+__all__ = ["add_job_options", "JOB_OPTIONS_TITLE", "model_dir_option", "NO_MODEL_DIR", "hyperparameters_from_args",
+           "add_tracking_options", "tracking_from_args", "sagemaker_tracking_from_args"]
 
 NO_MODEL_DIR = "none"
 """``--model-dir none``: the script gets no ``--model_dir`` (the estimator's ``model_dir=False``)."""
@@ -116,3 +118,64 @@ def hyperparameters_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if args.model_dir:
         hyperparameters[name] = args.model_dir
     return hyperparameters
+
+
+_TRACKING_COMPANIONS = ("mlflow_experiment", "mlflow_run_name", "mlflow_optional")
+
+
+def add_tracking_options(group: argparse._ArgumentGroup, *, what: str, sagemaker: bool = False) -> None:
+    """``--mlflow`` and its companions, as ``smddp local``, ``smddp tune`` and ``smddp submit`` take them (``what``:
+    what is tracked; ``sagemaker``: the job may run on SageMaker, where ``--mlflow`` names SageMaker's MLflow)."""
+    on_sagemaker = (" On SageMaker (smddp submit): the ARN of a SageMaker MLflow app or tracking server, sent as the "
+                    "request's MlflowConfig" if sagemaker else "")
+    group.add_argument("--mlflow", metavar="ARN" if sagemaker else "URI",
+                       help=f"track in MLflow: {what} (its hyperparameters, metric series, status; the script gets "
+                       "MLFLOW_TRACKING_URI and MLFLOW_RUN_ID), at a tracking server (http://HOST:PORT) or a local "
+                       f"store (sqlite:///ABS/PATH.db).{on_sagemaker}")
+    group.add_argument("--mlflow-experiment", metavar="NAME",
+                       help="the MLflow experiment (made when missing; default: a replayed request's "
+                       "MlflowExperimentName, else the job's name less its timestamp)")
+    group.add_argument("--mlflow-run-name", metavar="NAME",
+                       help="the MLflow run's name (default: a replayed request's MlflowRunName, else the job's name)")
+    group.add_argument("--mlflow-optional", action="store_true",
+                       help="when the tracking server cannot be reached at the start, run untracked (said) instead "
+                       "of refusing to start")
+
+
+def _companions_alone(args: argparse.Namespace) -> None:
+    given = [f"--{name.replace('_', '-')}" for name in _TRACKING_COMPANIONS if getattr(args, name)]
+    if given:
+        raise ConfigurationError(given[0], getattr(args, given[0][2:].replace("-", "_")), "was given without "
+                                 "--mlflow", "add --mlflow URI (the tracking server or store)")
+
+
+def tracking_from_args(args: argparse.Namespace) -> MlflowSettings | None:
+    """A local job's MLflow settings from :func:`add_tracking_options`' options (None without ``--mlflow``).
+
+    Raises:
+        ConfigurationError: A companion option without ``--mlflow``, or a bad URI or name.
+    """
+    if args.mlflow is None:
+        _companions_alone(args)
+        return None
+    return MlflowSettings(args.mlflow, experiment_name=args.mlflow_experiment, run_name=args.mlflow_run_name,
+                          untracked_if_unreachable=args.mlflow_optional)
+
+
+def sagemaker_tracking_from_args(args: argparse.Namespace) -> dict[str, str] | None:
+    """A SageMaker job's ``MlflowConfig`` from :func:`add_tracking_options`' options (None without ``--mlflow``),
+    for the estimator to check as SageMaker does (:func:`smddp_compat.estimators.sagemaker_mlflow_config`).
+
+    Raises:
+        ConfigurationError: A companion option without ``--mlflow``, or ``--mlflow-optional`` (SageMaker reaches its
+            own MLflow: nothing to fall back from).
+    """
+    if args.mlflow is None:
+        _companions_alone(args)
+        return None
+    if args.mlflow_optional:
+        raise ConfigurationError("--mlflow-optional", True, "applies to a job run here (the tracking server may be "
+                                 "away); SageMaker reaches its own MLflow", "leave it out")
+    return {"MlflowResourceArn": args.mlflow,
+            **({"MlflowExperimentName": args.mlflow_experiment} if args.mlflow_experiment else {}),
+            **({"MlflowRunName": args.mlflow_run_name} if args.mlflow_run_name else {})}

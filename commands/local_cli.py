@@ -26,7 +26,9 @@ from typing import Any
 from smddp_compat import errors as kit_errors
 from smddp_compat.distribution_config import mesh_option_text
 from smddp_compat.cli_help import help_texts
-from smddp_compat.commands.job_options import add_job_options, hyperparameters_from_args
+from smddp_compat.commands.job_options import (
+    add_job_options, add_tracking_options, hyperparameters_from_args, tracking_from_args,
+)
 from smddp_compat.launcher import positive_count, positive_seconds
 
 from smddp_compat.estimators.replay import replay_spec
@@ -34,7 +36,6 @@ from smddp_compat.local_mode.backends import DockerBackend, ProcessBackend
 from smddp_compat.local_mode.docker.request import TrainingJobRequest
 from smddp_compat.local_mode.errors import ConfigurationError
 from smddp_compat.local_mode.s3 import is_s3_uri
-from smddp_compat.local_mode.tracking import MlflowSettings
 from smddp_compat.local_mode.spec import DEFAULT_MAX_RUN, DEFAULT_OUTPUT_PATH, JobSpec
 from smddp_compat.local_mode.name_values import parse_name_values
 
@@ -161,39 +162,6 @@ def add_environment_and_metrics(group: argparse._ArgumentGroup, *, metric_help: 
     group.add_argument("--metric", nargs="+", action="extend", default=[], metavar="NAME=REGEX",
                        help=f"a metric read from the logs, as SageMaker's MetricDefinitions: {metric_help} (the "
                        "regex's first group captures it; repeatable)")
-
-
-def add_tracking_options(group: argparse._ArgumentGroup, *, what: str) -> None:
-    """``--mlflow`` and its companions, as ``smddp local`` and ``smddp tune`` take them (``what``: what is tracked)."""
-    group.add_argument("--mlflow", metavar="URI",
-                       help=f"track in MLflow: {what} (its hyperparameters, metric series, status; the script gets "
-                       "MLFLOW_TRACKING_URI and MLFLOW_RUN_ID), at a tracking server (http://HOST:PORT) or a local "
-                       "store (sqlite:///ABS/PATH.db)")
-    group.add_argument("--mlflow-experiment", metavar="NAME",
-                       help="the MLflow experiment (made when missing; default: a replayed request's "
-                       "MlflowExperimentName, else the job's name less its timestamp)")
-    group.add_argument("--mlflow-run-name", metavar="NAME",
-                       help="the MLflow run's name (default: a replayed request's MlflowRunName, else the job's name)")
-    group.add_argument("--mlflow-optional", action="store_true",
-                       help="when the tracking server cannot be reached at the start, run untracked (said) instead "
-                       "of refusing to start")
-
-
-def tracking_from_args(args: argparse.Namespace) -> MlflowSettings | None:
-    """The job's MLflow settings from :func:`add_tracking_options`' options (None without ``--mlflow``).
-
-    Raises:
-        ConfigurationError: A companion option without ``--mlflow``, or a bad URI or name.
-    """
-    if args.mlflow is None:
-        given = [f"--{name.replace('_', '-')}" for name in ("mlflow_experiment", "mlflow_run_name", "mlflow_optional")
-                 if getattr(args, name)]
-        if given:
-            raise ConfigurationError(given[0], getattr(args, given[0][2:].replace("-", "_")), "was given without "
-                                     "--mlflow", "add --mlflow URI (the tracking server or store)")
-        return None
-    return MlflowSettings(args.mlflow, experiment_name=args.mlflow_experiment, run_name=args.mlflow_run_name,
-                          untracked_if_unreachable=args.mlflow_optional)
 
 
 def spec_from_args(args: argparse.Namespace) -> JobSpec:

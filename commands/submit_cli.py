@@ -22,11 +22,13 @@ from smddp_compat.distribution_config import DistributionConfig, FieldNames, mes
 from smddp_compat.estimators import (
     ConfigurationError, EstimatorError, JobTimeoutError, check_channel_names, check_destination, check_job_name,
     check_positive_int, check_positive_seconds, check_s3_uri, describe_job, fetch_model, format_status,
-    iter_log_events, resolve_region, wait_for_job,
+    iter_log_events, resolve_region, sagemaker_mlflow_config, wait_for_job,
 )
 from smddp_compat.image.cuda import CpuImageWarning
 from smddp_compat.instance_types import LOCAL_INSTANCE_TYPES
-from smddp_compat.commands.job_options import add_job_options, hyperparameters_from_args
+from smddp_compat.commands.job_options import (
+    add_job_options, add_tracking_options, hyperparameters_from_args, sagemaker_tracking_from_args, tracking_from_args,
+)
 from smddp_compat.local_mode.channels import check_local_channel
 from smddp_compat.local_mode.errors import ChannelError
 from smddp_compat.local_mode.name_values import parse_name_values
@@ -134,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help=f"Python version the estimator states (default {DEFAULT_PY_VERSION})")
     sagemaker.add_argument("--custom-mpi-options", default=None, metavar="OPTIONS",
                            help="smddp, mpi: extra mpirun options, as the SDK's custom_mpi_options")
+    add_tracking_options(sagemaker, what="the job is an MLflow run (local_process: as smddp local tracks it)",
+                         sagemaker=True)
     sagemaker.add_argument("--wait", action="store_true", help="wait for the job to end, showing its status changes")
     _add_wait_options(sagemaker, timeout=24 * 3600.0, what="--wait")
 
@@ -245,6 +249,11 @@ def _submit(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if args.max_run is not None:
         kwargs["max_run"] = args.max_run
+    tracking: Any = tracking_from_args(args) if local else sagemaker_tracking_from_args(args)
+    if tracking is not None and not local:  # in the command line's words, before the estimator checks it again
+        sagemaker_mlflow_config(tracking, args.instance_type, field="--mlflow")
+    if tracking is not None:
+        kwargs["mlflow"] = tracking
     try:
         # The estimator checks the job, then the region, and only then makes the SDK's session (telemetry off).
         with warnings.catch_warnings(record=True) as said:

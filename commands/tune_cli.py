@@ -33,10 +33,10 @@ from smddp_compat import errors as kit_errors
 from smddp_compat.cli_help import help_texts
 from smddp_compat.estimators import run_tuning_job
 from smddp_compat.estimators.replay import replay_spec
-from smddp_compat.commands.job_options import add_job_options
+from smddp_compat.commands.job_options import add_job_options, add_tracking_options
 from smddp_compat.launcher import StopSignalled, whole_number
 from smddp_compat.commands.local_cli import (
-    add_environment_and_metrics, add_tracking_options, run_reporting_errors, spec_from_args)
+    add_environment_and_metrics, run_reporting_errors, spec_from_args)
 from smddp_compat.local_mode.backends import ProcessBackend
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.s3 import is_s3_uri

@@ -27,7 +27,7 @@ from smddp_compat.estimators._local_tuning import LocalTuningClient, run_tuning_
 from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stage_driver_dir
 from smddp_compat.estimators._validation import (
     check_channel_names, check_job_name, check_positive_int, check_positive_seconds, check_s3_uri, instance_spec,
-    resolve_region,
+    resolve_region, sagemaker_mlflow_config,
 )
 from smddp_compat.estimators.errors import (
     ConfigurationError, EstimatorError, JobError, JobTimeoutError, LocalVersionWarning, MissingDependencyError,
@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job", "described_as_sent",
     "LocalTuningClient", "run_tuning_job", "check_destination", "describe_job", "fetch_model", "format_status",
     "iter_log_events", "wait_for_job", "check_positive_int", "check_positive_seconds", "check_s3_uri", "resolve_region",
+    "sagemaker_mlflow_config",
 ]
 
 

@@ -11,10 +11,12 @@ doing quieted (:mod:`smddp_compat.estimators._sdk_notices`) and an upload that l
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
 import re
+from collections.abc import Iterator
 from typing import Any, Mapping, Sequence
 
 from smddp_compat import contract
@@ -35,6 +37,7 @@ from smddp_compat.estimators._source_bundle import DEFAULT_SOURCE_EXCLUDES, stag
 from smddp_compat.estimators._validation import (
     check_channel_names, check_entry_point, check_hyperparameters, check_instance_count, check_job_name,
     check_positive_int, check_region, check_role, _is_pipeline_variable, check_s3_uri, instance_spec, resolve_region,
+    sagemaker_mlflow_config,
 )
 from smddp_compat.estimators.errors import ConfigurationError, JobError, raised_as_estimator_errors
 from smddp_compat.image.cuda import check_image_for_instance_type
@@ -110,7 +113,10 @@ class TensorFlow(_SdkTensorFlow):
                 training job (:mod:`smddp_compat.local_mode.tracking`): ``MlflowSettings``, a tracking URI, or
                 False (untracked); None (the default): tracked when ``MLFLOW_TRACKING_URI`` is set when ``fit()``
                 runs (the experiment ``MLFLOW_EXPERIMENT_NAME``'s when set), as SDK v2's ``fit()`` reads it. A
-                tuner's tuning job is then a run, each trial a run under it. Not an SDK argument.
+                tuner's tuning job is then a run, each trial a run under it. For a job on SageMaker: the ARN of a
+                SageMaker MLflow app or tracking server, or SageMaker's ``MlflowConfig`` itself (``MlflowResourceArn``,
+                ``MlflowExperimentName``, ``MlflowRunName``), sent as the request's ``MlflowConfig`` (SageMaker's
+                managed MLflow then tracks the job). Not an SDK argument.
             **kwargs: Every other argument of ``sagemaker.tensorflow.TensorFlow`` (``role``, ``instance_type``,
                 ``instance_count``, ``framework_version``, ``py_version``, ``image_uri``, ``source_dir``,
                 ``dependencies``, ``hyperparameters``, ``output_path``, ``max_run``, ``environment``, ...).
@@ -124,7 +130,7 @@ class TensorFlow(_SdkTensorFlow):
                 source dir, hyperparameters that are not JSON-serialisable, a malformed role ARN, ``max_run``,
                 ``max_wait`` or ``volume_size`` not a whole number >= 1, a malformed ``base_job_name``, an
                 ``output_path`` that is not ``s3://`` (for SageMaker jobs), no training image for the framework
-                version, an ``mlflow`` setting that is not one or not for a ``local_process`` job, or (checked last) no region, or one SageMaker does not run in. Raised before any upload or
+                version, an ``mlflow`` setting that is not one (a tracking URI for a SageMaker job, a malformed ARN), or (checked last) no region, or one SageMaker does not run in. Raised before any upload or
                 AWS call.
 
         Warns:
@@ -180,13 +186,12 @@ class TensorFlow(_SdkTensorFlow):
             )
         if kwargs.get("output_path") is not None and not is_local(instance_type):  # type: ignore[arg-type]
             check_s3_uri(kwargs["output_path"], "output_path")
+        sagemaker_mlflow: dict[str, str] | None = None
         if mlflow is not None and mlflow is not False:
-            tracking = _local_process.mlflow_settings(mlflow)  # checked now; the environment is read by fit()
-            if instance_type != "local_process" and tracking is not None:
-                raise ConfigurationError(
-                    "mlflow", tracking.public_uri, f"tracks a local_process job; instance_type {instance_type!r} "
-                    "runs elsewhere", "leave mlflow out (SDK v2 forwards a SageMaker job's metrics to MLflow when "
-                    "MLFLOW_TRACKING_URI is set), or use instance_type='local_process'")
+            if instance_type == "local_process":
+                _local_process.mlflow_settings(mlflow)  # checked now; the environment is read by fit()
+            else:
+                sagemaker_mlflow = sagemaker_mlflow_config(mlflow, instance_type)
         session = kwargs.get("sagemaker_session")
         if session is not None:
             job_region = getattr(session, "boto_region_name", None)
@@ -227,7 +232,8 @@ class TensorFlow(_SdkTensorFlow):
         self.distribution_plan: DistributionPlan = plan
         self.compat_distribution: dict[str, Any] = plan.original
         self.source_excludes: tuple[str, ...] = tuple(source_excludes)
-        self.mlflow: _local_process.MlflowSetting = mlflow
+        self.mlflow: _local_process.MlflowSetting | Mapping[str, str] = mlflow
+        self.sagemaker_mlflow_config = sagemaker_mlflow
         local_process = instance_type == "local_process"
         # The SDK's own distribution checks parse instance types as ml.<family>.<size>; local_process jobs never
         # reach the SDK's launch, so it gets no distribution and the plan is kept beside it.
@@ -285,18 +291,39 @@ class TensorFlow(_SdkTensorFlow):
         check_channel_names(inputs)  # '.' and '..' pass SageMaker's pattern and name input/data itself or input
         if self.instance_type == "local_process":
             return self._fit_local_process(inputs, job_name)
-        if isinstance(self.source_dir, str) and self.source_dir.startswith("s3://"):
-            return super().fit(inputs, wait, logs, job_name, experiment_config)
-        staged = stage_source(
-            self.entry_point, self.source_dir, self.dependencies, self.distribution_plan, excludes=self.source_excludes
-        )
-        saved = (self.entry_point, self.source_dir, self.dependencies)
-        self.entry_point, self.source_dir, self.dependencies = staged.entry_point, staged.directory, []
+        with self._mlflow_config_sent():
+            if isinstance(self.source_dir, str) and self.source_dir.startswith("s3://"):
+                return super().fit(inputs, wait, logs, job_name, experiment_config)
+            staged = stage_source(self.entry_point, self.source_dir, self.dependencies, self.distribution_plan,
+                                  excludes=self.source_excludes)
+            saved = (self.entry_point, self.source_dir, self.dependencies)
+            self.entry_point, self.source_dir, self.dependencies = staged.entry_point, staged.directory, []
+            try:
+                return super().fit(inputs, wait, logs, job_name, experiment_config)
+            finally:
+                self.entry_point, self.source_dir, self.dependencies = saved
+                staged.cleanup()
+
+    @contextlib.contextmanager
+    def _mlflow_config_sent(self) -> Iterator[None]:
+        """Within the block, the CreateTrainingJob request this estimator's session sends carries
+        :attr:`sagemaker_mlflow_config` as ``MlflowConfig`` (SDK v2 has no argument for it): added by a botocore
+        handler of the request's parameters, the client's own extension point, removed when the block ends."""
+        config = self.sagemaker_mlflow_config
+        client_meta = getattr(getattr(self.sagemaker_session, "sagemaker_client", None), "meta", None)
+        if config is None or client_meta is None:
+            yield
+            return
+
+        def add_config(params: dict[str, Any], **_: Any) -> None:
+            params["MlflowConfig"] = dict(config)
+
+        event, handler_id = "provide-client-params.sagemaker.CreateTrainingJob", f"smddp-mlflow-{id(self)}"
+        client_meta.events.register(event, add_config, unique_id=handler_id)
         try:
-            return super().fit(inputs, wait, logs, job_name, experiment_config)
+            yield
         finally:
-            self.entry_point, self.source_dir, self.dependencies = saved
-            staged.cleanup()
+            client_meta.events.unregister(event, unique_id=handler_id)
 
     def _prepare_for_training(self, job_name: str | None = None) -> None:
         """The SDK's preparation; a ``local_process`` job (a tuner prepares one per tuning job) stages nothing: it

@@ -15,8 +15,10 @@ from typing import Any, Mapping
 from smddp_compat import contract
 from smddp_compat.estimators.errors import ConfigurationError, UnknownInstanceTypeError
 from smddp_compat.instance_types import InstanceSpec, find_instance_type, unknown_instance_type
+from smddp_compat.local_mode.api_model import check_member
 
 __all__ = [
+    "sagemaker_mlflow_config",
     "instance_spec", "check_instance_count", "check_role", "check_entry_point", "check_hyperparameters",
     "ROLE_ARN_PATTERN", "check_positive_int", "check_positive_seconds", "check_job_name", "check_s3_uri",
     "known_regions", "check_region", "resolve_region", "check_channel_names",
@@ -289,3 +291,31 @@ def resolve_region(region: str | None, field: str = "region", *, how_to_set: str
     return check_region(
         configured, field, source="the AWS configuration: AWS_DEFAULT_REGION or the profile's region"
     )
+
+
+_MLFLOW_ARN_EXAMPLE = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-app/app-EXAMPLE"
+
+
+def sagemaker_mlflow_config(setting: Any, instance_type: str, field: str = "mlflow") -> dict[str, str]:
+    """SageMaker's ``MlflowConfig`` for a job that runs on SageMaker: ``setting`` is the ARN of a SageMaker MLflow
+    app or tracking server, or the config itself (``MlflowResourceArn``, optionally ``MlflowExperimentName`` and
+    ``MlflowRunName``), checked against SageMaker's API model.
+
+    Raises:
+        ConfigurationError: A tracking URI or :class:`~smddp_compat.local_mode.tracking.MlflowSettings` (which only a
+            ``local_process`` job is tracked at), or a config SageMaker would refuse, naming the member.
+    """
+    config = {"MlflowResourceArn": setting} if isinstance(setting, str) else setting
+    if not isinstance(config, Mapping) or not str(config.get("MlflowResourceArn", "")).startswith("arn:"):
+        shown = getattr(config, "get", lambda _: None)("MlflowResourceArn") or getattr(setting, "public_uri", setting)
+        local = "--instance-type local_process" if field.startswith("--") else "instance_type='local_process'"
+        as_config = "" if field.startswith("--") else (
+            ", or {'MlflowResourceArn': ARN, 'MlflowExperimentName': NAME, 'MlflowRunName': NAME}")
+        raise ConfigurationError(
+            field, shown, f"is not SageMaker's MLflow: a job on {instance_type} is tracked by SageMaker's managed "
+            f"MLflow, named by its ARN (a tracking URI is for {local})",
+            f"pass the ARN of your SageMaker MLflow app or tracking server, e.g. {field}={_MLFLOW_ARN_EXAMPLE!r}"
+            f"{as_config}")
+    config = dict(config)
+    check_member("MlflowConfig", config)  # SageMaker's own rules: the ARN's pattern, the names' lengths
+    return config

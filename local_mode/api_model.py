@@ -21,7 +21,7 @@ from typing import Any
 
 from smddp_compat.local_mode.errors import ConfigurationError
 
-__all__ = ["check_request", "check_response", "describe_only_fields", "response_members"]
+__all__ = ["check_member", "check_request", "check_response", "describe_only_fields", "response_members"]
 
 _SERVICE = "sagemaker"
 _JAVA_CLASSES = {r"\p{Alnum}": "A-Za-z0-9", r"\p{L}": r"\w", r"\p{N}": r"\w", r"\p{Z}": r"\s"}
@@ -62,6 +62,20 @@ def check_request(
             rule it breaks and the fix.
     """
     _Checker(operation, examples or {}).check(params, _service_model().operation_model(operation).input_shape, "")
+
+
+def check_member(name: str, value: Any, operation: str = "CreateTrainingJob") -> None:
+    """Checks one top-level member of a request (``MlflowConfig``, say) against its shape, as the service does.
+
+    Raises:
+        ConfigurationError: The member, or one of its members, that the service would refuse, named by its path
+            (``MlflowConfig.MlflowResourceArn``), with the rule it breaks and the fix.
+    """
+    members = _service_model().operation_model(operation).input_shape.members
+    if name not in members:
+        raise ConfigurationError(name, value, f"is not a member of {operation}'s request",
+                                 f"use one of: {', '.join(sorted(members))}")
+    _Checker(operation, {}).check(value, members[name], name)
 
 
 def response_members(operation: str = "DescribeTrainingJob") -> frozenset[str]:

@@ -33,17 +33,44 @@ def _model_tarball(path, members):
     return path
 
 
-def test_submit_uploads_channels_and_waits(aws, tiny_script, tmp_path, capsys):
+MLFLOW_ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-app/app-CLI"
+
+
+def _sent_bodies(monkeypatch) -> dict[str, list[dict]]:
+    """The JSON bodies this process sends over HTTP, by their ``X-Amz-Target`` (``SageMaker.CreateTrainingJob``)."""
+    import urllib3
+
+    bodies: dict[str, list[dict]] = {}
+    original = urllib3.connectionpool.HTTPConnectionPool.urlopen
+
+    def urlopen(pool, method, url, *args, **kwargs):
+        target = (kwargs.get("headers") or {}).get("X-Amz-Target")
+        if target:
+            body = kwargs.get("body")
+            bodies.setdefault(target.decode() if isinstance(target, bytes) else target, []).append(json.loads(body))
+        return original(pool, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(urllib3.connectionpool.HTTPConnectionPool, "urlopen", urlopen)
+    return bodies
+
+
+def test_submit_uploads_channels_and_waits(aws, tiny_script, tmp_path, capsys, monkeypatch):
+    """... and sends --mlflow ARN (with the experiment and run names) as the request's MlflowConfig, over HTTP."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "train.npz").write_bytes(b"not really numpy")
+    sent = _sent_bodies(monkeypatch)
     code = main(_submit_args(
         tiny_script, "--distribution", "smddp", "--channel", f"train={data}", "--channel", "test=s3://bucket/test",
         "--hyperparameters", "epochs=3", "optimizer=adam", "note=a=b  c", "--job-name", "cli-job", "--max-run", "600",
+        "--mlflow", MLFLOW_ARN, "--mlflow-experiment", "cli-experiment", "--mlflow-run-name", "cli-run",
         "--wait", "--poll", "0.1", "--timeout", "60",
     ))
     out = capsys.readouterr()
     assert code == 0, out.err
+    [request] = sent["SageMaker.CreateTrainingJob"]
+    assert request["MlflowConfig"] == {"MlflowResourceArn": MLFLOW_ARN, "MlflowExperimentName": "cli-experiment",
+                                       "MlflowRunName": "cli-run"}
     assert "cli-job" in out.out and "Completed" in out.out
     described = aws.client("sagemaker").describe_training_job(TrainingJobName="cli-job")
     hps = described["HyperParameters"]
@@ -132,6 +159,9 @@ def test_fetch_refuses_a_path_traversal_archive(aws, tiny_script, tmp_path, caps
         (["--channel", "=s3://bucket/x"], "--channel='=s3://bucket/x': is not NAME=VALUE"),
         (["--distribution", "dtensor", "--mesh", "=8"], "--mesh='=8': dimension name '' is not an ASCII identifier"),
         (["--role", "not-an-arn"], "role"),
+        (["--mlflow", "http://127.0.0.1:5000"], "--mlflow='http://127.0.0.1:5000': is not SageMaker's MLflow"),
+        (["--mlflow", MLFLOW_ARN, "--mlflow-optional"], "--mlflow-optional=True: applies to a job run here"),
+        (["--mlflow-experiment", "x"], "--mlflow-experiment='x': was given without --mlflow"),
     ],
 )
 def test_bad_submit_exits_2_before_any_upload(aws, tiny_script, capsys, args, words):

@@ -508,9 +508,12 @@ API_CASES = [
     ("estimator-local-process-output-in-proc",
      _estimator(instance_type="local_process", role=None, image_uri=None, output_path="/proc/x"),
      "ConfigurationError", ("output_path='/proc/x': cannot be written",), ("choose a writable directory",)),
-    # MLflow: the kit tracks a local_process job; SDK v2 itself forwards a SageMaker job's metrics
-    ("estimator-mlflow-for-a-sagemaker-job", _estimator(mlflow="http://127.0.0.1:5000"), "ConfigurationError",
-     ("mlflow='http://127.0.0.1:5000'", "tracks a local_process job"), ("leave mlflow out",)),
+    # MLflow: a job on SageMaker is tracked by SageMaker's managed MLflow, named by its ARN (a URI: local_process)
+    ("estimator-mlflow-uri-for-a-sagemaker-job", _estimator(mlflow="http://127.0.0.1:5000"), "ConfigurationError",
+     ("mlflow='http://127.0.0.1:5000'", "is not SageMaker's MLflow", "local_process"), ("mlflow='arn:aws:sagemaker:",)),
+    ("estimator-mlflow-config-sagemaker-refuses", _estimator(mlflow={"MlflowResourceArn": MLFLOW_ARN,
+                                                                      "MlflowRunName": ""}),
+     "ConfigurationError", ("MlflowConfig.MlflowRunName=''", "has 0 characters"), ("1 to 256 characters",)),
     # MLflow's own variable, read by fit(): an ARN names SageMaker's managed MLflow, which no local job reaches
     ("estimator-local-process-mlflow-arn-in-the-environment", _with_environment(
         _estimator(instance_type="local_process", role=None, image_uri=None), MLFLOW_TRACKING_URI=MLFLOW_ARN),
