@@ -2,7 +2,9 @@
 loopback with ``MlflowClient``: its hyperparameters, the exact metric series the job printed, its status (a failed
 and a stopped job too), ``describe()``'s ``MlflowDetails``; a script logging to the same run; credentials never kept;
 an unreachable server is one line before anything starts; a server gone when the job ends loses nothing (the end
-is kept, then sent by ``smddp mlflow-send``); a tuning job is a run with one child run per trial."""
+is kept, then sent by ``smddp mlflow-send``). A tuning job as a run with a child run per trial: the SDK doors'
+tuner tests (tests/estimators/test_local_tuning.py, sdk3/test_local_tuning.py), ``smddp tune``'s in both backends
+(tests/docker/test_one_command.py's tuning-trial case) and docs/mlflow.md's block."""
 
 from __future__ import annotations
 
@@ -187,27 +189,3 @@ def test_a_server_gone_when_the_job_ends_loses_nothing_and_mlflow_send_delivers_
         go.touch()
         job.join(timeout=180)
         server.stop()
-
-
-def test_a_tuning_job_is_a_run_with_a_child_run_per_trial_and_its_best_trial_tagged(
-    server: MlflowServer, tmp_path: Path
-) -> None:
-    _source(tmp_path)
-    done = _smddp("tune", "code/train.py", "--output", "out", "--job-name", "tracked-tune",
-                  "--metric", "loss=loss=([0-9.]+)", "--objective", "loss", "--objective-type", "Minimize",
-                  "--categorical", "lr=0.1,0.2", "--strategy", "Grid", "--max-jobs", "2",
-                  "--mlflow", server.uri, "--mlflow-experiment", "tuning", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    client = mlflow.MlflowClient(server.uri)
-    experiment = client.get_experiment_by_name("tuning")
-    [parent] = client.search_runs([experiment.experiment_id], "attributes.run_name = 'tracked-tune'")
-    children = client.search_runs([experiment.experiment_id],
-                                  f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    trials = json.loads((tmp_path / "out" / "tracked-tune" / "training-jobs.json").read_text())["TrainingJobSummaries"]
-    assert sorted(c.info.run_name for c in children) == sorted(t["TrainingJobName"] for t in trials)
-    assert {c.info.status for c in children} == {"FINISHED"} and parent.info.status == "FINISHED"
-    assert sorted(c.data.params["lr"] for c in children) == ["0.1", "0.2"]
-    best = json.loads((tmp_path / "out" / "tracked-tune" / "tuning-job.json").read_text())["BestTrainingJob"]
-    assert parent.data.tags["sagemaker.best_training_job"] == best["TrainingJobName"]
-    assert parent.data.tags["sagemaker.best_run_id"] in {c.info.run_id for c in children}
-    assert len(client.get_metric_history(parent.info.run_id, "loss")) == 2  # each trial's objective
