@@ -15,7 +15,8 @@ from smddp_compat.bench.jobs import Job
 from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob
 from smddp_compat.bench.stats import Summary, summarise
 
-__all__ = ["NAME", "TITLE", "jobs", "summarise_runs", "MODEL_NAMES", "GROUPS", "grouped_ratios", "collective_ops"]
+__all__ = ["NAME", "TITLE", "engines", "jobs", "summarise_runs", "MODEL_NAMES", "GROUPS", "grouped_ratios",
+           "collective_ops"]
 
 NAME = "overhead"
 TITLE = "1. Compat overhead: smddp_compat / raw Horovod step time (tf-keras)"
@@ -46,9 +47,15 @@ def _engine_jobs(config: BenchConfig, engine: str) -> dict[str, Job]:
     return {model: _job(config, engine, model) for model in MODEL_NAMES}
 
 
+def engines(config: BenchConfig) -> list[str]:
+    """The engines timed: each Horovod engine of this machine; ``--quick``: Gloo, which every machine has and whose
+    job costs least (overhead.py is the same program on either: MPI's launcher runs in the collectives job)."""
+    return ["gloo"] if config.quick else horovod_engines()
+
+
 def jobs(config: BenchConfig) -> list[Job]:
-    """One 2-rank job per engine and model (``--quick``: per engine)."""
-    return [job for engine in horovod_engines() for job in dict.fromkeys(_engine_jobs(config, engine).values())]
+    """One 2-rank job per engine and model (``--quick``: one job, Gloo, both models)."""
+    return [job for engine in engines(config) for job in dict.fromkeys(_engine_jobs(config, engine).values())]
 
 
 def grouped_ratios(numerators: list[float], denominators: list[float], groups: int = GROUPS) -> Summary:
@@ -83,7 +90,7 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     """Per engine and model: CPU and wall time per step, grouped pair ratios; then the engines' steps."""
     result = MeasurementResult(NAME, TITLE)
     step_medians: dict[str, dict[str, float]] = {}
-    for engine in horovod_engines():
+    for engine in engines(config):
         name = engine_label(engine, RANKS)
         by_model = {model: list(runs(job)) for model, job in _engine_jobs(config, engine).items()}
         step_medians[engine] = _summarise_engine(result, by_model, engine, name)

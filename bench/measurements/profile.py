@@ -42,10 +42,11 @@ def _job(config: BenchConfig, env: tuple[tuple[str, str], ...] = (), mpi_alone: 
 
 
 def jobs(config: BenchConfig) -> list[Job]:
-    """The profile job with the kit's settings, without huge pages, and MPI alone (none without mpirun)."""
+    """The profile job with the kit's settings, without huge pages (not in ``--quick``: the same job with one variable
+    changed), and MPI alone (none without mpirun)."""
     if mpi_unavailable_reason():
         return []
-    return [_job(config), _job(config, NO_HUGE_PAGES), _job(config, mpi_alone=True)]
+    return [_job(config), *(() if config.quick else (_job(config, NO_HUGE_PAGES),)), _job(config, mpi_alone=True)]
 
 
 def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:

@@ -32,8 +32,10 @@ def test_every_strategy_runs_on_each_model_and_flavour_it_supports_and_the_rest_
     assert distributions == {"smddp": "smddp", "horovod_face": "mpi", "horovod": "mpi", "mwms": "mwms",
                              "mwms_fit": "mwms", "dtensor": "dtensor", "parameter_server": "parameter_server"}
     assert all(job.launcher is Launcher.LOCAL_MODE and job.ranks == 2 and job.repeat for job in jobs)
-    quick = strategies.jobs(_config(tmp_path, quick=True))
-    assert len(quick) == 7 and {job.args_dict()["--model"] for job in quick} == {"mlp"}
+    quick = strategies.jobs(_config(tmp_path, quick=True))  # one strategy per trainer of the rank program
+    assert {job.args_dict()["--strategy"] for job in quick} == {"smddp", "mwms", "mwms_fit", "dtensor",
+                                                                "parameter_server"}
+    assert len(quick) == 5 and {job.args_dict()["--model"] for job in quick} == {"mlp"}
 
 
 def _strategy_run(job, round_index, speed, reached, started=100.0):
@@ -47,20 +49,19 @@ def _strategy_run(job, round_index, speed, reached, started=100.0):
 def test_rows_divide_by_the_fastest_cell_and_the_table_names_what_cannot_run(tmp_path):
     config = _config(tmp_path, quick=True)
     jobs = {job.args_dict()["--strategy"]: job for job in strategies.jobs(config)}
-    speeds = {"smddp": 1000.0, "horovod_face": 2000.0, "horovod": 1500.0, "mwms": 500.0, "mwms_fit": 600.0,
-              "dtensor": 1000.0, "parameter_server": 800.0}
+    speeds = {"smddp": 1000.0, "mwms": 500.0, "mwms_fit": 600.0, "dtensor": 2000.0, "parameter_server": 800.0}
     runs = {job.key: [_strategy_run(job, 0, speeds[name], None if name == "mwms" else 3.0)]
             for name, job in jobs.items()}
     result = strategies.summarise_runs(config, lambda job: runs.get(job.key, []))
     rows = {row.comparison: row for row in result.rows}
-    fastest = next(row for label, row in rows.items() if "Horovod face" in label)
+    fastest = next(row for label, row in rows.items() if "DTensor" in label)
     assert fastest.ratio.median == 1.0 and "(the fastest)" in fastest.detail
     smddp = next(row for label, row in rows.items() if "SMDDP face" in label)
     assert smddp.ratio.median == 0.5 and "peak RSS 800 MiB" in smddp.detail and "first step 9.0 s" in smddp.detail
     mwms = next(row for label, row in rows.items() if "MultiWorkerMirroredStrategy (custom loop)" in label)
     assert "not reached in 1 of 1 runs" in mwms.detail
     table = strategy_markdown(result.raw)
-    assert table.count("\n| ") == 8 and "| 0.50 [" in table  # header + 7 cells; the ratio with its IQR
+    assert table.count("\n| ") == 6 and "| 0.50 [" in table  # header + 5 cells; the ratio with its IQR
 
 
 def test_keras3_fit_is_judged_against_tf_keras_fit(tmp_path):
@@ -82,7 +83,7 @@ def test_a_failed_cell_reads_n_a_with_its_reason(tmp_path):
               for job in strategies.jobs(config)}
     result = strategies.summarise_runs(config, lambda job: failed.get(job.key, []))
     assert all(row.ratio is None and row.detail == "n/a: timed out after 150 s" for row in result.rows)
-    assert len(result.rows) == 7
+    assert len(result.rows) == 5
 
 
 def test_marked_lines_are_timed_when_they_first_go_through_the_log():
@@ -94,7 +95,7 @@ def test_marked_lines_are_timed_when_they_first_go_through_the_log():
 
 
 def test_twin_rows_subtract_the_toolkit_wait_and_show_its_phases(tmp_path):
-    config = _config(tmp_path, quick=True)
+    config = _config(tmp_path)
     jobs = startup._jobs(config)
     assert jobs["twin"].launcher is Launcher.TWIN and not jobs["twin"].rank_results
     marks = {"first step": 140.0, "toolkit up": 115.0, "script invoked": 118.0, "toolkit wait begins": 150.0,
@@ -150,8 +151,11 @@ def test_main_job_rows_judge_the_short_waits_twin_against_the_goal(tmp_path):
     assert "first line at 10.0 s" in short.detail and "invoked at 12.0 s" in short.detail
     faithful = rows["README's main job, start to Completed: twin / process backend"]
     assert faithful.ratio is None and "timed out after 240 s" in faithful.detail
-    # --quick: no faithful twin of the main job (its path is the same as the short one's, 30 s slower)
-    assert "main: twin" not in startup._main_jobs(_config(tmp_path, quick=True))
+    # --quick: no faithful twin of the main job (its path is the same as the short one's, 30 s slower), and no
+    # train.py in the twin (the twin's launch is the main job's)
+    quick = _config(tmp_path, quick=True)
+    assert set(startup._main_jobs(quick)) == {"main: process backend", "main: twin, short waits"}
+    assert {job.launcher for job in startup._jobs(quick).values()} == {Launcher.LOCAL_MODE, Launcher.HOROVODRUN}
 
 
 def test_the_main_job_is_smddp_local_with_no_entry_point(tmp_path):
@@ -162,3 +166,23 @@ def test_the_main_job_is_smddp_local_with_no_entry_point(tmp_path):
     local = argv[argv.index("local"):]
     assert local[:6] == ["local", "--hyperparameters", "epochs=1", "max-steps=20", "--short-toolkit-waits",
                          "--backend"] and "--source-dir" not in local and "--max-run" in local
+
+
+def test_the_host_views_row_divides_each_hosts_own_opt_ml_by_the_shared_one_round_by_round(tmp_path):
+    """The rows --quick leaves out (the same job with one variable changed) are still made from their runs: each
+    host's own /opt/ml against SMDDP_HOST_VIEW=shared."""
+    config = _config(tmp_path)
+    jobs = startup._jobs(config)
+    assert dict(jobs["smddp local, shared /opt/ml"].env)["SMDDP_HOST_VIEW"] == "shared"
+    assert "smddp local, shared /opt/ml" not in startup._jobs(_config(tmp_path, quick=True))
+
+    def local(job, round_index, first_step):
+        return JobRun(job, round_index, True, "", 100.0, 15.0, [{"process_started": 101.0}], "log",
+                      {"first step": 100.0 + first_step})
+
+    runs = {jobs["smddp local"].key: [local(jobs["smddp local"], r, 10.5) for r in (0, 1)],
+            jobs["smddp local, shared /opt/ml"].key: [local(jobs["smddp local, shared /opt/ml"], r, 10.0)
+                                                      for r in (0, 1)]}
+    rows = {row.comparison: row for row in startup.summarise_runs(config, lambda job: runs.get(job.key, [])).rows}
+    views = next(row for label, row in rows.items() if "each host's own /opt/ml" in label)
+    assert views.ratio.median == 1.05 and views.goal == startup.HOST_VIEWS_GOAL and "10.50 s vs 10.00 s" in views.detail

@@ -104,3 +104,35 @@ def test_variant_rows_show_each_fraction_of_the_copy_and_the_1kb_time_against_th
     assert len(rows) == 2 + 5  # the kit's, Open MPI's own choice, and the variants that did not run (n/a)
     assert [row.ratio for label, row in rows.items() if "segmented ring, 4 MB" in label] == [None]
     assert result.raw["variants"]["openmpi-choice"]["small_over_kit"]["median"] == pytest.approx(2.0)
+
+
+def test_the_variants_quick_leaves_out_still_make_their_rows_in_a_full_run(tmp_path):
+    """--quick runs overhead on Gloo only, scaling without the short Horovod cycle and the profile without the
+    no-huge-pages job (each the same program with one setting changed); a full run's rows of those jobs are made from
+    their runs."""
+    from smddp_compat.bench.measurements import profile, scaling
+
+    full = BenchConfig(out_dir=tmp_path, measurements=("overhead", "scaling", "profile"))
+    quick = BenchConfig(out_dir=tmp_path, measurements=("overhead", "scaling", "profile"), quick=True)
+    assert overhead.engines(quick) == ["gloo"] and overhead.engines(full) == horovod_engines()
+    assert [job.launcher.value for job in overhead.jobs(quick)] == ["smddprun-gloo"]
+    assert scaling.SHORT_CYCLE not in scaling._jobs(quick)
+
+    layouts = scaling._jobs(full)
+    speed = {"1 rank": 100.0, "2 ranks": 180.0, "2 hosts x 1 (smddp local)": 170.0, scaling.SHORT_CYCLE: 171.0}
+    runs = {job.key: [_run(job, [{"rank": 0, "samples_per_second": speed[name]}])] for name, job in layouts.items()}
+    rows = {row.comparison: row for row in scaling.summarise_runs(full, lambda job: runs.get(job.key, [])).rows}
+    assert rows[f"samples/s {scaling.SHORT_CYCLE} / 2 ranks"].ratio.median == pytest.approx(0.95)
+
+    if "mpi" not in horovod_engines():
+        return
+    assert len(profile.jobs(full)) == 3 and len(profile.jobs(quick)) == 2
+    parts = {"horovod": [0.010] * 3, "copy": [0.004] * 3, "add": [0.002] * 3, "output_alloc": [0.001] * 3}
+    slower = {**parts, "horovod": [0.0125] * 3}
+    kit, before, alone = profile.jobs(full)
+    runs = {kit.key: [_run(kit, [{"bytes": 1 << 20, "seconds": parts}] * 2)],
+            before.key: [_run(before, [{"bytes": 1 << 20, "seconds": slower}] * 2)],
+            alone.key: [_run(alone, [{"seconds": {"mpi": [0.008] * 3, "copy": [0.004] * 3}}] * 2)]}
+    rows = {row.comparison: row for row in profile.summarise_runs(full, lambda job: runs.get(job.key, [])).rows}
+    huge = next(row for label, row in rows.items() if "with huge pages (kit) / without" in label)
+    assert huge.ratio.median == pytest.approx(0.8)
