@@ -1,9 +1,11 @@
 """The SageMaker Python SDK's own local modes run the kit's image on 2 hosts: v2's (``instance_type="local"``) for
-the MPI launches (smdistributed and mpi), v3's ``Mode.LOCAL_CONTAINER`` for TensorFlow's own strategies (MWMS,
-DTensor, parameter servers): each SDK writes its docker-compose file, starts every host with ``train``, and collects
-``model.tar.gz`` / ``output.tar.gz`` into a local output path. No registry, no AWS call. Each strategy goes through
-one SDK's door only: what the image does with the request is the same whichever SDK wrote it (the twin's tests replay
-both SDKs' requests), and every one of these jobs holds the one ``sagemaker-local`` network, one after the other.
+the toolkit's MPI launch (``mpi``, the Horovod face, 2 processes a host), v3's ``Mode.LOCAL_CONTAINER`` for
+TensorFlow's own strategies (MWMS, DTensor, parameter servers): each SDK writes its docker-compose file, starts every
+host with ``train``, and collects ``model.tar.gz`` / ``output.tar.gz`` into a local output path. No registry, no AWS
+call. Each strategy goes through one SDK's door only: what the image does with the request is the same whichever SDK
+wrote it (the twin's tests replay both SDKs' requests; SMDDP's own launch, mpirun with ``smddprun`` per rank, is the
+twin's test of the plain SDK v2 estimator's request, test_twin.py), and every one of these jobs holds the one
+``sagemaker-local`` network, one after the other.
 
 The SDK's compose file puts the hosts on a network named ``sagemaker-local``; the test creates it first as an
 internal network of its own engine (so the hosts reach only each other) and removes it afterwards."""
@@ -119,35 +121,39 @@ def _assert_one_world(records: list[dict[str, Any]], *, dtensor: bool) -> None:
         assert records[0]["weights"] == pytest.approx(records[1]["weights"], abs=1e-6)
 
 
-CASES = {
-    "smdistributed": ("world_probe.py", {"smdistributed": {"dataparallel": {"enabled": True}}}, {"kind": "smddp"}),
-    "mpi": ("world_probe.py", {"mpi": {"enabled": True, "processes_per_host": 1}}, {"kind": "horovod"}),
-}
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_sdk_local_mode_two_hosts(
-    case: str, tmp_path: Path, kit_image: str, sdk_environment: None, sdk_network: None
+def test_sdk_local_mode_runs_the_horovod_face_on_two_hosts_of_two_processes(
+    tmp_path: Path, kit_image: str, sdk_environment: None, sdk_network: None
 ) -> None:
+    """SDK v2's own local mode runs the kit's estimator's ``mpi`` job (2 processes a host) in the kit's image: the
+    toolkit's mpirun over the hosts' sshd starts 4 ranks of the Horovod face, 2 on each host, as one world whose
+    weights end identical (the only 2-processes-a-host ``mpi`` launch of the suite)."""
     from sagemaker.local import LocalSession
 
     from smddp_compat.estimators import TensorFlow
 
-    entry_point, distribution, hyperparameters = CASES[case]
     session = LocalSession()
     session.config = {"local": {"local_code": True}}  # source_dir mounted at /opt/ml/code, nothing uploaded
     estimator = TensorFlow(
-        entry_point=entry_point, source_dir=str(SCRIPTS), image_uri=kit_image,
+        entry_point="world_probe.py", source_dir=str(SCRIPTS), image_uri=kit_image,
         role="arn:aws:iam::111111111111:role/SageMakerRole", instance_count=2, instance_type="local",
         framework_version="2.21", py_version="py311", sagemaker_session=session,
-        output_path=f"file://{tmp_path / 'out'}", hyperparameters=hyperparameters, distribution=distribution,
-        model_dir=False, base_job_name=f"sdk-local-{case}",
+        output_path=f"file://{tmp_path / 'out'}", hyperparameters={"kind": "horovod"},
+        distribution={"mpi": {"enabled": True, "processes_per_host": 2}}, model_dir=False,
+        base_job_name="sdk-local-mpi",
     )
     estimator.fit(wait=True, logs="All")  # raises when the job fails
     description = session.sagemaker_client.describe_training_job(estimator.latest_training_job.name)
     assert description["TrainingJobStatus"] == "Completed"
     records = _probe_records(tmp_path / "out" / "output.tar.gz")
-    _assert_one_world(records, dtensor=False)
+    assert sorted(r["rank"] for r in records) == [0, 1, 2, 3], records
+    assert {r["size"] for r in records} == {4} and {r["allreduce_sum"] for r in records} == {4.0}
+    by_host: dict[str, list[int]] = {}
+    for record in records:
+        by_host.setdefault(record["host"], []).append(record["local_rank"])
+    assert len(by_host) == 2 and all(sorted(ranks) == [0, 1] for ranks in by_host.values()), records
+    assert {r["local_size"] for r in records} == {2}
+    for record in records[1:]:
+        assert record["weights"] == pytest.approx(records[0]["weights"], abs=1e-6), "the ranks' weights differ"
 
 
 SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"

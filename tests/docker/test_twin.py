@@ -101,15 +101,6 @@ def test_smdistributed_through_the_plain_sdk_v2_estimator(aws: Aws, kit_image: s
         assert "weights.npy" in archive.getnames()
 
 
-def test_mpi_runs_the_horovod_face(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    est = _estimator(aws, kit_image, instance_type=CPU_TYPE, hyperparameters={"kind": "horovod"},
-                     distribution={"mpi": {"enabled": True, "processes_per_host": 2}})
-    est.fit(wait=False, job_name="twin-mpi")
-    result, printed = _replay(aws)
-    assert result.status == "Completed", printed[-4000:]
-    _assert_one_world(_worlds(aws, result, tmp_path), size=4, per_host=2)
-
-
 def _mwms_replay(aws: Aws, image: str, tmp_path: Path, job_name: str, expect: int, *, extra: dict[str, Any],
                  options: list[str], **kwargs: Any) -> dict[str, Any]:
     """A 2-host MWMS request built by the estimator (``extra`` members added), replayed by ``smddp local --backend
