@@ -187,8 +187,8 @@ def test_a_tuning_job_name_in_use_is_refused_before_any_trial(estimator, tmp_pat
 def test_the_readme_main_job_tuned_learning_rate_and_batch_size_by_bayesian_search(tmp_path: Path, capsys) -> None:
     """The README's main job (smddp_mnist.py on MNIST, SMDDP), short and on one host of one process (so that 2 trials
     fit this machine's cores at once): 6 trials, 2 at a time, its learning rate and batch size tuned by the SDK v2
-    tuner's Bayesian search for held-out accuracy; the best trial's model is on disk. (Random search tunes the same
-    job in docs/tuning.md's ``smddp tune`` block; each strategy's choices are unit tests.)"""
+    tuner's Bayesian search for held-out accuracy; the best trial's model is on disk. (Random search: the test above,
+    on a small script; each strategy's choices are unit tests.)"""
     from sagemaker.tuner import CategoricalParameter, ContinuousParameter, HyperparameterTuner
 
     from smddp_compat.estimators import TensorFlow

@@ -42,8 +42,8 @@ def test_the_readme_main_job_tuned_by_sdk3s_tuner(tmp_path: Path) -> None:
     """The README's main job (smddp_mnist.py on MNIST, SMDDP), short and on one host of one process (so that 2 trials
     fit this machine's cores at once): 6 trials, 2 at a time, its learning rate and batch size tuned for held-out
     accuracy by SDK v3's default strategy, Bayesian; the best trial's model is on disk and the trainer is left as it
-    was. (The strategies are the kit's, whichever door: Random tunes the same job in docs/tuning.md's block; each
-    strategy's choices are unit tests.)"""
+    was. (The strategies are the kit's, whichever door: Random runs in SDK v2's tuner test of random search,
+    tests/estimators/test_local_tuning.py; each strategy's choices are unit tests.)"""
     strategy = "Bayesian"
     from sagemaker.core.parameter import CategoricalParameter, ContinuousParameter
     from sagemaker.train.tuner import HyperparameterTuner
