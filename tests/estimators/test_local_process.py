@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import tarfile
 import uuid
 
 import pytest
@@ -96,22 +95,6 @@ def test_local_mode_refusals_leave_fit_as_the_one_configuration_error(tiny_scrip
                                                                     "choose a writable directory")
     assert info.value.problem and str(info.value).startswith("output_path='/proc/x': ")
     assert _probes(probe) == []
-
-
-@pytest.mark.e2e
-def test_smddp_mnist_trains_on_two_hosts(tmp_path):
-    """The end-to-end: an unchanged SMDDP script, 2 hosts x 1 rank, real training on offline MNIST."""
-    est, _ = _estimator(
-        "smddp_mnist.py", tmp_path, source_dir=os.path.join(REPO, "entry_points"), distribution=SMDDP,
-        hyperparameters={"epochs": 1, "max-steps": 30, "batch-size": 32, "log-steps": 10}, max_run=900,
-    )
-    result = est.fit(job_name="local-smddp-mnist")
-    assert result.ok, result.failure_reason
-    with tarfile.open(result.artifacts.model) as tar:
-        names = tar.getnames()
-    assert names, "model.tar.gz is empty"
-    logs = "".join(open(path).read() for path in result.artifacts.logs.values())
-    assert "loss" in logs
 
 
 @pytest.mark.processes
