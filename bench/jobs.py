@@ -81,6 +81,8 @@ class Job:
                 tag += f"-{value}-view"
         if "--short-toolkit-waits" in self.local_options:
             tag += "-short-waits"
+        if "--mlflow" in self.local_options:
+            tag += "-tracked"
         base = f"{self.program.removesuffix('.py')}-{self.launcher.value}-{self.ranks}"
         tag = tag.strip("-")
         return f"{base}-{tag}" if tag else base

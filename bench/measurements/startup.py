@@ -3,7 +3,8 @@ and in the twin, faithful and with ``--short-toolkit-waits`` (the issue's goal: 
 SMDDP job (train.py, 2 hosts x 1 process) from its start to the end of its first training step and to ``Completed``, in the SageMaker twin (``smddp local --backend docker``: SageMaker's start sequence in the
 kit's image, the toolkit's own launch) against the process backend (``smddp local``), and the process backend against
 a bare ``horovodrun -np 2`` of the same script, and with each host's own ``/opt/ml`` (the default) against this
-machine's (``SMDDP_HOST_VIEW=shared``): the goal, at most 5 % more.
+machine's (``SMDDP_HOST_VIEW=shared``): the goal, at most 5 % more; and the main job tracked in MLflow (``--mlflow``, a
+SQLite store) against untracked: the seconds tracking adds to a job.
 
 How it works: ``docs/performance.md``, "The start-up measurement".
 """
@@ -66,7 +67,20 @@ def _main_jobs(config: BenchConfig) -> dict[str, Job]:
     if not config.quick:
         jobs["main: twin"] = Job(MAIN_JOB, Launcher.TWIN, 2, repeat=True, local_options=shorter, rank_results=False,
                                  marks=marks)
+        jobs["main: process backend, tracked"] = Job(
+            MAIN_JOB, Launcher.LOCAL_MODE, 2, repeat=True, marks=(ACCURACY_MARK,), rank_results=False,
+            local_options=(*shorter, "--mlflow", tracking_store(config), "--mlflow-experiment", TRACKING_EXPERIMENT))
     return jobs
+
+
+TRACKING_EXPERIMENT = "bench"
+"""The experiment the tracked main job's runs go to."""
+
+
+def tracking_store(config: BenchConfig) -> str:
+    """The MLflow store the tracked main job is tracked in: a SQLite store in the bench's output folder (made by
+    :func:`prepare`, so that no job's time counts its creation)."""
+    return f"sqlite:///{(config.out_dir / 'mlflow.db').resolve()}"
 
 
 def _twin_job(config: BenchConfig) -> Job:
@@ -98,7 +112,17 @@ def jobs(config: BenchConfig) -> list[Job]:
 
 def prepare(config: BenchConfig, stream: IO[str] = sys.stdout) -> None:
     """Builds the twin's image before any job is timed (when it is missing or stale), so that no start-up counts a
-    build. Without a Docker engine the twin's job fails fast with the engine's own message, and its rows say so."""
+    build. Without a Docker engine the twin's job fails fast with the engine's own message, and its rows say so.
+    A full run also makes the tracked job's MLflow store and experiment (without mlflow its row says n/a)."""
+    if not config.quick:
+        try:
+            from mlflow import MlflowClient  # noqa: PLC0415 - the mlflow extra, for the tracked job's store only
+
+            client = MlflowClient(tracking_store(config))
+            if client.get_experiment_by_name(TRACKING_EXPERIMENT) is None:
+                client.create_experiment(TRACKING_EXPERIMENT)
+        except ImportError as exc:
+            print(f"startup: the tracked job's row will be n/a: {exc}", file=stream, flush=True)
     try:
         engine = find_engine()
         build = ensure_image(engine, base=host_base_recipe(), progress=stream)
@@ -166,6 +190,26 @@ def _main_job_rows(config: BenchConfig, runs: RunsByJob) -> list[Row]:
     return rows
 
 
+def _tracking_row(config: BenchConfig, runs: RunsByJob) -> Row | None:
+    """The main job to Completed tracked in MLflow over untracked, round by round (None in ``--quick``: no tracked
+    job), with the seconds tracking adds to a job."""
+    main = _main_jobs(config)
+    tracked_job = main.get("main: process backend, tracked")
+    if tracked_job is None:
+        return None
+    comparison = "README's main job, start to Completed: tracked in MLflow (a SQLite store) / untracked"
+    base = {run.round: run for run in runs(main["main: process backend"]) if run.ok}
+    tracked = {run.round: run for run in runs(tracked_job) if run.ok}
+    rounds = sorted(set(tracked) & set(base))
+    if not rounds:
+        return Row(comparison, None, None, f"n/a: {first_failure(runs, [tracked_job, main['main: process backend']])}")
+    ratio = summarise([tracked[r].duration / base[r].duration for r in rounds])
+    added = summarise([tracked[r].duration - base[r].duration for r in rounds])
+    detail = (f"{summarise([tracked[r].duration for r in rounds]).median:.1f} s vs "
+              f"{summarise([base[r].duration for r in rounds]).median:.1f} s: {added.median:+.1f} s a job")
+    return Row(comparison, ratio, None, detail)
+
+
 def _host_views_row(runs: RunsByJob, layouts: dict[str, Job], own: dict[int, dict[str, float]],
                     shared: dict[int, dict[str, float]]) -> Row:
     """Start to first step with each host's own /opt/ml over this machine's, round by round."""
@@ -185,6 +229,9 @@ def summarise_runs(config: BenchConfig, runs: RunsByJob) -> MeasurementResult:
     and to Completed less the toolkit's fixed wait)."""
     result = MeasurementResult(NAME, TITLE)
     result.rows += _main_job_rows(config, runs)
+    tracking = _tracking_row(config, runs)
+    if tracking is not None:
+        result.rows.append(tracking)
     layouts = _jobs(config)
     timings = {name: _timings(list(runs(job))) for name, job in layouts.items()}
     result.raw = {name: {"timings": values, "runs": [run.to_json() for run in runs(layouts[name])]}

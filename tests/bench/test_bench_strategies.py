@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from smddp_compat.bench._launch import _MarkedLog
 from smddp_compat.bench._report import strategy_markdown
 from smddp_compat.bench.config import BenchConfig
@@ -134,9 +136,13 @@ def test_help_names_every_measurement_its_outputs_and_exit_codes():
 def test_main_job_rows_judge_the_short_waits_twin_against_the_goal(tmp_path):
     config = _config(tmp_path, quick=False)
     main = startup._main_jobs(config)
-    assert set(main) == {"main: process backend", "main: twin, short waits", "main: twin"}
+    assert set(main) == {"main: process backend", "main: twin, short waits", "main: twin",
+                         "main: process backend, tracked"}
     assert "--short-toolkit-waits" in main["main: twin, short waits"].local_options
-    assert len({job.label for job in main.values()}) == 3  # each its own run folder
+    tracked = main["main: process backend, tracked"]
+    assert tracked.local_options[-4:] == ("--mlflow", f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}",
+                                          "--mlflow-experiment", startup.TRACKING_EXPERIMENT)
+    assert len({job.label for job in main.values()}) == 4  # each its own run folder
     runs = {
         main["main: process backend"].key: [JobRun(main["main: process backend"], r, True, "", 0.0, 20.0, [], "log")
                                             for r in range(6)],
@@ -144,7 +150,10 @@ def test_main_job_rows_judge_the_short_waits_twin_against_the_goal(tmp_path):
             JobRun(main["main: twin, short waits"], r, True, "", 100.0, 44.0 + r, [], "log",
                    {"toolkit up": 110.0, "script invoked": 112.0}) for r in range(6)],
         main["main: twin"].key: [JobRun(main["main: twin"], 0, False, "timed out after 240 s", 0.0, 240.0, [], "log")],
+        tracked.key: [JobRun(tracked, r, True, "", 0.0, 21.5, [], "log") for r in range(6)],
     }
+    tracking = startup._tracking_row(config, lambda job: runs.get(job.key, []))
+    assert tracking.ratio.median == pytest.approx(1.075) and "21.5 s vs 20.0 s: +1.5 s a job" in tracking.detail
     rows = {row.comparison: row for row in startup._main_job_rows(config, lambda job: runs.get(job.key, []))}
     short = rows["README's main job, start to Completed: twin --short-toolkit-waits / process backend"]
     assert short.goal == startup.MAIN_JOB_GOAL and short.met is True
@@ -155,6 +164,7 @@ def test_main_job_rows_judge_the_short_waits_twin_against_the_goal(tmp_path):
     # train.py in the twin (the twin's launch is the main job's)
     quick = _config(tmp_path, quick=True)
     assert set(startup._main_jobs(quick)) == {"main: process backend", "main: twin, short waits"}
+    assert startup._tracking_row(quick, lambda job: []) is None
     assert {job.launcher for job in startup._jobs(quick).values()} == {Launcher.LOCAL_MODE, Launcher.HOROVODRUN}
 
 
