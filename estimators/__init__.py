@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from smddp_compat.estimators._distribution import DistributionPlan, plan_distribution
 from smddp_compat.estimators._local_process import (
-    DEFAULT_LOCAL_OUTPUT, build_job_spec, described_as_sent, run_job,
+    DEFAULT_LOCAL_OUTPUT, MlflowSetting, build_job_spec, described_as_sent, mlflow_settings, run_job,
 )
 from smddp_compat.estimators._jobs import (
     check_destination, describe_job, fetch_model, format_status, iter_log_events, wait_for_job,
@@ -47,7 +47,7 @@ __all__ = [
     "DEFAULT_LOCAL_OUTPUT", "build_job_spec", "run_job", "described_as_sent",
     "LocalTuningClient", "run_tuning_job", "check_destination", "describe_job", "fetch_model", "format_status",
     "iter_log_events", "wait_for_job", "check_positive_int", "check_positive_seconds", "check_s3_uri", "resolve_region",
-    "sagemaker_mlflow_config",
+    "sagemaker_mlflow_config", "mlflow_settings", "MlflowSetting",
 ]
 
 

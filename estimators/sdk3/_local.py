@@ -21,10 +21,9 @@ from typing import IO, Any
 from sagemaker.train.utils import _get_unique_name, safe_serialize  # SDK v3's job-name and hyperparameter rules
 
 from smddp_compat.estimators import (
-    DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, build_job_spec, described_as_sent, instance_spec,
-    plan_distribution, run_job,
+    DEFAULT_LOCAL_OUTPUT, ConfigurationError, DistributionPlan, MlflowSetting, build_job_spec, described_as_sent,
+    instance_spec, mlflow_settings, plan_distribution, run_job,
 )
-from smddp_compat.estimators._local_process import MlflowSetting, mlflow_settings
 from smddp_compat.local_mode.outcome import JobResult
 from smddp_compat.local_mode.spec import JobSpec
 from smddp_compat.local_mode.name_values import decode_value

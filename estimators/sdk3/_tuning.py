@@ -29,8 +29,7 @@ from sagemaker.core.utils.code_injection.codec import transform
 from sagemaker.core.utils.utils import serialize
 
 from smddp_compat.estimators import (
-    DEFAULT_LOCAL_OUTPUT, ConfigurationError, LocalTuningClient, run_job, run_tuning_job)
-from smddp_compat.estimators._local_process import MlflowSetting, mlflow_settings
+    DEFAULT_LOCAL_OUTPUT, ConfigurationError, LocalTuningClient, MlflowSetting, mlflow_settings, run_job, run_tuning_job)
 from smddp_compat.estimators.sdk3._local import build_local_spec, local_job_description, plan_of
 from smddp_compat.local_mode.environment import default_region
 from smddp_compat.local_mode.lifecycle import JobControl
