@@ -26,7 +26,7 @@ smokes) hold one lock, :func:`one_at_a_time` (pytest-xdist's ``xdist_group`` doe
 3.8 renames the test through an attribute pytest no longer reads)::
 
     .venv/bin/pytest --tier unit -x
-    .venv/bin/pytest --tier processes -n 2
+    .venv/bin/pytest --tier processes -n 3
     .venv/bin/pytest --tier docker,e2e -n 3
 """
 
