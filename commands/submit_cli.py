@@ -250,8 +250,6 @@ def _submit(args: argparse.Namespace) -> int:
     if args.max_run is not None:
         kwargs["max_run"] = args.max_run
     tracking: Any = tracking_from_args(args) if local else sagemaker_tracking_from_args(args)
-    if tracking is not None and not local:  # in the command line's words, before the estimator checks it again
-        sagemaker_mlflow_config(tracking, args.instance_type, field="--mlflow")
     if tracking is not None:
         kwargs["mlflow"] = tracking
     try:
@@ -282,6 +280,8 @@ def _submit(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:
         if exc.field == "region":
             _region(args.region)  # the same refusal, in the command line's words
+        if exc.field == "mlflow":
+            sagemaker_mlflow_config(tracking, args.instance_type, field="--mlflow")  # likewise
         raise
     if local:
         result = estimator.fit(channels or None, job_name=args.job_name)

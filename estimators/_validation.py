@@ -307,7 +307,8 @@ def sagemaker_mlflow_config(setting: Any, instance_type: str, field: str = "mlfl
     """
     config = {"MlflowResourceArn": setting} if isinstance(setting, str) else setting
     if not isinstance(config, Mapping) or not str(config.get("MlflowResourceArn", "")).startswith("arn:"):
-        shown = getattr(config, "get", lambda _: None)("MlflowResourceArn") or getattr(setting, "public_uri", setting)
+        arn = config.get("MlflowResourceArn") if isinstance(config, Mapping) else None
+        shown = arn or getattr(setting, "public_uri", setting)  # an MlflowSettings' URI without its credentials
         local = "--instance-type local_process" if field.startswith("--") else "instance_type='local_process'"
         as_config = "" if field.startswith("--") else (
             ", or {'MlflowResourceArn': ARN, 'MlflowExperimentName': NAME, 'MlflowRunName': NAME}")

@@ -41,7 +41,7 @@ from smddp_compat import contract
 from smddp_compat.local_mode.errors import ConfigurationError, TrackingError
 
 __all__ = ["MlflowSettings", "TrackedRun", "RunRecord", "PENDING_FILE", "REQUEST_LIMITS", "RUN_STATUS",
-           "send_pending", "base_name"]
+           "send_pending", "base_name", "ensure_experiment"]
 
 #: MLflow's own request settings while the kit talks to the server (the environment's win): one try of at most
 #: 10 s, then 2 retries 1 s and 2 s apart (MLflow's defaults retry for about 4 minutes before a refusal is said).
@@ -176,6 +176,22 @@ _SHORT_REASONS = (("Connection refused", "connection refused"), ("timed out", "t
                   ("Max retries exceeded", "no answer"))
 
 
+def _experiment_id(client: Any, name: str) -> str:
+    """The id of the experiment ``name``, made when missing."""
+    experiment = client.get_experiment_by_name(name)
+    return experiment.experiment_id if experiment else client.create_experiment(name)
+
+
+def ensure_experiment(settings: MlflowSettings, name: str) -> str:
+    """The id of the experiment ``name`` at ``settings``' tracking URI, made (with the store itself, for a new SQLite
+    file) when missing: what a job's first run would otherwise make while it is timed.
+
+    Raises:
+        ImportError: mlflow is not installed (the ``mlflow`` extra).
+    """
+    return _experiment_id(_client(settings), name)
+
+
 def _unreachable(exc: BaseException, settings: MlflowSettings) -> str:
     """One line for a tracking failure, without credentials or a traceback."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -258,8 +274,7 @@ class TrackedRun:
         try:
             client = _client(settings)
             experiment_name = settings.experiment_name or base_name(job_name)
-            experiment = client.get_experiment_by_name(experiment_name)
-            experiment_id = experiment.experiment_id if experiment else client.create_experiment(experiment_name)
+            experiment_id = _experiment_id(client, experiment_name)
             all_tags = {"sagemaker.training_job_name": job_name, **tags}
             if settings.parent_run_id:
                 all_tags["mlflow.parentRunId"] = settings.parent_run_id

@@ -20,6 +20,7 @@ from smddp_compat.bench.results import Goal, MeasurementResult, Row, RunsByJob, 
 from smddp_compat.bench.stats import summarise
 from smddp_compat.image import DockerError, ensure_image, find_engine, host_base_recipe
 from smddp_compat.local_mode.host_views import HOST_VIEW_VARIABLE
+from smddp_compat.local_mode.tracking import MlflowSettings, ensure_experiment
 from smddp_compat.bench.measurements._training_jobs import FIRST_STEP_MARK, horovodrun_training, local_mode_training
 
 __all__ = ["NAME", "TITLE", "jobs", "prepare", "summarise_runs", "TOOLKIT_WAIT_MARKS"]
@@ -116,11 +117,7 @@ def prepare(config: BenchConfig, stream: IO[str] = sys.stdout) -> None:
     A full run also makes the tracked job's MLflow store and experiment (without mlflow its row says n/a)."""
     if not config.quick:
         try:
-            from mlflow import MlflowClient  # noqa: PLC0415 - the mlflow extra, for the tracked job's store only
-
-            client = MlflowClient(tracking_store(config))
-            if client.get_experiment_by_name(TRACKING_EXPERIMENT) is None:
-                client.create_experiment(TRACKING_EXPERIMENT)
+            ensure_experiment(MlflowSettings(tracking_store(config)), TRACKING_EXPERIMENT)
         except ImportError as exc:
             print(f"startup: the tracked job's row will be n/a: {exc}", file=stream, flush=True)
     try:
