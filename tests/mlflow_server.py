@@ -8,10 +8,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from smddp_compat.commands.doctor import mlflow_server_executable
 
 __all__ = ["MlflowServer"]
 
@@ -43,7 +44,9 @@ class MlflowServer:
                 probe.bind(("127.0.0.1", 0))
                 self.port = probe.getsockname()[1]
         self.folder.mkdir(parents=True, exist_ok=True)
-        mlflow = Path(sys.executable).with_name("mlflow")
+        mlflow = mlflow_server_executable()
+        if not mlflow.exists():
+            raise RuntimeError(f"{mlflow} is missing: the tracking server's environment; `bash setup.sh` makes it")
         log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - kept open while the server runs
         self._process = subprocess.Popen(
             [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
