@@ -28,7 +28,7 @@ if not SMDDP.exists():
     SMDDP = REPO / ".venv" / "bin" / "smddp"
 KIT_DOCKER_HOST = "unix:///run/smddp-compat/docker.sock"
 MISSING_DOCKER_HOST = "unix:///nonexistent/smddp-doctor-test/docker.sock"
-REQUIRED = ("tensorflow", "keras", "tf-keras", "horovod", "mpirun", "sdk", "test-tools", "datasets")
+REQUIRED = ("tensorflow", "keras", "tf-keras", "horovod", "mpirun", "sdk", "test-tools", "datasets", "mlflow")
 FAKE_SECRETS = {
     "AWS_ACCESS_KEY_ID": "AKIAFAKEDOCTORTEST7Q",
     "AWS_SECRET_ACCESS_KEY": "fakeDoctorSecret/9x8y7z6w5v4u3t2s1r0qPONMLK",
@@ -92,7 +92,7 @@ def test_doctor_passes_here_and_never_prints_a_credential(docker_env: dict[str, 
     seconds = time.monotonic() - started
     assert code == 0, output
     assert set(lines) == {"tensorflow", "keras", "tf-keras", "horovod", "mpirun", "job-network", "gpus", "docker",
-                          "image", "sdk", "sdk-v3", "test-tools", "aws-region", "aws-credentials", "datasets"}, output
+                          "image", "sdk", "sdk-v3", "test-tools", "mlflow", "aws-region", "aws-credentials", "datasets"}, output
     for name in (*REQUIRED, "job-network", "docker", "aws-region", "aws-credentials"):
         assert _status(lines[name]) == "ok", output
     assert "2.21" in lines["tensorflow"] and "Keras 3." in lines["keras"], output

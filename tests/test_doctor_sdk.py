@@ -1,4 +1,4 @@
-"""``smddp doctor``'s SDK and Horovod-build checks, in-process: which SageMaker SDK this environment has and which of
+"""``smddp doctor``'s SDK, MLflow and Horovod-build checks, in-process: which SageMaker SDK this environment has and which of
 the kit's APIs it enables (required only in setup.sh's .venv, which needs SDK v2), and a Horovod built for another
 TensorFlow than the one installed (setup.sh's build stamp), each with its fix."""
 
@@ -52,3 +52,23 @@ def test_horovod_built_for_another_tensorflow_fails_with_the_fix(monkeypatch, tm
     assert "pip install tensorflow==2.20.0" in check.fix and "`smddp install-horovod`" in check.fix
     (tmp_path / doctor.HOROVOD_STAMP).write_text("horovod-0.28.1-tf-2.21.0-gloo-mpi-py311\n")
     assert doctor._horovod_check(STACK).status == doctor.OK
+
+
+def test_mlflow_client_here_server_apart_and_the_full_package_here_is_a_warning(monkeypatch, tmp_path):
+    """The jobs' environment has MLflow's client; the full package (the server's, bringing scikit-learn, which Keras 3
+    imports in every rank) there is a warning naming what it costs and how to move it."""
+    versions = {"mlflow-skinny": "3.17.2"}
+    monkeypatch.setattr(doctor, "_version", versions.get)
+    monkeypatch.setattr(doctor, "_in_setup_venv", lambda: True)
+    monkeypatch.setattr(doctor, "mlflow_server_executable", lambda: tmp_path / "bin" / "mlflow")
+    assert doctor._mlflow_check().status == doctor.FAIL  # setup.sh's .venv without its server environment
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "mlflow").touch()
+    assert doctor._mlflow_check().status == doctor.OK
+    versions["mlflow"] = "3.17.2"
+    full = doctor._mlflow_check()
+    assert full.status == doctor.WARN and "scikit-learn" in full.detail and "pip uninstall mlflow" in full.fix
+    del versions["mlflow"], versions["mlflow-skinny"]
+    monkeypatch.setattr(doctor, "_in_setup_venv", lambda: False)
+    missing = doctor._mlflow_check()
+    assert missing.status == doctor.WARN and "smddp-compat[mlflow]" in missing.fix
