@@ -1,6 +1,7 @@
-"""``smddp doctor``'s SDK, MLflow and Horovod-build checks, in-process: which SageMaker SDK this environment has and which of
-the kit's APIs it enables (required only in setup.sh's .venv, which needs SDK v2), and a Horovod built for another
-TensorFlow than the one installed (setup.sh's build stamp), each with its fix."""
+"""``smddp doctor``'s SDK, MLflow and Horovod-build checks, in-process: which SageMaker SDK this environment has and
+which of the kit's APIs it enables (required only in setup.sh's .venv, which needs SDK v2), MLflow's client here and
+its server apart, and a Horovod built for another TensorFlow than the one installed (setup.sh's build stamp), each
+with its fix."""
 
 from __future__ import annotations
 
