@@ -622,9 +622,10 @@ def _credentials_check() -> Check:
                  required=False)
 
 
-def mlflow_server_executable() -> Path:
-    """``mlflow`` of the tracking server's own environment, ``.venv-mlflow`` in the kit's checkout (setup.sh)."""
-    return kit_checkout() / ".venv-mlflow" / "bin" / "mlflow"
+def mlflow_server_executable(checkout: Path | None = None) -> Path:
+    """``mlflow`` of the tracking server's own environment, ``.venv-mlflow`` in the kit's `checkout` (setup.sh; default:
+    this package's, which is the checkout for an editable install)."""
+    return (checkout or kit_checkout()) / ".venv-mlflow" / "bin" / "mlflow"
 
 
 def _mlflow_check() -> Check:

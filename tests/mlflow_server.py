@@ -17,6 +17,8 @@ from smddp_compat.commands.doctor import mlflow_server_executable
 __all__ = ["MlflowServer"]
 
 _READY_SECONDS = 90.0
+# The checkout these tests are in (also when the kit under test is installed elsewhere, as in .venv-sdk3).
+_CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 class MlflowServer:
@@ -44,7 +46,7 @@ class MlflowServer:
                 probe.bind(("127.0.0.1", 0))
                 self.port = probe.getsockname()[1]
         self.folder.mkdir(parents=True, exist_ok=True)
-        mlflow = mlflow_server_executable()
+        mlflow = mlflow_server_executable(_CHECKOUT)
         if not mlflow.exists():
             raise RuntimeError(f"{mlflow} is missing: the tracking server's environment; `bash setup.sh` makes it")
         log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - kept open while the server runs
