@@ -3,7 +3,7 @@
 Run by the twin's tests with ``.venv-sdk3``'s Python (SDK v3 cannot share an environment with v2), with the fake
 AWS's variables (``AWS_ENDPOINT_URL`` at moto, fake credentials, the telemetry opt-out) in the environment:
 
-    .venv-sdk3/bin/python tests/docker/sdk3_request.py OUT.json IMAGE {smddp|parameter_server} SOURCE_DIR \
+    .venv-sdk3/bin/python tests/docker/sdk3_request.py OUT.json IMAGE smddp SOURCE_DIR \
         ENTRY_SCRIPT [HYPERPARAMETERS_JSON]
 """
 
@@ -20,7 +20,7 @@ from sagemaker.core.helper.session_helper import Session  # noqa: E402
 from sagemaker.train import ModelTrainer  # noqa: E402
 from sagemaker.train.configs import Compute, SourceCode  # noqa: E402
 
-from smddp_compat.estimators.sdk3 import SOURCE_IGNORE_PATTERNS, ParameterServer, SMDDPCompat  # noqa: E402
+from smddp_compat.estimators.sdk3 import SOURCE_IGNORE_PATTERNS, SMDDPCompat  # noqa: E402
 
 out, image, kind, source_dir, entry_script = sys.argv[1:6]
 # The SDK builds its STS client with a regional endpoint that ignores AWS_ENDPOINT_URL (FACTS.md): point it at moto.
@@ -38,13 +38,10 @@ def _recording(self, operation_name, api_params):
 
 
 BaseClient._make_api_call = _recording
-hyperparameters = json.loads(sys.argv[6]) if len(sys.argv) > 6 else ({"kind": "smddp"} if kind == "smddp" else {})
-if kind == "smddp":
-    distributed, instance_type = SMDDPCompat(), "ml.p4d.24xlarge"
-elif kind == "parameter_server":
-    distributed, instance_type = ParameterServer(), "ml.c5.xlarge"
-else:
-    sys.exit(f"sdk3_request.py: unknown kind {kind!r}: smddp or parameter_server")
+hyperparameters = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {"kind": "smddp"}
+if kind != "smddp":  # SDK v3's other configs run through its own local mode (test_sagemaker_local_mode.py)
+    sys.exit(f"sdk3_request.py: unknown kind {kind!r}: smddp")
+distributed, instance_type = SMDDPCompat(), "ml.p4d.24xlarge"
 trainer = ModelTrainer(
     training_image=image,
     role="arn:aws:iam::123456789012:role/SageMakerRole",
@@ -53,7 +50,7 @@ trainer = ModelTrainer(
     compute=Compute(instance_type=instance_type, instance_count=2),
     distributed=distributed,
     hyperparameters=hyperparameters,
-    base_job_name=f"twin-sdk3-{kind.replace('_', '-')}",
+    base_job_name=f"twin-sdk3-{kind}",
 )
 trainer.train(wait=False)
 with open(out, "w", encoding="utf-8") as handle:

@@ -1,17 +1,14 @@
 """The estimator's ``parameter_server`` request, replayed by the twin on 2 hosts in the kit's image: SageMaker's
 TensorFlow toolkit starts a parameter server on every host and runs the script with its own ``TF_CONFIG`` (the
 master on algo-1, a worker on algo-2); the bundled entry point trains under TF 2.21's ParameterServerStrategy to its
-held-out target, and its artifacts and metrics are the job's answer. SDK v3's plug-in runs it the same way through
-the kit's driver, whose hosts end when their scripts end (with the servers used; a script that never uses them, as
-AWS's ``parameter_server`` example trains: the probe's parameter_server job in test_one_command.py)."""
+held-out target, and its artifacts and metrics are the job's answer. SDK v3's plug-in (the kit's driver starting the
+same layout, the entry point training through the servers) runs in SDK v3's own local mode in the same image
+(test_sagemaker_local_mode.py); a script that never uses the servers, as AWS's ``parameter_server`` example trains:
+the probe's parameter_server job in test_one_command.py."""
 
 from __future__ import annotations
 
 import io
-import json
-import os
-import re
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -26,7 +23,6 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("no_leftovers")]
 ENTRY_POINTS = Path(__file__).resolve().parents[2] / "entry_points"
 TARGET_ACCURACY = 0.90
 METRICS = [{"Name": "test_accuracy", "Regex": r"test_accuracy=([0-9.]+);"}]
-SDK3_PYTHON = Path(__file__).resolve().parents[2] / ".venv-sdk3" / "bin" / "python"
 
 
 def _sdk2_request(aws: Aws, kit_image: str, source_dir: Path, entry_point: str, hyperparameters: dict[str, object],
@@ -44,23 +40,6 @@ def _sdk2_request(aws: Aws, kit_image: str, source_dir: Path, entry_point: str, 
     est.fit(wait=False, job_name=job_name)
     request = TrainingJobRequest.from_params(aws.requests[-1])
     assert request.hyperparameters["sagemaker_parameter_server_enabled"] == "true"
-    return request
-
-
-def _sdk3_request(kit_image: str, tmp_path: Path, source_dir: Path, entry_point: str,
-                  hyperparameters: dict[str, object]) -> TrainingJobRequest:
-    """The request SDK v3's ModelTrainer with ParameterServer() sends (built in .venv-sdk3)."""
-    if not SDK3_PYTHON.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{SDK3_PYTHON} is missing: CI builds it with estimators/sdk3/setup_venv.sh")
-        pytest.skip(f"{SDK3_PYTHON} is missing (bash estimators/sdk3/setup_venv.sh)")
-    out = tmp_path / "request.json"
-    done = subprocess.run([str(SDK3_PYTHON), str(Path(__file__).with_name("sdk3_request.py")), str(out), kit_image,
-                           "parameter_server", str(source_dir), entry_point, json.dumps(hyperparameters)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
-    request = TrainingJobRequest.from_file(out)
-    assert request.entrypoint  # SDK v3 starts its own driver script, not `train`
     return request
 
 
@@ -86,12 +65,3 @@ def test_the_estimators_parameter_server_request_trains_on_two_hosts(aws: Aws, k
     with tarfile.open(model) as archive:
         assert any(name.endswith("saved_model.pb") for name in archive.getnames())
 
-
-def test_the_sdk_v3_plug_in_runs_it_as_the_toolkit_does(aws: Aws, kit_image: str, tmp_path: Path) -> None:
-    """SDK v3's ModelTrainer with ParameterServer() (its request built in .venv-sdk3): the kit's driver starts the
-    toolkit's layout on each of 2 hosts, and the entry point trains to its target."""
-    request = _sdk3_request(kit_image, tmp_path, ENTRY_POINTS, "parameter_server_mnist.py", {"epochs": 2})
-    _, printed = _replay(request)
-    assert "parameter server 1 and the worker's script" in printed, printed[-5000:]
-    accuracy = [float(v) for v in re.findall(r"test_accuracy=([0-9.]+);", printed)]
-    assert accuracy and accuracy[-1] >= TARGET_ACCURACY, printed[-3000:]
