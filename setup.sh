@@ -79,7 +79,10 @@ PIP=("$PY" -m pip install -q --disable-pip-version-check)
 TF_SPEC="tensorflow==$TF_VERSION"
 gpu_build && TF_SPEC="tensorflow[and-cuda]==$TF_VERSION"
 step "TensorFlow ($TF_SPEC) and tf-keras"
-installed_version() { "$PY" -c "from importlib.metadata import version; print(version('$1'))" 2>/dev/null || true; }
+# installed_version PACKAGE [PYTHON]: its version in the venv of PYTHON (default: .venv's), empty when absent.
+installed_version() {
+  "${2:-$PY}" -c "from importlib.metadata import version; print(version('$1'))" 2>/dev/null || true
+}
 cuda_ok=yes
 gpu_build && [ -z "$(installed_version nvidia-nccl-cu12)" ] && cuda_ok=""  # a CPU venv turning GPU gets the CUDA wheels
 if [ "$(installed_version tensorflow)" = "$TF_VERSION" ] && [ "$(installed_version tf_keras)" = "$TF_VERSION" ] && [ -n "$cuda_ok" ]; then
@@ -125,7 +128,7 @@ if [ "${SMDDP_MLFLOW_SERVER:-1}" = "0" ]; then
   echo "    skipped (SMDDP_MLFLOW_SERVER=0)"
 elif [ ! -f "$ROOT/commands/doctor.py" ]; then
   echo "    skipped: the kit's code is not here (the training image's dependency stack)"
-elif [ "$("$MLFLOW_VENV/bin/python" -c "from importlib.metadata import version; print(version('mlflow'))" 2>/dev/null)" = \
+elif [ "$(installed_version mlflow "$MLFLOW_VENV/bin/python")" = \
      "$(sed -n 's/^mlflow==//p' "$ROOT/constraints.txt")" ]; then
   echo "    already installed"
 else
