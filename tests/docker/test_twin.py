@@ -291,7 +291,7 @@ def test_sdk_v3_model_trainer_smddp_plug_in(aws: Aws, kit_image: str, tmp_path: 
         pytest.skip(f"{SDK3_PYTHON} is missing (bash estimators/sdk3/setup_venv.sh)")
     out = tmp_path / "request.json"
     done = subprocess.run([str(SDK3_PYTHON), str(Path(__file__).with_name("sdk3_request.py")), str(out), kit_image,
-                           "smddp", str(SCRIPTS), "world_probe.py"], capture_output=True, text=True, timeout=300)
+                           str(SCRIPTS), "world_probe.py"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     request = TrainingJobRequest.from_file(out)
     assert request.entrypoint  # SDK v3 starts its own driver script, not `train`
