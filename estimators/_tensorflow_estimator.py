@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any, Mapping, Sequence
 
 from smddp_compat import contract
+from smddp_compat.estimators._sdk_config_validation import check_each_configuration_once
 from smddp_compat.estimators._sdk_notices import sdk_v2_notices_quieted
 
 with sdk_v2_notices_quieted():  # the kit's own import of SDK v2: its notice is the kit's doing, not the user's
@@ -43,6 +44,8 @@ from smddp_compat.estimators.errors import ConfigurationError, JobError, raised_
 from smddp_compat.image.cuda import check_image_for_instance_type
 from smddp_compat.instance_types import is_local
 from smddp_compat.local_mode.lifecycle import JobControl
+
+check_each_configuration_once()  # SDK v2 re-checks an unchanged configuration on every lookup: once is enough
 
 __all__ = ["TensorFlow", "LOCAL_PLACEHOLDER_ROLE", "SDK_V1_ARGUMENT_NAMES", "sdk_config_without_telemetry"]
 

@@ -26,6 +26,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+from smddp_compat.estimators._sdk_config_validation import check_each_configuration_once  # noqa: E402
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's account
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerRole"
@@ -108,35 +110,6 @@ def _patch_sts(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
             monkeypatch.setattr(module, "sts_regional_endpoint", lambda region: url)
 
 
-_VALIDATED_CONFIGS: set[str] = set()
-
-
-def _memoize_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SDK v2 re-validates the user config against its JSON schema on every lookup (~0.3 s each, dozens per job).
-
-    The config is the telemetry opt-out file above and never changes, so validation runs once per distinct config.
-    """
-    try:
-        from sagemaker.config import config as config_module
-    except ImportError:
-        return
-    original = config_module.validate_sagemaker_config
-
-    def validate_once(sagemaker_config: Any = None) -> Any:
-        key = json.dumps(sagemaker_config, sort_keys=True, default=str)
-        if key in _VALIDATED_CONFIGS:
-            return None
-        result = original(sagemaker_config)
-        _VALIDATED_CONFIGS.add(key)
-        return result
-
-    for module_name in ("sagemaker.config.config", "sagemaker.config", "sagemaker.session", "sagemaker.utils",
-                        "sagemaker.local.local_session"):
-        module = sys.modules.get(module_name) or importlib.import_module(module_name)
-        if getattr(module, "validate_sagemaker_config", None) is original:
-            monkeypatch.setattr(module, "validate_sagemaker_config", validate_once)
-
-
 @pytest.fixture
 def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Aws:
     """A freshly reset moto, the environment pointing at it, and the SDK quirks handled."""
@@ -158,5 +131,5 @@ def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Aws:
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     _patch_sts(monkeypatch, moto_url)
-    _memoize_config_validation(monkeypatch)
+    check_each_configuration_once()  # as the kit's estimator does (the tests' SDK sessions too)
     return Aws(moto_url)
