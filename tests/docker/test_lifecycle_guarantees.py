@@ -34,7 +34,8 @@ sys.exit(3)
 """
 
 _WAIT_FOR_A_STOP = """
-import time
+import os, pathlib, time
+pathlib.Path(os.environ["SM_MODEL_DIR"], "weights.txt").write_text("trained until stopped\\n")
 print("ready to be stopped", flush=True)
 time.sleep(600)
 """
@@ -81,6 +82,11 @@ def test_a_failed_job_keeps_its_model_and_never_touches_the_users_data(backend: 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_sigterm_stops_the_job_as_a_stop_and_leaves_nothing_running(backend: str, tmp_path: Path,
                                                                       request: pytest.FixtureRequest) -> None:
+    """SIGTERM to ``smddp local`` is StopTrainingJob: the job ends ``Stopped`` (143) with the model it wrote, and
+    nothing of it is left running. A tuning job's early stopping stops a trial through the same stop (its
+    ``JobControl.stop`` sets the event this signal sets), so a tuning job in the twin has no test of its own: the rule
+    is proven on processes (``tests/local_mode/test_tune_command.py``), a trial in the twin by
+    ``tests/docker/test_one_command.py``."""
     script = tmp_path / "train.py"
     script.write_text(_WAIT_FOR_A_STOP)
     argv = [sys.executable, "-m", "smddp_compat.commands.cli", "local", str(script), "--output", str(tmp_path / "out"),
@@ -104,6 +110,9 @@ def test_a_sigterm_stops_the_job_as_a_stop_and_leaves_nothing_running(backend: s
     output = "".join(seen) + rest
     assert job.returncode == 128 + signal.SIGTERM, output[-4000:]
     assert "Stopped" in output, output[-4000:]
+    # StopTrainingJob keeps what the job wrote: its model (also a tuning trial's, stopped early by the same stop)
+    with tarfile.open(tmp_path / "out" / f"stop-{backend}" / "output" / "model.tar.gz") as model:
+        assert model.extractfile("weights.txt").read() == b"trained until stopped\n"  # type: ignore[union-attr]
     assert not list(Path(tempfile.gettempdir()).glob(f"smddp-*-stop-{backend}-*")), "a temporary tree was left"
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(script) in " ".join(p.info["cmdline"] or [])]
     assert not left, f"still running after the stop: {left}"
