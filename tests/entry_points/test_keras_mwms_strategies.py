@@ -97,8 +97,9 @@ RUNS = {
                              "tf-keras-2"),
     "multi_worker_mirrored-1worker": (["--strategy", "multi_worker_mirrored"], "MultiWorkerMirroredStrategy", 1,
                                       "keras-3"),
-    "auto-3cpu": (["--cpu-devices", "3"], "MirroredStrategy", 3, "keras-3"),
 }
+# --strategy auto is the plan's choice (test_plan), then one of these runs: a run of it would repeat MirroredStrategy's
+# (auto on 2 hosts trains as MultiWorkerMirroredStrategy in test_keras_mwms.py).
 
 
 @pytest.mark.processes
