@@ -1,4 +1,5 @@
-"""SDK v2 checks each distinct configuration once once the kit's estimator is imported (estimators/_sdk_config_validation.py)."""
+"""With the kit's estimator imported, SDK v2 checks each distinct configuration only once
+(estimators/_sdk_config_validation.py)."""
 
 from __future__ import annotations
 
